@@ -1,0 +1,5 @@
+//! # kubeapp-operator
+//!
+//! The operator runtime of kubeapp: informers, the `InformerController`, watchers, reconcilers,
+//! retries, the opinionated finalizer wrappers, the runner and its metrics.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]

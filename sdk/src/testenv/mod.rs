@@ -1,0 +1,597 @@
+//! A real Kubernetes control plane for tests: kube-apiserver + etcd on loopback.
+//!
+//! [`TestEnv::start`] runs etcd and kube-apiserver as child processes on free loopback ports, with
+//! keys and certificates generated in Rust, waits until the apiserver is ready, and hands back an
+//! admin [`kube::Client`] plus a kubeconfig (as a value and as a file, for child processes such as
+//! an operator binary under test). It is the Rust counterpart of controller-runtime's envtest, and
+//! it is how kubeapp tests itself; operators built on kubeapp can use it the same way.
+//!
+//! ```
+//! # async fn demo() -> Result<(), kubeapp_sdk::testenv::TestEnvError> {
+//! use kubeapp_sdk::testenv::TestEnv;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::api::{Api, PostParams};
+//!
+//! let env = TestEnv::start().await?;
+//! let ns = env.create_namespace("demo").await?;
+//! let configmaps: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
+//! let mut cm = ConfigMap::default();
+//! cm.metadata.name = Some("hello".into());
+//! configmaps.create(&PostParams::default(), &cm).await.expect("create");
+//! assert!(env.kubeconfig_path().exists());
+//! # Ok(())
+//! # }
+//! # tokio::runtime::Runtime::new().unwrap().block_on(demo()).unwrap();
+//! ```
+//!
+//! # What you get, and what you don't
+//!
+//! - CRDs, custom resources, core kinds, watches, finalizers and `deletionTimestamp`, server-side
+//!   apply, the status subresource, RBAC (see [`TestEnv::identity`]), admission and conversion
+//!   webhooks called on loopback.
+//! - No kube-controller-manager runs: no garbage collection through owner references, and deleted
+//!   namespaces stay `Terminating`. Use a fresh namespace per test ([`TestEnv::create_namespace`]).
+//!
+//! # Binaries
+//!
+//! kube-apiserver and etcd are looked up as [`binaries`] describes; `testbin/build.sh` in the
+//! kubeapp repository builds them from source into a cache. A missing binary is a
+//! [`TestEnvError::BinaryNotFound`] naming the binary, the directories searched, the environment
+//! variable and the script.
+//!
+//! # Processes never outlive the test binary
+//!
+//! Dropping a [`TestEnv`] kills both processes and removes its directory. If the test binary exits
+//! without dropping it (`std::process::exit`, an abort, a `static` environment, SIGKILL), the kernel
+//! kills the processes anyway: each is forked with a parent-death signal (`PR_SET_PDEATHSIG`) from
+//! a thread that lives as long as the test binary.
+//!
+//! # Faults
+//!
+//! [`TestEnv::stop_apiserver`] kills kube-apiserver (SIGKILL, as a crash would) while etcd keeps
+//! the data; [`TestEnv::start_apiserver`] brings it back on the same address with the same
+//! credentials, so clients made before the stop work again afterwards.
+
+pub mod binaries;
+mod certs;
+mod error;
+mod kubeconfig;
+mod process;
+mod resources;
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use kube::config::Kubeconfig;
+
+pub use self::certs::{CertificateAuthority, IssuedCert};
+pub use self::error::TestEnvError;
+use self::process::ManagedProcess;
+
+/// How often readiness is probed while waiting.
+const POLL: Duration = Duration::from_millis(100);
+/// How many times a process is started on fresh ports when its port was taken meanwhile.
+const PORT_ATTEMPTS: usize = 3;
+
+/// Options for starting a [`TestEnv`]; [`TestEnv::start`] uses the defaults.
+#[derive(Clone, Debug)]
+pub struct TestEnvBuilder {
+    binary_dir: Option<PathBuf>,
+    only_binary_dir: bool,
+    start_timeout: Duration,
+    apiserver_args: Vec<String>,
+}
+
+impl Default for TestEnvBuilder {
+    fn default() -> Self {
+        Self {
+            binary_dir: None,
+            only_binary_dir: false,
+            start_timeout: Duration::from_secs(60),
+            apiserver_args: Vec::new(),
+        }
+    }
+}
+
+impl TestEnvBuilder {
+    /// Looks for `kube-apiserver` and `etcd` in `dir` before the default places.
+    #[must_use]
+    pub fn binary_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.binary_dir = Some(dir.into());
+        self
+    }
+
+    /// Searches only the directory given to [`binary_dir`](Self::binary_dir), not
+    /// `$KUBEBUILDER_ASSETS` or the cache: for pinning exact binaries.
+    #[must_use]
+    pub fn only_binary_dir(mut self) -> Self {
+        self.only_binary_dir = true;
+        self
+    }
+
+    /// How long each process may take to become ready (default 60 s; a 2-core machine running
+    /// several test binaries at once needs the slack).
+    #[must_use]
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.start_timeout = timeout;
+        self
+    }
+
+    /// Adds a kube-apiserver flag, e.g. `--feature-gates=...`. Later flags override earlier ones.
+    #[must_use]
+    pub fn apiserver_arg(mut self, arg: impl Into<String>) -> Self {
+        self.apiserver_args.push(arg.into());
+        self
+    }
+
+    /// Starts etcd and kube-apiserver and waits until the apiserver is ready.
+    pub async fn start(self) -> Result<TestEnv, TestEnvError> {
+        let started = Instant::now();
+        let dirs = match (&self.binary_dir, self.only_binary_dir) {
+            (Some(dir), true) => vec![dir.clone()],
+            (dir, _) => binaries::search_dirs(dir.as_deref()),
+        };
+        let etcd_bin = binaries::find("etcd", &dirs)?;
+        let apiserver_bin = binaries::find("kube-apiserver", &dirs)?;
+
+        let dir = tempfile::Builder::new()
+            .prefix("kubeapp-testenv-")
+            .tempdir()
+            .map_err(|source| TestEnvError::Io {
+                action: "creating a directory in",
+                path: std::env::temp_dir(),
+                source,
+            })?;
+        let files = Files::write(dir.path())?;
+
+        let etcd = start_etcd(&etcd_bin, dir.path(), self.start_timeout).await?;
+        let mut apiserver = ApiServer {
+            binary: apiserver_bin,
+            args: Vec::new(),
+            port: 0,
+            log: dir.path().join("kube-apiserver.log"),
+            extra_args: self.apiserver_args,
+            timeout: self.start_timeout,
+        };
+        let (process, client, kubeconfig) =
+            apiserver.start_first(&etcd.url, &files, dir.path()).await?;
+        let kubeconfig_path = dir.path().join("kubeconfig.yaml");
+        kubeconfig::write(&kubeconfig, &kubeconfig_path)?;
+        tracing::info!(
+            server = %apiserver.url(),
+            dir = %dir.path().display(),
+            elapsed_ms = started.elapsed().as_millis(),
+            "test control plane ready"
+        );
+        Ok(TestEnv {
+            apiserver_process: Mutex::new(Some(process)),
+            apiserver,
+            etcd: etcd.process,
+            client,
+            kubeconfig,
+            kubeconfig_path,
+            files,
+            dir,
+        })
+    }
+}
+
+/// A running kube-apiserver + etcd pair, stopped when dropped.
+///
+/// See the [module docs](self) for an example and for what the control plane does.
+pub struct TestEnv {
+    // Field order is drop order: the apiserver goes before etcd, the directory last.
+    apiserver_process: Mutex<Option<ManagedProcess>>,
+    apiserver: ApiServer,
+    etcd: ManagedProcess,
+    client: kube::Client,
+    kubeconfig: Kubeconfig,
+    kubeconfig_path: PathBuf,
+    files: Files,
+    dir: tempfile::TempDir,
+}
+
+impl TestEnv {
+    /// Starts a control plane with default options; see [`TestEnvBuilder`] for others.
+    pub async fn start() -> Result<Self, TestEnvError> {
+        TestEnvBuilder::default().start().await
+    }
+
+    /// Options for starting a control plane.
+    pub fn builder() -> TestEnvBuilder {
+        TestEnvBuilder::default()
+    }
+
+    /// A client authenticated as `admin` in `system:masters` (allowed everything).
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// The admin kubeconfig.
+    pub fn kubeconfig(&self) -> &Kubeconfig {
+        &self.kubeconfig
+    }
+
+    /// A file holding the admin kubeconfig, for child processes (`KUBECONFIG=...`).
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig_path
+    }
+
+    /// The apiserver's URL, `https://127.0.0.1:<port>`.
+    pub fn server_url(&self) -> String {
+        self.apiserver.url()
+    }
+
+    /// The directory holding the environment's data, certificates and logs; removed on drop.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// etcd's process id.
+    pub fn etcd_pid(&self) -> u32 {
+        self.etcd.pid()
+    }
+
+    /// kube-apiserver's process id, or `None` while it is stopped.
+    pub fn apiserver_pid(&self) -> Option<u32> {
+        self.lock_apiserver().as_ref().map(ManagedProcess::pid)
+    }
+
+    /// A client and kubeconfig for another identity, authenticated by a client certificate with
+    /// common name `user` and organizations `groups`. It has no rights until RBAC grants some,
+    /// which makes it the way to test that an operator works with exactly the permissions it asks
+    /// for.
+    pub async fn identity(&self, user: &str, groups: &[&str]) -> Result<Identity, TestEnvError> {
+        let cert = self.files.client_ca.issue_client(user, groups)?;
+        let kubeconfig = kubeconfig::for_client_cert(
+            &self.apiserver.url(),
+            &self.files.serving_ca_pem,
+            user,
+            &cert,
+        )?;
+        let client = kubeconfig::client(&kubeconfig, user).await?;
+        let safe: String = user
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let kubeconfig_path = self.dir.path().join(format!("kubeconfig-{safe}.yaml"));
+        kubeconfig::write(&kubeconfig, &kubeconfig_path)?;
+        Ok(Identity {
+            user: user.to_string(),
+            client,
+            kubeconfig,
+            kubeconfig_path,
+        })
+    }
+
+    /// Kills kube-apiserver (SIGKILL, like a crash); etcd keeps running with all data. Requests
+    /// fail until [`start_apiserver`](Self::start_apiserver). Does nothing when already stopped.
+    pub fn stop_apiserver(&self) {
+        if let Some(mut process) = self.lock_apiserver().take() {
+            process.kill();
+            tracing::info!(server = %self.apiserver.url(), "kube-apiserver stopped");
+        }
+    }
+
+    /// Starts kube-apiserver again on the same address with the same credentials and waits until
+    /// it is ready. Does nothing when it is running.
+    pub async fn start_apiserver(&self) -> Result<(), TestEnvError> {
+        if self.apiserver_pid().is_some() {
+            return Ok(());
+        }
+        let process = self.apiserver.restart(&self.client).await?;
+        *self.lock_apiserver() = Some(process);
+        tracing::info!(server = %self.apiserver.url(), "kube-apiserver started again");
+        Ok(())
+    }
+
+    /// Stops both processes and removes the directory now (dropping does the same).
+    pub fn stop(self) {
+        drop(self);
+    }
+
+    fn lock_apiserver(&self) -> std::sync::MutexGuard<'_, Option<ManagedProcess>> {
+        // A poisoned lock only means another thread panicked while holding it; the Option inside
+        // is still meaningful.
+        self.apiserver_process
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn ensure_running(&self) -> Result<(), TestEnvError> {
+        match self.apiserver_pid() {
+            Some(_) => Ok(()),
+            None => Err(TestEnvError::ApiServerStopped),
+        }
+    }
+}
+
+impl std::fmt::Debug for TestEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestEnv")
+            .field("server", &self.server_url())
+            .field("dir", &self.dir.path())
+            .field("etcd_pid", &self.etcd_pid())
+            .field("apiserver_pid", &self.apiserver_pid())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Another identity of the control plane: see [`TestEnv::identity`].
+#[derive(Clone)]
+pub struct Identity {
+    /// The user name Kubernetes sees.
+    pub user: String,
+    /// A client that authenticates as this identity.
+    pub client: kube::Client,
+    /// Its kubeconfig.
+    pub kubeconfig: Kubeconfig,
+    /// Its kubeconfig as a file, for child processes.
+    pub kubeconfig_path: PathBuf,
+}
+
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Identity")
+            .field("user", &self.user)
+            .field("kubeconfig_path", &self.kubeconfig_path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Key material written once per environment and reused across apiserver restarts.
+#[derive(Debug)]
+struct Files {
+    client_ca: CertificateAuthority,
+    serving_ca_pem: String,
+    admin: IssuedCert,
+}
+
+impl Files {
+    fn write(dir: &Path) -> Result<Self, TestEnvError> {
+        let serving_ca = CertificateAuthority::new("kubeapp-testenv-serving-ca")?;
+        let serving = serving_ca.issue_serving(&["127.0.0.1", "localhost"])?;
+        let client_ca = CertificateAuthority::new("kubeapp-testenv-client-ca")?;
+        let admin = client_ca.issue_client("admin", &["system:masters"])?;
+        let (sa_key, sa_pub) = certs::service_account_key()?;
+        for (name, contents) in [
+            ("serving.crt", serving.cert_pem.as_str()),
+            ("serving.key", serving.key_pem.as_str()),
+            ("client-ca.crt", client_ca.cert_pem().as_str()),
+            ("sa.key", sa_key.as_str()),
+            ("sa.pub", sa_pub.as_str()),
+        ] {
+            let path = dir.join(name);
+            std::fs::write(&path, contents).map_err(|source| TestEnvError::Io {
+                action: "writing",
+                path,
+                source,
+            })?;
+        }
+        Ok(Self {
+            serving_ca_pem: serving_ca.cert_pem(),
+            client_ca,
+            admin,
+        })
+    }
+}
+
+/// A started etcd and its client URL.
+struct Etcd {
+    process: ManagedProcess,
+    url: String,
+}
+
+async fn start_etcd(binary: &Path, dir: &Path, timeout: Duration) -> Result<Etcd, TestEnvError> {
+    let log = dir.join("etcd.log");
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let (client_port, peer_port) = (free_port(dir)?, free_port(dir)?);
+        let url = format!("http://127.0.0.1:{client_port}");
+        let peer = format!("http://127.0.0.1:{peer_port}");
+        let args = vec![
+            format!("--data-dir={}", dir.join("etcd").display()),
+            format!("--listen-client-urls={url}"),
+            format!("--advertise-client-urls={url}"),
+            format!("--listen-peer-urls={peer}"),
+            format!("--initial-advertise-peer-urls={peer}"),
+            format!("--initial-cluster=default={peer}"),
+            "--unsafe-no-fsync=true".into(),
+            "--log-level=warn".into(),
+        ];
+        let mut process = ManagedProcess::start("etcd", binary, &args, log.clone())?;
+        let probe = |_: &()| {
+            let addr = format!("127.0.0.1:{client_port}");
+            async move { etcd_health(&addr).await }
+        };
+        match wait_ready(&mut process, timeout, &(), probe).await {
+            Ok(()) => return Ok(Etcd { process, url }),
+            Err(err) if attempt < PORT_ATTEMPTS && is_port_clash(&err) => {
+                tracing::warn!(
+                    attempt,
+                    "etcd port taken meanwhile; retrying on other ports"
+                );
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+/// `GET /health` over plain HTTP/1.0 (etcd serves it without TLS here).
+async fn etcd_health(addr: &str) -> Result<(), String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect {addr}: {e}"))?;
+    stream
+        .write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .await
+        .map_err(|e| e.to_string())?;
+    if response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200") {
+        Ok(())
+    } else {
+        Err(format!(
+            "GET /health: {}",
+            response.lines().next().unwrap_or("")
+        ))
+    }
+}
+
+/// How kube-apiserver is started, kept for restarts.
+#[derive(Debug)]
+struct ApiServer {
+    binary: PathBuf,
+    args: Vec<String>,
+    port: u16,
+    log: PathBuf,
+    extra_args: Vec<String>,
+    timeout: Duration,
+}
+
+impl ApiServer {
+    fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    fn args_for(&self, etcd_url: &str, dir: &Path, port: u16) -> Vec<String> {
+        let file = |name: &str| dir.join(name).display().to_string();
+        let mut args = vec![
+            format!("--etcd-servers={etcd_url}"),
+            format!("--secure-port={port}"),
+            "--bind-address=127.0.0.1".into(),
+            format!("--cert-dir={}", dir.display()),
+            format!("--tls-cert-file={}", file("serving.crt")),
+            format!("--tls-private-key-file={}", file("serving.key")),
+            format!("--client-ca-file={}", file("client-ca.crt")),
+            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            "--allow-privileged=true".into(),
+            "--disable-admission-plugins=ServiceAccount".into(),
+            "--authorization-mode=RBAC".into(),
+            format!("--service-account-issuer=https://127.0.0.1:{port}/"),
+            format!("--service-account-key-file={}", file("sa.pub")),
+            format!("--service-account-signing-key-file={}", file("sa.key")),
+        ];
+        args.extend(self.extra_args.iter().cloned());
+        args
+    }
+
+    /// The first start: picks a port (again, if it was taken meanwhile) and builds the admin
+    /// client and kubeconfig for it.
+    async fn start_first(
+        &mut self,
+        etcd_url: &str,
+        files: &Files,
+        dir: &Path,
+    ) -> Result<(ManagedProcess, kube::Client, Kubeconfig), TestEnvError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let port = free_port(dir)?;
+            self.port = port;
+            self.args = self.args_for(etcd_url, dir, port);
+            let kubeconfig = kubeconfig::for_client_cert(
+                &self.url(),
+                &files.serving_ca_pem,
+                "admin",
+                &files.admin,
+            )?;
+            let client = kubeconfig::client(&kubeconfig, "admin").await?;
+            match self.spawn_and_wait(&client).await {
+                Ok(process) => return Ok((process, client, kubeconfig)),
+                Err(err) if attempt < PORT_ATTEMPTS && is_port_clash(&err) => {
+                    tracing::warn!(attempt, "apiserver port taken meanwhile; retrying");
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    async fn restart(&self, client: &kube::Client) -> Result<ManagedProcess, TestEnvError> {
+        self.spawn_and_wait(client).await
+    }
+
+    async fn spawn_and_wait(&self, client: &kube::Client) -> Result<ManagedProcess, TestEnvError> {
+        let mut process =
+            ManagedProcess::start("kube-apiserver", &self.binary, &self.args, self.log.clone())?;
+        wait_ready(&mut process, self.timeout, client, apiserver_ready).await?;
+        Ok(process)
+    }
+}
+
+/// Ready when `/readyz` answers `ok` and namespace `default` exists (the bootstrap controller
+/// creates it shortly after the apiserver starts serving).
+async fn apiserver_ready(client: &kube::Client) -> Result<(), String> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let request = http::Request::get("/readyz")
+        .body(Vec::new())
+        .map_err(|e| e.to_string())?;
+    let body = client
+        .request_text(request)
+        .await
+        .map_err(|e| format!("GET /readyz: {e}"))?;
+    if body.trim() != "ok" {
+        return Err(format!("GET /readyz: {}", body.trim()));
+    }
+    kube::Api::<Namespace>::all(client.clone())
+        .get("default")
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("GET namespace default: {e}"))
+}
+
+/// Polls `probe` until it succeeds, the process exits, or `timeout` passes.
+async fn wait_ready<'a, T, F, Fut>(
+    process: &mut ManagedProcess,
+    timeout: Duration,
+    arg: &'a T,
+    probe: F,
+) -> Result<(), TestEnvError>
+where
+    T: ?Sized,
+    F: Fn(&'a T) -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let started = Instant::now();
+    loop {
+        process.check_running()?;
+        let last = match tokio::time::timeout(POLL * 20, probe(arg)).await {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(reason)) => reason,
+            Err(_) => "probe timed out".to_string(),
+        };
+        if started.elapsed() > timeout {
+            return Err(TestEnvError::NotReady {
+                binary: process.binary(),
+                waited: timeout,
+                reason: last,
+                log: process.log().to_path_buf(),
+                tail: process::log_tail(process.log(), 40),
+            });
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+fn is_port_clash(err: &TestEnvError) -> bool {
+    matches!(err, TestEnvError::Exited { tail, .. } if tail.contains("address already in use"))
+}
+
+/// A loopback port that was free a moment ago (the OS picks it; another process may still take it
+/// before ours binds, which the callers retry).
+fn free_port(dir: &Path) -> Result<u16, TestEnvError> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .map_err(|source| TestEnvError::Io {
+            action: "binding a loopback port for",
+            path: dir.to_path_buf(),
+            source,
+        })
+}

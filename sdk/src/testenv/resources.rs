@@ -1,0 +1,97 @@
+//! Setting up what a test needs inside the control plane: CRDs and namespaces.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{CustomResourceExt, ResourceExt};
+
+use super::{TestEnv, TestEnvError};
+
+/// How long a CRD may take to become Established.
+const CRD_TIMEOUT: Duration = Duration::from_secs(30);
+/// The field manager of everything testenv applies.
+const FIELD_MANAGER: &str = "kubeapp-testenv";
+
+impl TestEnv {
+    /// Installs the CRD of `K` (server-side apply, so installing twice is harmless) and waits
+    /// until it is Established.
+    pub async fn install_crd<K: CustomResourceExt>(&self) -> Result<(), TestEnvError> {
+        self.install_crds([K::crd()]).await.map(drop)
+    }
+
+    /// Installs every CRD in `yaml` (one or more documents separated by `---`) and waits until
+    /// each is Established. Returns the CRDs as stored.
+    pub async fn install_crds_yaml(
+        &self,
+        yaml: &str,
+    ) -> Result<Vec<CustomResourceDefinition>, TestEnvError> {
+        let crds: Vec<CustomResourceDefinition> =
+            serde_saphyr::from_multiple(yaml).map_err(|e| TestEnvError::InvalidYaml {
+                what: "CustomResourceDefinition YAML".into(),
+                message: e.to_string(),
+            })?;
+        self.install_crds(crds).await
+    }
+
+    /// Installs `crds` and waits until each is Established. Returns them as stored.
+    pub async fn install_crds(
+        &self,
+        crds: impl IntoIterator<Item = CustomResourceDefinition>,
+    ) -> Result<Vec<CustomResourceDefinition>, TestEnvError> {
+        self.ensure_running()?;
+        let api: Api<CustomResourceDefinition> = Api::all(self.client());
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let mut stored = Vec::new();
+        for crd in crds {
+            let name = crd.name_any();
+            let applied = api
+                .patch(&name, &params, &Patch::Apply(&crd))
+                .await
+                .map_err(|source| TestEnvError::Kube {
+                    action: format!("installing CRD {name}"),
+                    source,
+                })?;
+            stored.push(applied);
+        }
+        for crd in &stored {
+            let name = crd.name_any();
+            let established = await_condition(api.clone(), &name, conditions::is_crd_established());
+            match tokio::time::timeout(CRD_TIMEOUT, established).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(err)) => {
+                    return Err(TestEnvError::Watch {
+                        what: format!("watching CRD {name} until Established"),
+                        message: err.to_string(),
+                    });
+                }
+                Err(_) => {
+                    return Err(TestEnvError::Timeout {
+                        what: format!("waiting for CRD {name} to be Established"),
+                        waited: CRD_TIMEOUT,
+                    });
+                }
+            }
+        }
+        Ok(stored)
+    }
+
+    /// Creates a namespace with a unique name starting with `prefix` and returns its name.
+    /// Namespaces are never deleted (no controller-manager runs to finalize them); the whole
+    /// control plane goes away with the `TestEnv`.
+    pub async fn create_namespace(&self, prefix: &str) -> Result<String, TestEnvError> {
+        self.ensure_running()?;
+        let mut namespace = Namespace::default();
+        namespace.metadata.generate_name = Some(format!("{}-", prefix.trim_end_matches('-')));
+        let created = Api::<Namespace>::all(self.client())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .map_err(|source| TestEnvError::Kube {
+                action: format!("creating a namespace named {prefix}-*"),
+                source,
+            })?;
+        Ok(created.name_any())
+    }
+}
