@@ -239,6 +239,112 @@ async fn missing_binaries_give_an_error_naming_what_where_and_how_to_fix() {
 }
 
 #[tokio::test]
+async fn a_start_up_failure_shows_the_tail_of_the_process_log() {
+    let err = TestEnv::builder()
+        .apiserver_arg("--no-such-flag=1")
+        .start()
+        .await
+        .expect_err("kube-apiserver rejects an unknown flag");
+    let text = err.to_string();
+    assert!(
+        matches!(
+            err,
+            TestEnvError::Exited {
+                binary: "kube-apiserver",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        text.contains("unknown flag: --no-such-flag"),
+        "the log tail is in the error: {text}"
+    );
+}
+
+const GADGET_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.smoke.kubeapp.dev
+spec:
+  group: smoke.kubeapp.dev
+  scope: Cluster
+  names: { plural: gadgets, singular: gadget, kind: Gadget }
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: doohickeys.smoke.kubeapp.dev
+spec:
+  group: smoke.kubeapp.dev
+  scope: Namespaced
+  names: { plural: doohickeys, singular: doohickey, kind: Doohickey }
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+"#;
+
+#[tokio::test]
+async fn crds_from_yaml_are_established_and_kubeconfig_file_works_for_other_clients() {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let env = TestEnv::start().await.expect("start control plane");
+    let installed = env
+        .install_crds_yaml(GADGET_CRD)
+        .await
+        .expect("install CRDs from YAML");
+    assert_eq!(installed.len(), 2);
+
+    // A client built from the kubeconfig file alone, as a child process would build one.
+    let file =
+        kube::config::Kubeconfig::read_from(env.kubeconfig_path()).expect("read kubeconfig file");
+    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+        .await
+        .expect("config");
+    let client = kube::Client::try_from(config).expect("client");
+    let gvk = GroupVersionKind::gvk("smoke.kubeapp.dev", "v1", "Gadget");
+    let gadgets: Api<DynamicObject> = Api::all_with(client, &ApiResource::from_gvk(&gvk));
+    let gadget = DynamicObject::new("g1", &ApiResource::from_gvk(&gvk))
+        .data(serde_json::json!({"spec": {"x": 1}}));
+    gadgets
+        .create(&PostParams::default(), &gadget)
+        .await
+        .expect("create a Gadget");
+    assert_eq!(
+        gadgets
+            .list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .len(),
+        1
+    );
+
+    let bad = env
+        .install_crds_yaml("kind: [unclosed")
+        .await
+        .expect_err("malformed YAML");
+    assert!(matches!(bad, TestEnvError::InvalidYaml { .. }), "{bad:?}");
+    assert!(
+        bad.to_string().contains("CustomResourceDefinition YAML"),
+        "{bad}"
+    );
+}
+
+#[tokio::test]
 async fn dropping_the_env_kills_both_processes() {
     let env = TestEnv::start().await.expect("start control plane");
     let pids = [env.etcd_pid(), env.apiserver_pid().expect("running")];
