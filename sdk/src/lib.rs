@@ -2,9 +2,22 @@
 //!
 //! The foundations of kubeapp that every other crate builds on.
 //!
+//! - [`manifest`]: [`ManifestData`], the app manifest (the Go SDK's format, JSON or YAML). Start
+//!   there to describe an app's kinds.
+//! - [`crd`]: the CustomResourceDefinitions of a manifest's kinds, with schemas from the Rust
+//!   types ([`CrdBuilder`]).
+//! - [`rbac`]: the ServiceAccount, (Cluster)Role and binding an operator of the app needs
+//!   ([`RbacBuilder`]).
 //! - [`testenv`] (cargo feature `testenv`): start a real kube-apiserver + etcd on loopback and get a
 //!   `kube::Client` for it, to test operators end to end. Start there when writing tests.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod crd;
+pub mod manifest;
+pub mod rbac;
 #[cfg(feature = "testenv")]
 pub mod testenv;
+
+pub use crd::CrdBuilder;
+pub use manifest::ManifestData;
+pub use rbac::RbacBuilder;
