@@ -2,6 +2,8 @@
 //!
 //! The foundations of kubeapp that every other crate builds on.
 //!
+//! - [`app`]: the [`App`](app::App) trait an operator binary runs, its health checks and
+//!   admission/conversion hooks, and [`AppProvider`](app::AppProvider).
 //! - [`manifest`]: [`ManifestData`], the app manifest (the Go SDK's format, JSON or YAML). Start
 //!   there to describe an app's kinds.
 //! - [`crd`]: the CustomResourceDefinitions of a manifest's kinds, with schemas from the Rust
@@ -12,6 +14,7 @@
 //!   `kube::Client` for it, to test operators end to end. Start there when writing tests.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod app;
 pub mod crd;
 pub mod manifest;
 pub mod rbac;
