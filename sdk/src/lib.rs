@@ -10,6 +10,8 @@
 //!   types ([`CrdBuilder`]).
 //! - [`rbac`]: the ServiceAccount, (Cluster)Role and binding an operator of the app needs
 //!   ([`RbacBuilder`]).
+//! - [`webhooks`]: the Validating/MutatingWebhookConfigurations and the CRD conversion client
+//!   config of a manifest's app.
 //! - [`testenv`] (cargo feature `testenv`): start a real kube-apiserver + etcd on loopback and get a
 //!   `kube::Client` for it, to test operators end to end. Start there when writing tests.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
@@ -20,6 +22,7 @@ pub mod manifest;
 pub mod rbac;
 #[cfg(feature = "testenv")]
 pub mod testenv;
+pub mod webhooks;
 
 pub use crd::CrdBuilder;
 pub use manifest::ManifestData;
