@@ -4,6 +4,8 @@
 //!
 //! - [`app`]: the [`App`](app::App) trait an operator binary runs, its health checks and
 //!   admission/conversion hooks, and [`AppProvider`](app::AppProvider).
+//! - [`admission`] and [`conversion`]: typed validators, mutators and version converters of a
+//!   kind, as types or closures.
 //! - [`manifest`]: [`ManifestData`], the app manifest (the Go SDK's format, JSON or YAML). Start
 //!   there to describe an app's kinds.
 //! - [`crd`]: the CustomResourceDefinitions of a manifest's kinds, with schemas from the Rust
@@ -16,7 +18,9 @@
 //!   `kube::Client` for it, to test operators end to end. Start there when writing tests.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod admission;
 pub mod app;
+pub mod conversion;
 pub mod crd;
 pub mod manifest;
 pub mod rbac;
