@@ -20,15 +20,28 @@
 //! | no app manages the kind, or its app has no such hook | 404 |
 //! | the hook panicked | 500 |
 //!
-//! ```no_run
-//! # async fn demo(apps: Vec<std::sync::Arc<dyn kubeapp_sdk::app::App>>) -> Result<(), kubeapp_operator::webhook::WebhookError> {
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use kubeapp_operator::webhook::{WebhookConfig, WebhookServer};
+//! use kubeapp_sdk::testenv::CertificateAuthority;
 //! use tokio_util::sync::CancellationToken;
 //!
-//! let config = WebhookConfig::new("/tls/tls.crt", "/tls/tls.key");
+//! // A development certificate; in a cluster the files come from a Secret (e.g. cert-manager).
+//! let dir = tempfile::tempdir()?;
+//! let cert = CertificateAuthority::new("dev-ca")?.issue_serving(&["127.0.0.1"])?;
+//! std::fs::write(dir.path().join("tls.crt"), &cert.cert_pem)?;
+//! std::fs::write(dir.path().join("tls.key"), &cert.key_pem)?;
+//!
+//! let config = WebhookConfig::new(dir.path().join("tls.crt"), dir.path().join("tls.key"))
+//!     .addr(([127, 0, 0, 1], 0).into());
+//! let apps = Vec::new(); // the apps whose validate/mutate/convert hooks are served
 //! let server = WebhookServer::bind(config, apps).await?;
-//! println!("webhooks on https://{}", server.local_addr());
-//! server.serve(CancellationToken::new()).await
+//! assert_ne!(server.local_addr().port(), 0);
+//! let stop = CancellationToken::new();
+//! stop.cancel(); // a runner cancels this on shutdown
+//! server.serve(stop).await?;
+//! # Ok(())
 //! # }
 //! ```
 
