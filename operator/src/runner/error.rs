@@ -1,0 +1,93 @@
+//! The errors a [`Runner`](super::Runner) returns.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use kubeapp_sdk::app::AppError;
+
+/// Why a [`Runner`](super::Runner) stopped with an error (or could not start).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunnerError {
+    /// The metrics namespace prefix is not a valid Prometheus name.
+    #[error(
+        "invalid metrics namespace {namespace:?}: use letters, digits, `_` and `:`, not starting with a digit"
+    )]
+    InvalidNamespace {
+        /// The rejected prefix.
+        namespace: String,
+    },
+    /// The HTTP server could not listen on its address.
+    #[error("listening on {addr}: {source}")]
+    Bind {
+        /// The configured address.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A collector of an app was refused by the registry for another reason than "already
+    /// registered" (for example: a metric of the same name with other labels).
+    #[error("registering a metric collector of app {app}: {source}")]
+    Metrics {
+        /// The app whose collector was refused.
+        app: String,
+        /// The prometheus error.
+        #[source]
+        source: prometheus::Error,
+    },
+    /// The webhook server could not start (certificate files, address).
+    #[error(transparent)]
+    Webhook(#[from] crate::webhook::WebhookError),
+    /// The SIGTERM/SIGINT handlers could not be installed.
+    #[error("installing the SIGTERM/SIGINT handlers: {0}")]
+    Signal(#[source] std::io::Error),
+    /// An app's `run` returned an error; the other apps were stopped.
+    #[error("app {app} failed")]
+    App {
+        /// The failing app's name.
+        app: String,
+        /// What the app returned.
+        #[source]
+        source: AppError,
+    },
+    /// An app's `run` panicked; the other apps were stopped.
+    #[error("app {app} panicked: {message}")]
+    AppPanicked {
+        /// The app's name.
+        app: String,
+        /// The panic message.
+        message: String,
+    },
+    /// An app's `run` returned `Ok` before the runner asked it to stop; the other apps were
+    /// stopped (an operator whose app quietly stopped would look alive while doing nothing).
+    #[error("app {app} stopped before the runner asked it to")]
+    AppExited {
+        /// The app's name.
+        app: String,
+    },
+    /// One of the runner's servers stopped or failed while the apps were running.
+    #[error("the {server} server failed: {source}")]
+    Server {
+        /// Which server (`metrics`).
+        server: &'static str,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The apps did not finish within the shutdown timeout; they were dropped.
+    #[error("shutdown timed out after {timeout:?}; still running: {}", apps.join(", "))]
+    ShutdownTimeout {
+        /// The configured shutdown timeout.
+        timeout: Duration,
+        /// The apps that had not returned, in the order they were added.
+        apps: Vec<String>,
+    },
+    /// A second SIGTERM/SIGINT arrived during the graceful shutdown: the runner returned at once,
+    /// without waiting for the apps.
+    #[error("second signal ({signal}) during graceful shutdown: stopped without waiting")]
+    SecondSignal {
+        /// `SIGTERM` or `SIGINT`.
+        signal: &'static str,
+    },
+}

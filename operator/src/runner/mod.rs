@@ -1,0 +1,632 @@
+//! The [`Runner`]: runs one or more [`App`]s as an operator process, serves their metrics and
+//! health over plain HTTP, and stops them gracefully.
+//!
+//! # What it does
+//!
+//! - **Apps.** [`Runner::run`] (or [`Runner::run_until`]) calls every app's
+//!   [`App::run`] concurrently, each on its own task, with one shared stop token.
+//! - **HTTP** on [`RunnerConfig::metrics_addr`] (default `0.0.0.0:9090`), plain HTTP/1.1:
+//!   - `GET /metrics`: the Prometheus text format of the runner's [`Registry`]
+//!     ([`Runner::registry`]). Controllers and apps register their collectors into it; at start the
+//!     runner also registers every app's [`App::metric_collectors`]. A collector that is already
+//!     registered (the same one twice, or two apps that share one) is accepted, never a panic or an
+//!     error; any other refusal (a same-named metric with other labels) fails the start with
+//!     [`RunnerError::Metrics`] naming the app.
+//!   - `GET /livez`: `200 ok` while the runner runs (the server only lives as long as the runner's
+//!     loops do).
+//!   - `GET /readyz`: evaluated **on every request**, nothing is cached. It calls every app's
+//!     [`App::health_checks`] and runs the checks concurrently, each bounded by
+//!     [`RunnerConfig::health_check_timeout`] (default 5 s; a check that takes longer fails with
+//!     `timed out`). `200` only when every check passes, else `503`. The body has one line per
+//!     check, `app/check: ok` or `app/check: error: <reason>`, then `ready` or `not ready`.
+//!     During a graceful shutdown it answers `503` with a first line `runner: error: shutting down`,
+//!     so traffic drains before the process exits.
+//! - **Metric names** can take a prefix: with [`RunnerConfig::metrics_namespace`] set to `ns`, the
+//!   registry is created with that prefix and *every* metric it exports is named `ns_<name>`,
+//!   whoever registered it. Collectors that already carry a prefix of their own get both (so
+//!   register the controller's metrics without a namespace into a prefixed runner registry).
+//!
+//! # Stopping
+//!
+//! - **Signals.** [`Runner::run`] installs SIGTERM and SIGINT handlers before it starts anything,
+//!   and keeps them until it returns. The first signal starts the graceful shutdown; a second one
+//!   during it makes `run` return at once with [`RunnerError::SecondSignal`] (the apps' tasks are
+//!   aborted), so `main` can exit without waiting. (When the shutdown began because an app
+//!   failed, the first signal during it is only noted; the second one returns at once.)
+//! - **A stop future instead.** [`Runner::run_until`] stops when a future completes, and does not
+//!   touch signals: for tests and for embedding the runner in a larger program.
+//! - **Graceful shutdown.** `/readyz` starts failing, every app's stop token is cancelled, and the
+//!   runner waits for every app's `run` to return, up to [`RunnerConfig::shutdown_timeout`]
+//!   (default 30 s). Apps are expected to stop taking events and let their in-flight handlers
+//!   finish (the `InformerController` does). Then the HTTP server stops (open requests get up to
+//!   5 s) and the runner returns `Ok(())`.
+//! - **Timeout.** Apps still running when the timeout expires are aborted (their futures are
+//!   dropped at their next await) and the runner returns [`RunnerError::ShutdownTimeout`] naming
+//!   them.
+//! - **A failing app.** When an app's `run` returns an error (or panics) the runner stops the
+//!   other apps as above and returns [`RunnerError::App`] (or [`RunnerError::AppPanicked`]) with
+//!   that app's name. Only the first failure is returned, the others are logged; if the other apps
+//!   then also miss the shutdown timeout, the first failure is still what is returned (it is the
+//!   cause) and the stragglers are logged.
+//! - **An app that returns early.** An app's `run` that returns `Ok` before it was asked to stop
+//!   is treated as a failure ([`RunnerError::AppExited`]): an operator whose app quietly stopped
+//!   would look alive while it does nothing, so the process should exit and be restarted.
+//! - **A failing server.** If the HTTP server fails while the apps run, the apps are stopped and
+//!   [`RunnerError::Server`] is returned.
+//! - A runner with no apps only serves HTTP until it is stopped.
+//!
+//! # Addresses in tests
+//!
+//! Configure port 0 and call [`Runner::bind`] before running: it binds the listener and returns
+//! the address the system picked (also available from [`Runner::local_addr`]). `run` binds on
+//! its own when `bind` was not called.
+//!
+//! # Webhooks
+//!
+//! With [`RunnerConfig::webhook`] set, the runner also serves the apps' admission and conversion
+//! hooks over HTTPS ([`crate::webhook`], default port 8443), bound in [`Runner::bind`] (its
+//! address: [`Runner::webhook_addr`]) and stopped with the metrics server in the sequence above.
+//! A missing or bad certificate file fails the start with [`RunnerError::Webhook`]. Whether an
+//! app *needs* webhooks is known from its manifest, so that check belongs to the app
+//! (`kubeapp-simple` validates it), not to the runner.
+//!
+//! # Kubernetes client
+//!
+//! The runner itself never talks to Kubernetes. Apps get their client from the caller;
+//! [`default_client`] finds one the way `kube` does (kubeconfig from `KUBECONFIG` or
+//! `~/.kube/config`, else in-cluster) and says what it tried when it fails.
+//!
+//! # Example
+//!
+//! ```
+//! use std::sync::Arc;
+//! use async_trait::async_trait;
+//! use kube::api::ApiResource;
+//! use kubeapp_operator::runner::{Runner, RunnerConfig};
+//! use kubeapp_sdk::app::{App, AppError};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! struct Hello;
+//!
+//! #[async_trait]
+//! impl App for Hello {
+//!     fn name(&self) -> &str {
+//!         "hello"
+//!     }
+//!     fn managed_kinds(&self) -> Vec<ApiResource> {
+//!         Vec::new()
+//!     }
+//!     async fn run(&self, stop: CancellationToken) -> Result<(), AppError> {
+//!         stop.cancelled().await; // a real app runs its InformerController here
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = RunnerConfig::default()
+//!     .metrics_addr(([127, 0, 0, 1], 0).into())
+//!     .shutdown_timeout(std::time::Duration::from_secs(10));
+//! let mut runner = Runner::new(config)?.with_app(Arc::new(Hello));
+//! let addr = runner.bind().await?;
+//! println!("metrics on http://{addr}/metrics");
+//!
+//! // In a binary: `runner.run().await?` stops on SIGTERM or SIGINT.
+//! let stop = CancellationToken::new();
+//! stop.cancel(); // for the example, stop at once
+//! runner.run_until(stop.cancelled_owned()).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod client;
+mod error;
+mod http;
+mod shutdown;
+
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::webhook::{WebhookConfig, WebhookServer};
+use futures::FutureExt as _;
+use kubeapp_sdk::app::App;
+use prometheus::Registry;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+pub use client::{ClientError, default_client};
+pub use error::RunnerError;
+
+use http::HealthState;
+use shutdown::{AppOutcome, AppTasks, Signals, StopSource};
+
+/// How long the HTTP servers get to finish open requests once the apps have stopped.
+const SERVER_GRACE: Duration = Duration::from_secs(5);
+
+/// The configuration of a [`Runner`]: a plain struct with [`Default`] and chained setters.
+///
+/// ```
+/// use std::time::Duration;
+/// use kubeapp_operator::runner::RunnerConfig;
+///
+/// let config = RunnerConfig::default()
+///     .metrics_addr(([0, 0, 0, 0], 8080).into())
+///     .shutdown_timeout(Duration::from_secs(60))
+///     .metrics_namespace("myapp");
+/// assert_eq!(config.metrics_namespace.as_deref(), Some("myapp"));
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct RunnerConfig {
+    /// Where `/metrics`, `/livez` and `/readyz` are served. Default `0.0.0.0:9090`.
+    pub metrics_addr: SocketAddr,
+    /// How long the apps get to return after they were asked to stop. Default 30 s.
+    pub shutdown_timeout: Duration,
+    /// A prefix for every exported metric name (`{namespace}_{name}`). Default none.
+    pub metrics_namespace: Option<String>,
+    /// How long one health check may take before `/readyz` counts it as failed. Default 5 s.
+    pub health_check_timeout: Duration,
+    /// The HTTPS webhook server (`/validate`, `/mutate`, `/convert` of the apps), when set.
+    /// Default none. Apps whose manifest declares admission or conversion need it.
+    pub webhook: Option<WebhookConfig>,
+}
+
+impl Default for RunnerConfig {
+    fn default() -> Self {
+        Self {
+            metrics_addr: SocketAddr::from(([0, 0, 0, 0], 9090)),
+            shutdown_timeout: Duration::from_secs(30),
+            metrics_namespace: None,
+            health_check_timeout: Duration::from_secs(5),
+            webhook: None,
+        }
+    }
+}
+
+impl RunnerConfig {
+    /// Sets [`metrics_addr`](Self::metrics_addr).
+    #[must_use]
+    pub fn metrics_addr(mut self, addr: SocketAddr) -> Self {
+        self.metrics_addr = addr;
+        self
+    }
+
+    /// Sets [`shutdown_timeout`](Self::shutdown_timeout).
+    #[must_use]
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Sets [`metrics_namespace`](Self::metrics_namespace).
+    #[must_use]
+    pub fn metrics_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.metrics_namespace = Some(namespace.into());
+        self
+    }
+
+    /// Serves the apps' webhooks over HTTPS with this configuration; see [`webhook`](Self::webhook).
+    #[must_use]
+    pub fn webhook(mut self, config: WebhookConfig) -> Self {
+        self.webhook = Some(config);
+        self
+    }
+
+    /// Sets [`health_check_timeout`](Self::health_check_timeout).
+    #[must_use]
+    pub fn health_check_timeout(mut self, timeout: Duration) -> Self {
+        self.health_check_timeout = timeout;
+        self
+    }
+}
+
+/// Runs apps, serves their metrics and health, and stops them gracefully; see the
+/// [module docs](self).
+pub struct Runner {
+    config: RunnerConfig,
+    registry: Registry,
+    apps: Vec<Arc<dyn App>>,
+    listener: Option<TcpListener>,
+    webhook: Option<WebhookServer>,
+}
+
+impl fmt::Debug for Runner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runner")
+            .field("config", &self.config)
+            .field(
+                "apps",
+                &self.apps.iter().map(|app| app.name()).collect::<Vec<_>>(),
+            )
+            .field("local_addr", &self.local_addr())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runner {
+    /// A runner with no apps yet, and a fresh registry (prefixed when
+    /// [`RunnerConfig::metrics_namespace`] is set).
+    ///
+    /// # Errors
+    ///
+    /// [`RunnerError::InvalidNamespace`] when the namespace is not a valid metric name prefix.
+    pub fn new(config: RunnerConfig) -> Result<Self, RunnerError> {
+        let registry = match &config.metrics_namespace {
+            None => Registry::new(),
+            Some(namespace) => {
+                let invalid = || RunnerError::InvalidNamespace {
+                    namespace: namespace.clone(),
+                };
+                if !valid_metric_prefix(namespace) {
+                    return Err(invalid());
+                }
+                Registry::new_custom(Some(namespace.clone()), None).map_err(|_| invalid())?
+            }
+        };
+        Ok(Self {
+            config,
+            registry,
+            apps: Vec::new(),
+            listener: None,
+            webhook: None,
+        })
+    }
+
+    /// Adds an app (chained form of [`add_app`](Self::add_app)).
+    #[must_use]
+    pub fn with_app(mut self, app: Arc<dyn App>) -> Self {
+        self.apps.push(app);
+        self
+    }
+
+    /// Adds an app.
+    pub fn add_app(&mut self, app: Arc<dyn App>) -> &mut Self {
+        self.apps.push(app);
+        self
+    }
+
+    /// The registry `/metrics` exports. Register controllers' collectors into it (a
+    /// [`Registry`] is a cheap handle: clone it to keep one).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RunnerConfig {
+        &self.config
+    }
+
+    /// Binds the HTTP listener now (once; later calls return the same address) and returns the
+    /// bound address: with port 0 in the configuration, the port the system picked.
+    ///
+    /// # Errors
+    ///
+    /// [`RunnerError::Bind`] when the address cannot be listened on.
+    pub async fn bind(&mut self) -> Result<SocketAddr, RunnerError> {
+        let addr = self.config.metrics_addr;
+        let bind_error = |source| RunnerError::Bind { addr, source };
+        let listener = match self.listener.take() {
+            Some(listener) => listener,
+            None => TcpListener::bind(addr).await.map_err(bind_error)?,
+        };
+        let local = listener.local_addr().map_err(bind_error)?;
+        self.listener = Some(listener);
+        if let (Some(config), None) = (&self.config.webhook, &self.webhook) {
+            let server = WebhookServer::bind(config.clone(), self.apps.clone()).await?;
+            tracing::info!(addr = %server.local_addr(), "serving webhooks over HTTPS");
+            self.webhook = Some(server);
+        }
+        Ok(local)
+    }
+
+    /// The address the webhook server listens on, once [`bind`](Self::bind) was called with a
+    /// webhook configured.
+    pub fn webhook_addr(&self) -> Option<SocketAddr> {
+        self.webhook.as_ref().map(WebhookServer::local_addr)
+    }
+
+    /// The address the HTTP server listens on, once [`bind`](Self::bind) was called.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.listener
+            .as_ref()
+            .and_then(|listener| listener.local_addr().ok())
+    }
+
+    /// Runs until SIGTERM or SIGINT, then shuts down gracefully; a second signal during the
+    /// shutdown returns at once. See the [module docs](self) for every outcome.
+    ///
+    /// # Errors
+    ///
+    /// Any [`RunnerError`]: start-up failures, a failing app or server, the shutdown timeout, a
+    /// second signal.
+    pub async fn run(self) -> Result<(), RunnerError> {
+        let signals = Signals::install().map_err(RunnerError::Signal)?;
+        self.run_with(StopSource::Signals(signals)).await
+    }
+
+    /// Runs until `stop` completes (signals are left alone), then shuts down gracefully.
+    ///
+    /// # Errors
+    ///
+    /// As [`run`](Self::run), except that there is no second signal.
+    pub async fn run_until<F>(self, stop: F) -> Result<(), RunnerError>
+    where
+        F: Future<Output = ()> + Send,
+    {
+        let stop = pin!(stop);
+        self.run_with(StopSource::Until(Some(stop))).await
+    }
+
+    async fn run_with(mut self, mut stop: StopSource<'_>) -> Result<(), RunnerError> {
+        self.register_app_collectors()?;
+        let addr = self.bind().await?;
+        let Self {
+            config,
+            registry,
+            apps,
+            listener,
+            webhook,
+        } = self;
+        let listener = listener.ok_or_else(|| RunnerError::Bind {
+            addr,
+            source: std::io::Error::other("the listener was not bound"),
+        })?;
+
+        let health = Arc::new(HealthState {
+            apps: apps.clone(),
+            shutting_down: AtomicBool::new(false),
+            check_timeout: config.health_check_timeout,
+        });
+        let server_stop = CancellationToken::new();
+        let mut servers = start_servers(listener, registry, Arc::clone(&health), &server_stop);
+        if let Some(webhook) = webhook {
+            let stop = server_stop.clone();
+            spawn_server(&mut servers, "webhook", async move {
+                webhook.serve(stop).await.map_err(std::io::Error::other)
+            });
+        }
+        tracing::info!(%addr, "serving /metrics, /livez and /readyz");
+
+        let app_stop = CancellationToken::new();
+        let mut tasks = AppTasks::spawn(&apps, &app_stop);
+        tracing::info!(
+            apps = ?apps.iter().map(|app| app.name()).collect::<Vec<_>>(),
+            "runner started"
+        );
+
+        // Run until asked to stop, or until an app or a server ends on its own.
+        let mut failure = tokio::select! {
+            reason = stop.first() => {
+                tracing::info!(reason, "stopping the apps");
+                None
+            }
+            Some((app, outcome)) = tasks.next(), if !tasks.is_empty() => {
+                let error = match outcome {
+                    AppOutcome::Stopped => RunnerError::AppExited { app },
+                    AppOutcome::Failed(source) => RunnerError::App { app, source },
+                    AppOutcome::Panicked(message) => RunnerError::AppPanicked { app, message },
+                };
+                tracing::error!(error = %error_chain(&error), "stopping the other apps");
+                Some(error)
+            }
+            // Server tasks catch their panics and are only aborted after this point, so every
+            // task that ends here ends as `Ok`.
+            Some(Ok((server, result))) = servers.join_next() => {
+                let source = match result {
+                    Err(source) => source,
+                    Ok(()) => std::io::Error::other("stopped unexpectedly"),
+                };
+                let error = RunnerError::Server { server, source };
+                tracing::error!(%error, "stopping the apps");
+                Some(error)
+            }
+        };
+
+        // Graceful shutdown: fail readiness, stop the apps, wait for them within the timeout.
+        let mut signalled = failure.is_none() && matches!(stop, StopSource::Signals(_));
+        health.shutting_down.store(true, Ordering::SeqCst);
+        app_stop.cancel();
+        let deadline = Instant::now() + config.shutdown_timeout;
+        while !tasks.is_empty() {
+            tokio::select! {
+                joined = tokio::time::timeout_at(deadline, tasks.next()) => match joined {
+                    Ok(Some((app, outcome))) => note_stopped(app, outcome, &mut failure),
+                    Ok(None) => break,
+                    Err(_elapsed) => {
+                        let apps = tasks.still_running();
+                        tasks.abort_all();
+                        tracing::error!(
+                            timeout = ?config.shutdown_timeout,
+                            ?apps,
+                            "apps did not stop within the shutdown timeout; dropping them"
+                        );
+                        failure.get_or_insert(RunnerError::ShutdownTimeout {
+                            timeout: config.shutdown_timeout,
+                            apps,
+                        });
+                        break;
+                    }
+                },
+                signal = stop.second() => {
+                    if !signalled {
+                        // The shutdown began on a failure: this is the first signal.
+                        tracing::info!(signal, "signal received; already stopping the apps");
+                        signalled = true;
+                        continue;
+                    }
+                    tracing::warn!(signal, "second signal: exiting without waiting for the apps");
+                    tasks.abort_all();
+                    servers.abort_all();
+                    return Err(RunnerError::SecondSignal { signal });
+                }
+            }
+        }
+
+        stop_servers(servers, &server_stop).await;
+        match failure {
+            None => {
+                tracing::info!("runner stopped");
+                Ok(())
+            }
+            Some(error) => Err(error),
+        }
+    }
+
+    /// Registers every app's collectors; "already registered" is accepted.
+    fn register_app_collectors(&self) -> Result<(), RunnerError> {
+        for app in &self.apps {
+            for collector in app.metric_collectors() {
+                match self.registry.register(collector) {
+                    Ok(()) | Err(prometheus::Error::AlreadyReg) => {}
+                    Err(source) => {
+                        return Err(RunnerError::Metrics {
+                            app: app.name().to_string(),
+                            source,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Starts the runner's servers, each on its own task, all stopped by `stop`.
+///
+/// Seam for the webhook server: the HTTPS admission/conversion server (contract section 9, port
+/// 8443) is one more `servers.spawn` here, taking the apps for routing; the rest of the runner
+/// (failure handling, the stop sequence) already treats every entry alike.
+fn start_servers(
+    listener: TcpListener,
+    registry: Registry,
+    health: Arc<HealthState>,
+    stop: &CancellationToken,
+) -> JoinSet<(&'static str, std::io::Result<()>)> {
+    let mut servers = JoinSet::new();
+    spawn_server(
+        &mut servers,
+        "metrics",
+        http::serve(listener, http::router(registry, health), stop.clone()),
+    );
+    servers
+}
+
+/// Spawns one server; a panic in it becomes its error.
+fn spawn_server(
+    servers: &mut JoinSet<(&'static str, std::io::Result<()>)>,
+    name: &'static str,
+    server: impl Future<Output = std::io::Result<()>> + Send + 'static,
+) {
+    servers.spawn(async move {
+        let result = AssertUnwindSafe(server)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| Err(std::io::Error::other("the server panicked")));
+        (name, result)
+    });
+}
+
+/// Stops the servers gracefully, giving open requests [`SERVER_GRACE`].
+async fn stop_servers(
+    mut servers: JoinSet<(&'static str, std::io::Result<()>)>,
+    stop: &CancellationToken,
+) {
+    stop.cancel();
+    let all_stopped = tokio::time::timeout(SERVER_GRACE, async {
+        while let Some(joined) = servers.join_next().await {
+            match joined {
+                Ok((_, Ok(()))) => {}
+                Ok((server, Err(error))) => {
+                    tracing::warn!(server, %error, "server stopped with an error")
+                }
+                Err(error) => tracing::warn!(%error, "server task failed"),
+            }
+        }
+    })
+    .await;
+    if all_stopped.is_err() {
+        tracing::warn!(grace = ?SERVER_GRACE, "open HTTP requests did not finish; dropping them");
+        servers.abort_all();
+    }
+}
+
+/// Logs an app that returned during the shutdown; keeps the first failure.
+fn note_stopped(app: String, outcome: AppOutcome, failure: &mut Option<RunnerError>) {
+    let error = match outcome {
+        AppOutcome::Stopped => {
+            tracing::info!(app, "app stopped");
+            return;
+        }
+        AppOutcome::Failed(source) => RunnerError::App { app, source },
+        AppOutcome::Panicked(message) => RunnerError::AppPanicked { app, message },
+    };
+    tracing::error!(error = %error_chain(&error), "app failed while stopping");
+    failure.get_or_insert(error);
+}
+
+/// `error: cause: cause`, for logs.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Whether `prefix` is a valid Prometheus metric name (it becomes the start of every name).
+fn valid_metric_prefix(prefix: &str) -> bool {
+    let mut chars = prefix.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_match_the_contract() {
+        let config = RunnerConfig::default();
+        assert_eq!(config.metrics_addr, SocketAddr::from(([0, 0, 0, 0], 9090)));
+        assert_eq!(config.shutdown_timeout, Duration::from_secs(30));
+        assert_eq!(config.metrics_namespace, None);
+    }
+
+    #[test]
+    fn an_invalid_metrics_namespace_is_refused() {
+        for namespace in ["", "9lives", "with-dash", "sp ace"] {
+            let err = Runner::new(RunnerConfig::default().metrics_namespace(namespace))
+                .expect_err(namespace);
+            assert!(
+                matches!(&err, RunnerError::InvalidNamespace { namespace: n } if n == namespace),
+                "{err:?}"
+            );
+        }
+        assert!(Runner::new(RunnerConfig::default().metrics_namespace("my_app:x")).is_ok());
+    }
+
+    #[test]
+    fn the_error_chain_joins_the_causes() {
+        let error = RunnerError::App {
+            app: "a".into(),
+            source: kubeapp_sdk::app::AppError::Build {
+                app: "a".into(),
+                message: "bad".into(),
+            },
+        };
+        assert_eq!(error_chain(&error), "app a failed: building app a: bad");
+    }
+}
