@@ -1,9 +1,43 @@
 //! # kubeapp-operator
 //!
-//! The operator runtime of kubeapp: informers, the `InformerController`, watchers, reconcilers,
-//! retries, the opinionated finalizer wrappers, the runner and its metrics.
+//! The operator runtime of kubeapp, modelled on Go's grafana-app-sdk `operator` package.
+//!
+//! Where to start: an [`Informer`] lists and watches one kind and turns the traffic into
+//! [`InformerEvent`]s (Add, Update, Delete, Resync); an [`InformerController`] owns informers,
+//! [`Watcher`]s and [`Reconciler`]s keyed by kind, and fans each event out to them, in order per
+//! object and concurrently across objects, with retries ([`RetryPolicy`],
+//! [`RetryDequeuePolicy`]). The [`controller`] module docs state the guarantees; the
+//! [`informer`] docs say how deletes missed during a disconnect are still delivered.
+//!
+//! An event's path reads straight down the modules: [`informer`] -> [`controller`] (per-object
+//! lanes, retries) -> [`watcher`] / [`reconciler`] -> [`metrics`] and `tracing` spans
+//! (`informer-event-add|update|delete`, `controller-event-watch`, `controller-event-reconcile`,
+//! `controller-retry`; failures set `otel.status_code = "ERROR"`).
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod client_metrics;
+pub mod controller;
+pub mod handler;
+pub mod informer;
+pub mod metrics;
+pub mod object;
+pub mod reconciler;
 pub mod runner;
+pub mod watcher;
 pub mod webhook;
 
+pub use controller::{
+    ControllerConfig, ControllerError, InformerController, RetryDequeuePolicy, RetryPolicy,
+};
+pub use handler::{BoxError, HandlerContext, HandlerError};
+pub use informer::{Informer, InformerEvent, InformerOptions, KindInfo, SyncedFlag};
+pub use metrics::ControllerMetrics;
+pub use object::{KubeObject, ObjectKey, SharedObject, downcast_shared, share};
+pub use reconciler::{
+    ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult, ReconcileState, Reconciler,
+    ReconcilerFn, TypedReconcileRequest, TypedReconciler, typed_reconciler,
+};
 pub use runner::{Runner, RunnerConfig, RunnerError};
+/// The token that stops an [`InformerController`] and cancels handler contexts.
+pub use tokio_util::sync::CancellationToken;
+pub use watcher::{TypedWatcher, Watcher, WatcherFns, typed_watcher};

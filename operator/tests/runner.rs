@@ -464,64 +464,27 @@ async fn a_port_in_use_is_a_bind_error_naming_the_address() {
 
 // ---- signals, through the `runner_signal` example as a child process ----
 
-/// The `runner_signal` example binary. `cargo test` (all targets) builds it; a run limited to
-/// this test (`--test runner`) builds it here when it is missing, but does not rebuild an existing
-/// one: after changing the runner, run `cargo build -p kubeapp-operator --example runner_signal`
-/// or the whole `cargo test -p kubeapp-operator`.
+/// The `runner_signal` example binary, which `cargo test` builds with all targets (the README's
+/// test command does). A run limited to this test (`--test runner`) does not build examples: then
+/// build it first, `cargo build -p kubeapp-operator --example runner_signal`. The test does not
+/// build it itself: a nested `cargo build` would wait for the build-directory lock that the
+/// outer `cargo test` holds, and hang.
 fn example_binary() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            // target/<profile>/deps/runner-<hash> -> target/<profile>/examples/runner_signal
-            let exe = std::env::current_exe().expect("test binary path");
-            let profile_dir = exe
-                .parent()
-                .and_then(|deps| deps.parent())
-                .expect("target/<profile>");
-            let binary = profile_dir
-                .join("examples")
-                .join(format!("runner_signal{}", std::env::consts::EXE_SUFFIX));
-            if !binary.exists() {
-                let target_dir = profile_dir.parent().expect("target dir");
-                let mut cargo = std::process::Command::new(env!("CARGO"));
-                cargo
-                    .args([
-                        "build",
-                        "-p",
-                        "kubeapp-operator",
-                        "--example",
-                        "runner_signal",
-                    ])
-                    .arg("--target-dir")
-                    .arg(target_dir);
-                // Cargo sets these for the test process; build scripts (ring's) watch some of
-                // them, so passing them on would rebuild half the dependency tree, twice.
-                for (name, _) in std::env::vars_os() {
-                    let name = name.to_string_lossy();
-                    if name.starts_with("CARGO_PKG_")
-                        || name.starts_with("CARGO_MANIFEST_")
-                        || [
-                            "CARGO_CRATE_NAME",
-                            "CARGO_BIN_NAME",
-                            "CARGO_PRIMARY_PACKAGE",
-                            "CARGO_TARGET_TMPDIR",
-                            "CARGO_RUSTC_CURRENT_DIR",
-                            "OUT_DIR",
-                        ]
-                        .contains(&name.as_ref())
-                    {
-                        cargo.env_remove(name.as_ref());
-                    }
-                }
-                let status = cargo.status().expect("run cargo build");
-                assert!(
-                    status.success(),
-                    "building the runner_signal example failed"
-                );
-            }
-            binary
-        })
-        .clone()
+    // target/<profile>/deps/runner-<hash> -> target/<profile>/examples/runner_signal
+    let exe = std::env::current_exe().expect("test binary path");
+    let binary = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>")
+        .join("examples")
+        .join(format!("runner_signal{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        binary.exists(),
+        "{} is missing: run `cargo build -p kubeapp-operator --example runner_signal` (or the \
+         whole `cargo test -p kubeapp-operator`, which builds examples)",
+        binary.display()
+    );
+    binary
 }
 
 /// The example as a child process, with its stdout read line by line.

@@ -1,0 +1,454 @@
+//! The `InformerController`: fans informer events out to watchers and reconcilers, in order per
+//! object, concurrently across objects, with retries.
+//!
+//! # Guarantees
+//!
+//! - **Registration order.** For each event, the kind's watchers run in registration order, then
+//!   its reconcilers in registration order, one after the other. A failing (or panicking, or timed
+//!   out) handler does not stop the ones after it; each handler has its own retry slot per object,
+//!   keyed by (kind, handler, namespace, name).
+//! - **Per-object ordering.** The events of one object are handled in the order the informer
+//!   produced them and never concurrently with each other, and that includes retries and requeues:
+//!   each object has one lane, and one task at a time works on a lane.
+//! - **No head-of-line blocking.** Objects do not share queues: a slow or failing object only holds
+//!   its own lane and one worker permit. Up to `max_concurrent_workers` (default 10) objects of a
+//!   kind are handled at once; a free permit goes to whichever object has work.
+//! - **Panics are contained.** A panic in a handler is caught (`catch_unwind` on the handler's
+//!   future), becomes that call's [`HandlerError::Panicked`] with the panic message, and is
+//!   retried by policy.
+//! - **Event timeout.** With [`ControllerConfig::event_timeout`], a handler call running longer is
+//!   cancelled (its future dropped) and counts as [`HandlerError::TimedOut`].
+//! - **Retries** follow [`RetryPolicy`] (default 5, 10, 20, 40, 80, 160 s, then give up, which is
+//!   logged with kind, namespace, name, handler and the last error, and counted). A retry re-runs
+//!   the handler with the object of the failed event, not a fresh read. Retries are timers per
+//!   object, so due retries of different objects run in parallel.
+//! - **Dequeue.** When a new event reaches a handler that has a retry or requeue pending for the
+//!   same object, the [`RetryDequeuePolicy`] decides whether the pending one is dropped (default:
+//!   the opinionated rule; with no policy every new event drops it). A kept retry still runs at its
+//!   time, after the new event.
+//! - **Requeue.** [`ReconcileResult::requeue_after`](crate::ReconcileResult) runs the same request
+//!   again after the delay. A [`ReconcileError`](crate::ReconcileError) with a requeue: the requeue
+//!   decides the timing; the error is still logged and counted. The state returned by the latest
+//!   attempt is the one the next attempt gets.
+//! - **Graceful stop.** When the stop token passed to [`InformerController::run`] is cancelled, the
+//!   controller stops reading informers and starting queued work, cancels the handlers'
+//!   [`HandlerContext`](crate::HandlerContext), and waits for in-flight handler calls to finish, up to
+//!   [`ControllerConfig::shutdown_grace`] (default 30 s); then it drops what still runs (a handler
+//!   that blocks its thread without awaiting cannot be dropped, and delays the stop). Queued
+//!   events and pending retries are dropped (the next start lists every object again).
+//! - **Dynamic registration.** Informers, watchers and reconcilers can be added before or while the
+//!   controller runs. A handler added later sees the events dispatched after it was added.
+//!
+//! # Bursts, merging and backpressure
+//!
+//! Watchers see every event. Reconcile requests are level-triggered: when an event arrives while
+//! an older event of the same object is still waiting (not yet started), the newer event takes over
+//! the waiting reconcile request, with the action merged: Created followed by anything but a
+//! Delete stays Created, Updated and Resynced merge into Updated (Resynced only if both were),
+//! anything followed by a Delete becomes Deleted, and nothing merges across a Delete (what follows
+//! a Delete is a new incarnation). The reconciler then runs once, with the newest object. So with
+//! reconcilers only, waiting work is bounded by the number of objects (plus one per pending
+//! re-creation).
+//!
+//! Events waiting for watchers are bounded per kind by [`ControllerConfig::max_pending_events`]
+//! (default 1000). When that many events of a kind wait, the controller stops pulling from the
+//! kind's informers until one is handled; the informer in turn stops reading its watch (see
+//! [`informer`](crate::informer)). A watcher slower than the event rate of one object therefore
+//! eventually pauses intake for its whole kind; other kinds are not affected.
+//!
+//! See [`InformerController`] for a runnable example.
+
+mod dispatch;
+mod lanes;
+mod retry;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::informer::{Informer, SyncedFlag};
+use crate::metrics::ControllerMetrics;
+use crate::reconciler::Reconciler;
+use crate::watcher::Watcher;
+
+pub use self::retry::{RetryDequeuePolicy, RetryPolicy};
+#[doc(no_inline)]
+pub use crate::handler::HandlerError;
+
+use self::lanes::{KindRuntime, Running};
+
+/// Settings of an [`InformerController`]; `ControllerConfig::default()` gives the contract's
+/// defaults.
+#[derive(Clone, Debug)]
+pub struct ControllerConfig {
+    max_concurrent_workers: usize,
+    max_pending_events: usize,
+    event_timeout: Option<Duration>,
+    retry_policy: RetryPolicy,
+    dequeue_policy: Option<RetryDequeuePolicy>,
+    shutdown_grace: Duration,
+    metrics: Option<ControllerMetrics>,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            max_concurrent_workers: 10,
+            max_pending_events: 1000,
+            event_timeout: None,
+            retry_policy: RetryPolicy::default(),
+            dequeue_policy: Some(RetryDequeuePolicy::opinionated()),
+            shutdown_grace: Duration::from_secs(30),
+            metrics: None,
+        }
+    }
+}
+
+impl ControllerConfig {
+    /// Objects of one kind handled at once (default 10; an informer's option overrides it).
+    #[must_use]
+    pub fn max_concurrent_workers(mut self, workers: usize) -> Self {
+        self.max_concurrent_workers = workers.max(1);
+        self
+    }
+
+    /// Events of one kind waiting to be handled before intake pauses (default 1000).
+    #[must_use]
+    pub fn max_pending_events(mut self, events: usize) -> Self {
+        self.max_pending_events = events.max(1);
+        self
+    }
+
+    /// Cancels a handler call running longer than `timeout` and counts it as an error.
+    #[must_use]
+    pub fn event_timeout(mut self, timeout: Duration) -> Self {
+        self.event_timeout = Some(timeout);
+        self
+    }
+
+    /// When failed handler calls run again.
+    #[must_use]
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry_policy = policy;
+        self
+    }
+
+    /// Whether a new event drops a pending retry; `None` means every new event does.
+    #[must_use]
+    pub fn dequeue_policy(mut self, policy: Option<RetryDequeuePolicy>) -> Self {
+        self.dequeue_policy = policy;
+        self
+    }
+
+    /// How long a stop waits for in-flight handler calls (default 30 s).
+    #[must_use]
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// Where to count; without it the controller counts into collectors registered nowhere.
+    #[must_use]
+    pub fn metrics(mut self, metrics: ControllerMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+}
+
+/// Why an [`InformerController`] could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// `run` was called while the controller runs or after it stopped.
+    #[error("the controller already ran; make a new one")]
+    AlreadyRan,
+}
+
+enum RunState {
+    Idle { informers: Vec<(String, Informer)> },
+    Running(Arc<Running>),
+    Stopped,
+}
+
+struct Shared {
+    config: Arc<ControllerConfig>,
+    metrics: ControllerMetrics,
+    kinds: RwLock<HashMap<String, Arc<KindRuntime>>>,
+    synced: Mutex<Vec<(String, SyncedFlag)>>,
+    state: Mutex<RunState>,
+}
+
+/// Owns informers, watchers and reconcilers keyed by kind; see the [module docs](self).
+///
+/// Cheap to clone; clones share everything, so handlers can be added from another task while
+/// [`run`](Self::run) is awaited.
+///
+/// # Example
+///
+/// A controller fed by a synthetic event stream (an [`Informer::from_stream`]); with a real
+/// cluster, use [`Informer::new`] instead.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kubeapp_operator::{
+///     ControllerConfig, Informer, InformerController, InformerEvent, KindInfo, ReconcileResult,
+///     ReconcilerFn, WatcherFns, share,
+/// };
+/// use tokio_util::sync::CancellationToken;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let controller = InformerController::new(ControllerConfig::default());
+/// let (events, stream) = futures::channel::mpsc::unbounded();
+/// controller.add_informer("configmaps", Informer::from_stream(KindInfo::default(), stream));
+///
+/// let seen = Arc::new(Mutex::new(Vec::new()));
+/// let log = seen.clone();
+/// controller.add_watcher(
+///     "configmaps",
+///     WatcherFns::<ConfigMap>::new().on_add(move |_ctx, cm| {
+///         let log = log.clone();
+///         async move {
+///             log.lock().unwrap().push(format!("add {}", cm.metadata.name.as_deref().unwrap_or("")));
+///             Ok(())
+///         }
+///     }),
+/// );
+/// let (done_tx, done) = tokio::sync::oneshot::channel();
+/// let done_tx = Mutex::new(Some(done_tx));
+/// controller.add_reconciler(
+///     "configmaps",
+///     ReconcilerFn::<ConfigMap, _>::new(move |_ctx, request| {
+///         if let Some(tx) = done_tx.lock().unwrap().take() {
+///             let _ = tx.send(request.action);
+///         }
+///         async { Ok(ReconcileResult::done()) }
+///     }),
+/// );
+///
+/// let stop = CancellationToken::new();
+/// let running = tokio::spawn({
+///     let (controller, stop) = (controller.clone(), stop.clone());
+///     async move { controller.run(stop).await }
+/// });
+/// let mut cm = ConfigMap::default();
+/// cm.metadata.name = Some("settings".into());
+/// events.unbounded_send(InformerEvent::Add(share(cm))).unwrap();
+///
+/// let action = done.await.unwrap();
+/// assert_eq!(action, kubeapp_operator::ReconcileAction::Created);
+/// assert_eq!(*seen.lock().unwrap(), ["add settings"]);
+/// stop.cancel();
+/// running.await.unwrap().unwrap();
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct InformerController {
+    shared: Arc<Shared>,
+}
+
+impl InformerController {
+    /// A controller with `config`; add informers and handlers, then [`run`](Self::run) it.
+    pub fn new(config: ControllerConfig) -> Self {
+        let metrics = config.metrics.clone().unwrap_or_else(default_metrics);
+        Self {
+            shared: Arc::new(Shared {
+                config: Arc::new(config),
+                metrics,
+                kinds: RwLock::default(),
+                synced: Mutex::default(),
+                state: Mutex::new(RunState::Idle {
+                    informers: Vec::new(),
+                }),
+            }),
+        }
+    }
+
+    fn kind(&self, kind: &str) -> Arc<KindRuntime> {
+        if let Some(runtime) = self
+            .shared
+            .kinds
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(kind)
+        {
+            return Arc::clone(runtime);
+        }
+        let mut kinds = self
+            .shared
+            .kinds
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let runtime = kinds.entry(kind.to_string()).or_insert_with(|| {
+            let metrics = self.shared.metrics.for_kind(kind);
+            Arc::new(KindRuntime::new(
+                kind,
+                Arc::clone(&self.shared.config),
+                metrics,
+            ))
+        });
+        Arc::clone(runtime)
+    }
+
+    /// Adds an informer for `kind` (a key of your choosing, used for handlers and as the `kind`
+    /// metric label). Several informers may feed one kind. While the controller runs, the informer
+    /// starts at once.
+    pub fn add_informer(&self, kind: &str, informer: Informer) {
+        let runtime = self.kind(kind);
+        let _ = runtime.info.set(informer.kind_info().clone());
+        runtime.init_workers(informer.max_concurrent_workers());
+        let flag = informer.synced();
+        if flag.is_synced() {
+            runtime.metrics.informer_synced.set(1);
+        }
+        self.shared
+            .synced
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((kind.to_string(), flag));
+        let mut state = self
+            .shared
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match &mut *state {
+            RunState::Idle { informers } => informers.push((kind.to_string(), informer)),
+            RunState::Running(run) => spawn_informer(runtime, informer, run),
+            RunState::Stopped => {
+                tracing::warn!(kind, "informer added after the controller stopped; ignored");
+            }
+        }
+    }
+
+    /// Adds a watcher for `kind`; watchers run in the order they were added, before reconcilers.
+    pub fn add_watcher(&self, kind: &str, watcher: impl Watcher) {
+        self.kind(kind).add_watcher(Arc::new(watcher));
+    }
+
+    /// Adds a reconciler for `kind`; reconcilers run in the order they were added, after watchers.
+    pub fn add_reconciler(&self, kind: &str, reconciler: impl Reconciler) {
+        self.kind(kind).add_reconciler(Arc::new(reconciler));
+    }
+
+    /// True when every informer added so far has delivered its first complete list.
+    pub fn is_synced(&self) -> bool {
+        self.synced_flags().iter().all(|(_, flag)| flag.is_synced())
+    }
+
+    /// Each informer's kind and synced flag, for readiness checks.
+    pub fn synced_flags(&self) -> Vec<(String, SyncedFlag)> {
+        self.shared
+            .synced
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Runs informers and handlers until `stop` is cancelled, then stops gracefully (see the
+    /// [module docs](self)).
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError::AlreadyRan`] when the controller runs or ran already: a controller runs
+    /// once.
+    pub async fn run(&self, stop: CancellationToken) -> Result<(), ControllerError> {
+        let run = Arc::new(Running {
+            stop: stop.clone(),
+            hard_stop: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+        });
+        let informers = {
+            let mut state = self
+                .shared
+                .state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match std::mem::replace(&mut *state, RunState::Running(Arc::clone(&run))) {
+                RunState::Idle { informers } => informers,
+                previous => {
+                    *state = previous;
+                    return Err(ControllerError::AlreadyRan);
+                }
+            }
+        };
+        for (kind, informer) in informers {
+            spawn_informer(self.kind(&kind), informer, &run);
+        }
+        stop.cancelled().await;
+
+        tracing::info!("controller stopping; waiting for in-flight handlers");
+        run.tracker.close();
+        let grace = self.shared.config.shutdown_grace;
+        if tokio::time::timeout(grace, run.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                ?grace,
+                "handlers still running after the grace period; cancelling them"
+            );
+            run.hard_stop.cancel();
+            run.tracker.wait().await;
+        }
+        *self
+            .shared
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = RunState::Stopped;
+        tracing::info!("controller stopped");
+        Ok(())
+    }
+}
+
+impl fmt::Debug for InformerController {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kinds: Vec<String> = self
+            .shared
+            .kinds
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect();
+        f.debug_struct("InformerController")
+            .field("kinds", &kinds)
+            .field("config", &self.shared.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Collectors registered nowhere, for a controller configured without metrics.
+#[allow(clippy::expect_used)] // Fixed, valid metric names: construction cannot fail.
+fn default_metrics() -> ControllerMetrics {
+    ControllerMetrics::unregistered(None).expect("valid metric names")
+}
+
+/// Pulls events from `informer` into `runtime`'s lanes until the controller stops.
+fn spawn_informer(runtime: Arc<KindRuntime>, informer: Informer, run: &Arc<Running>) {
+    let run_for_task = Arc::clone(run);
+    run.tracker.spawn(async move {
+        let run = run_for_task;
+        let mut events = informer.into_events(runtime.metrics.clone());
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = run.stop.cancelled() => None,
+                next = events.next() => next,
+            };
+            let Some(event) = next else {
+                break;
+            };
+            if !runtime.enqueue(event, &run).await {
+                break;
+            }
+        }
+        tracing::debug!(kind = %runtime.name, "informer intake ended");
+    });
+}

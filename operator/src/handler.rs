@@ -1,0 +1,109 @@
+//! What every handler call gets and what a failed call becomes.
+//!
+//! Handlers ([`Watcher`](crate::Watcher), [`Reconciler`](crate::Reconciler)) receive a
+//! [`HandlerContext`] and return their own errors as [`BoxError`], so `?` works on any error type.
+//! The controller turns each failed call into a [`HandlerError`]: the handler's error, a caught
+//! panic, or a timeout. That is what retry and dequeue policies look at.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+/// Any error a handler returns.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Why one handler call failed.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum HandlerError {
+    /// The handler returned an error.
+    #[error("{0}")]
+    Failed(Arc<dyn std::error::Error + Send + Sync + 'static>),
+    /// The handler panicked; the panic was caught and carries this message.
+    #[error("handler panicked: {0}")]
+    Panicked(String),
+    /// The handler ran longer than the controller's `event_timeout` and was cancelled.
+    #[error("handler timed out after {0:?}")]
+    TimedOut(Duration),
+    /// The controller stopped and its grace period ran out while the handler was still running.
+    #[error("handler cancelled: the controller stopped")]
+    Cancelled,
+}
+
+impl HandlerError {
+    /// Wraps an error a handler returned.
+    pub fn failed(error: BoxError) -> Self {
+        Self::Failed(Arc::from(error))
+    }
+}
+
+/// What a handler call knows about its surroundings.
+///
+/// Cheap to clone. [`cancelled`](Self::cancelled) resolves when the controller begins to stop:
+/// in-flight handlers are still allowed to finish (within the controller's grace period), and a
+/// long-running handler may use the signal to wrap up early.
+#[derive(Clone)]
+pub struct HandlerContext {
+    pub(crate) kind: Arc<str>,
+    pub(crate) attempt: u32,
+    pub(crate) stop: CancellationToken,
+}
+
+impl HandlerContext {
+    /// A context for calling a handler outside a controller (tests, wrappers): kind `kind`, first
+    /// attempt, cancelled when `stop` is.
+    pub fn new(kind: &str, stop: CancellationToken) -> Self {
+        Self {
+            kind: Arc::from(kind),
+            attempt: 0,
+            stop,
+        }
+    }
+
+    /// The kind key the handler was registered under.
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    /// 0 for the first call of an event, n for its n-th retry or requeue.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// True once the controller has begun to stop.
+    pub fn is_cancelled(&self) -> bool {
+        self.stop.is_cancelled()
+    }
+
+    /// Resolves when the controller begins to stop.
+    pub async fn cancelled(&self) {
+        self.stop.cancelled().await;
+    }
+
+    /// The underlying token, for `select!` and child tokens.
+    pub fn cancellation_token(&self) -> &CancellationToken {
+        &self.stop
+    }
+}
+
+impl fmt::Debug for HandlerContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandlerContext")
+            .field("kind", &self.kind)
+            .field("attempt", &self.attempt)
+            .field("cancelled", &self.stop.is_cancelled())
+            .finish()
+    }
+}
+
+/// The text of a caught panic payload (`panic!` with a literal or a formatted message).
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&'static str>() {
+        (*text).to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic with a non-text payload".to_string()
+    }
+}

@@ -1,0 +1,658 @@
+//! Informers: list+watch of one kind, turned into Add, Update, Delete and Resync events.
+//!
+//! An [`Informer`] runs `kube_runtime::watcher` with its default backoff (exponential, 0.8 s to
+//! 30 s with jitter, reset after two quiet minutes), so watch errors never become a hot loop. It
+//! keeps a cache of the last known state of every object and emits:
+//!
+//! - every object of the initial list as [`InformerEvent::Add`]; the informer reports **synced**
+//!   ([`SyncedFlag`]) once that list is complete;
+//! - a watch event for a known object whose `resourceVersion` changed as
+//!   [`InformerEvent::Update`] with the cached old state;
+//! - after a re-list (watch expired, HTTP 410, reconnect after the apiserver was down): objects
+//!   absent from the new list as [`InformerEvent::Delete`] with their last known state (a delete
+//!   missed during a disconnect is never dropped), changed objects as `Update`, new ones as `Add`;
+//!   an object whose UID changed under the same name as `Delete(old)` then `Add(new)`;
+//! - with [`InformerOptions::resync_interval`], every cached object as [`InformerEvent::Resync`]
+//!   on each tick (watchers see `update(obj, obj)`, reconcilers `Resynced`).
+//!
+//! # Objects that do not deserialize
+//!
+//! The informer lists and watches objects as `DynamicObject` (which always decodes) and converts
+//! each one to the typed kind on its own. An object that does not convert is logged (kind,
+//! namespace, name and the serde error), counted (`informer_decode_errors_total`) and skipped: the
+//! informer and all other objects carry on. The skipped object keeps its previous cached state and
+//! is not reported deleted by a re-list. The cost is one extra conversion per object.
+//!
+//! # Memory
+//!
+//! Before caching, `metadata.managedFields` is dropped (about half of the metadata, never needed by
+//! handlers) unless [`InformerOptions::keep_managed_fields`] is set, and then the optional
+//! [`InformerOptions::transform`] runs. Objects are shared (`Arc`) between the cache, queued events
+//! and handlers, never deep-copied.
+//!
+//! # Backpressure
+//!
+//! The informer is a stream: when its consumer (the controller) stops pulling, it stops reading the
+//! watch, and the HTTP connection's flow control pushes back on the apiserver, which eventually
+//! closes a watch that lags too far behind; the informer then re-lists and the cache diff above
+//! reports what changed meanwhile.
+
+mod cache;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::{BoxStream, StreamExt};
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+
+use crate::metrics::{ControllerMetrics, KindMetrics};
+use crate::object::{ObjectKey, SharedObject, share};
+use crate::reconciler::ReconcileAction;
+
+use self::cache::{InformerCache, Observed};
+
+/// What an informer reports about one object.
+#[derive(Clone, Debug)]
+pub enum InformerEvent {
+    /// The object appeared.
+    Add(SharedObject),
+    /// The object changed from `old` to `new`.
+    Update {
+        /// The last state the informer had.
+        old: SharedObject,
+        /// The new state.
+        new: SharedObject,
+    },
+    /// The object is gone; this is its last known state.
+    Delete(SharedObject),
+    /// A periodic resync re-delivers the cached object.
+    Resync(SharedObject),
+}
+
+impl InformerEvent {
+    /// The action handlers and metrics see: Created, Updated, Deleted or Resynced.
+    pub fn action(&self) -> ReconcileAction {
+        match self {
+            Self::Add(_) => ReconcileAction::Created,
+            Self::Update { .. } => ReconcileAction::Updated,
+            Self::Delete(_) => ReconcileAction::Deleted,
+            Self::Resync(_) => ReconcileAction::Resynced,
+        }
+    }
+
+    /// The newest object of the event.
+    pub fn object(&self) -> &SharedObject {
+        match self {
+            Self::Add(object)
+            | Self::Delete(object)
+            | Self::Resync(object)
+            | Self::Update { new: object, .. } => object,
+        }
+    }
+}
+
+/// A transform applied to each object before it is decoded and cached.
+pub type Transform = Arc<dyn Fn(&mut DynamicObject) + Send + Sync>;
+
+/// Options of one informer; `InformerOptions::default()` watches all namespaces.
+#[derive(Clone, Default)]
+pub struct InformerOptions {
+    namespace: Option<String>,
+    label_selector: Option<String>,
+    field_selector: Option<String>,
+    resync_interval: Option<Duration>,
+    page_size: Option<u32>,
+    streaming_list: bool,
+    max_concurrent_workers: Option<usize>,
+    keep_managed_fields: bool,
+    transform: Option<Transform>,
+}
+
+impl InformerOptions {
+    /// Watches only `namespace` (leave unset for cluster-scoped kinds).
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// Watches only objects matching the label selector, e.g. `app=x,tier!=db`.
+    #[must_use]
+    pub fn labels(mut self, selector: impl Into<String>) -> Self {
+        self.label_selector = Some(selector.into());
+        self
+    }
+
+    /// Watches only objects matching the field selector, e.g. `metadata.name=x`.
+    #[must_use]
+    pub fn fields(mut self, selector: impl Into<String>) -> Self {
+        self.field_selector = Some(selector.into());
+        self
+    }
+
+    /// Re-emits every cached object as a Resync event at this interval (off by default).
+    #[must_use]
+    pub fn resync_interval(mut self, interval: Duration) -> Self {
+        self.resync_interval = Some(interval);
+        self
+    }
+
+    /// Objects per list page (kube-runtime's default is 500).
+    #[must_use]
+    pub fn page_size(mut self, page_size: u32) -> Self {
+        self.page_size = Some(page_size);
+        self
+    }
+
+    /// Uses a streaming list (a watch with `sendInitialEvents`) instead of paged lists.
+    #[must_use]
+    pub fn streaming_list(mut self) -> Self {
+        self.streaming_list = true;
+        self
+    }
+
+    /// How many objects of this kind the controller handles at once (the controller's
+    /// `max_concurrent_workers` otherwise). The first informer added for a kind decides.
+    #[must_use]
+    pub fn max_concurrent_workers(mut self, workers: usize) -> Self {
+        self.max_concurrent_workers = Some(workers);
+        self
+    }
+
+    /// Keeps `metadata.managedFields` (dropped by default).
+    #[must_use]
+    pub fn keep_managed_fields(mut self) -> Self {
+        self.keep_managed_fields = true;
+        self
+    }
+
+    /// Runs `transform` on each object before it is decoded and cached, e.g. to drop large fields.
+    #[must_use]
+    pub fn transform(
+        mut self,
+        transform: impl Fn(&mut DynamicObject) + Send + Sync + 'static,
+    ) -> Self {
+        self.transform = Some(Arc::new(transform));
+        self
+    }
+
+    fn watcher_config(&self) -> watcher::Config {
+        let mut config = watcher::Config::default();
+        if let Some(labels) = &self.label_selector {
+            config = config.labels(labels);
+        }
+        if let Some(fields) = &self.field_selector {
+            config = config.fields(fields);
+        }
+        if let Some(page_size) = self.page_size {
+            config = config.page_size(page_size);
+        }
+        if self.streaming_list {
+            config = config.streaming_lists();
+        }
+        config
+    }
+}
+
+impl fmt::Debug for InformerOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InformerOptions")
+            .field("namespace", &self.namespace)
+            .field("label_selector", &self.label_selector)
+            .field("field_selector", &self.field_selector)
+            .field("resync_interval", &self.resync_interval)
+            .field("page_size", &self.page_size)
+            .field("streaming_list", &self.streaming_list)
+            .field("max_concurrent_workers", &self.max_concurrent_workers)
+            .field("keep_managed_fields", &self.keep_managed_fields)
+            .field("transform", &self.transform.is_some())
+            .finish()
+    }
+}
+
+/// Whether an informer has delivered its first complete list. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct SyncedFlag(Arc<watch::Sender<bool>>);
+
+impl SyncedFlag {
+    fn new(synced: bool) -> Self {
+        Self(Arc::new(watch::Sender::new(synced)))
+    }
+
+    fn set(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// True once the first complete list was delivered.
+    pub fn is_synced(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Resolves once the first complete list was delivered.
+    pub async fn wait(&self) {
+        let mut rx = self.0.subscribe();
+        // The sender lives in `self`, so the channel cannot close while we wait.
+        let _ = rx.wait_for(|synced| *synced).await;
+    }
+}
+
+/// Group, version and kind of an informer's objects, for spans.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KindInfo {
+    /// API group (`""` for the core group).
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Kind.
+    pub kind: String,
+}
+
+type Decode = Arc<dyn Fn(DynamicObject) -> Result<SharedObject, serde_json::Error> + Send + Sync>;
+type Source = Box<dyn FnOnce(KindMetrics) -> BoxStream<'static, InformerEvent> + Send>;
+
+/// A list+watch of one kind; see the [module docs](self). Add it to an
+/// [`InformerController`](crate::InformerController), which drives it.
+pub struct Informer {
+    info: KindInfo,
+    synced: SyncedFlag,
+    max_concurrent_workers: Option<usize>,
+    source: Source,
+}
+
+impl Informer {
+    /// An informer of the typed kind `K` (a derived custom resource or a k8s-openapi type).
+    pub fn new<K>(client: Client, options: InformerOptions) -> Self
+    where
+        K: kube::Resource + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
+        K::DynamicType: Default,
+    {
+        let resource = ApiResource::erase::<K>(&K::DynamicType::default());
+        Self::watching(client, resource, options, typed_decoder::<K>())
+    }
+
+    /// An informer of an untyped kind; handlers get `DynamicObject`s.
+    pub fn dynamic(client: Client, resource: ApiResource, options: InformerOptions) -> Self {
+        let decode: Decode = Arc::new(|object: DynamicObject| Ok(share(object)));
+        Self::watching(client, resource, options, decode)
+    }
+
+    /// An informer fed by a stream of ready-made events, e.g. in tests or from another source of
+    /// truth. It counts as synced from the start.
+    pub fn from_stream(
+        info: KindInfo,
+        events: impl futures::Stream<Item = InformerEvent> + Send + 'static,
+    ) -> Self {
+        Self {
+            info,
+            synced: SyncedFlag::new(true),
+            max_concurrent_workers: None,
+            source: Box::new(move |_| events.boxed()),
+        }
+    }
+
+    /// Group, version and kind of the objects.
+    pub fn kind_info(&self) -> &KindInfo {
+        &self.info
+    }
+
+    /// The informer's synced flag (readiness depends on it).
+    pub fn synced(&self) -> SyncedFlag {
+        self.synced.clone()
+    }
+
+    pub(crate) fn max_concurrent_workers(&self) -> Option<usize> {
+        self.max_concurrent_workers
+    }
+
+    /// The informer's events; the controller calls this with the kind's metrics.
+    pub(crate) fn into_events(self, metrics: KindMetrics) -> BoxStream<'static, InformerEvent> {
+        (self.source)(metrics)
+    }
+
+    /// The informer's events without a controller (for tests and custom consumers); nothing happens
+    /// until the stream is polled.
+    ///
+    /// # Errors
+    ///
+    /// When the (unregistered) metric collectors cannot be created.
+    pub fn into_stream(
+        self,
+    ) -> Result<BoxStream<'static, InformerEvent>, crate::metrics::MetricsError> {
+        let metrics = ControllerMetrics::unregistered(None)?.for_kind(&self.info.kind);
+        Ok(self.into_events(metrics))
+    }
+
+    fn watching(
+        client: Client,
+        resource: ApiResource,
+        options: InformerOptions,
+        decode: Decode,
+    ) -> Self {
+        let info = KindInfo {
+            group: resource.group.clone(),
+            version: resource.version.clone(),
+            kind: resource.kind.clone(),
+        };
+        let synced = SyncedFlag::new(false);
+        let flag = synced.clone();
+        let kind = resource.kind.clone();
+        let max_concurrent_workers = options.max_concurrent_workers;
+        let source: Source = Box::new(move |metrics| {
+            let api: Api<DynamicObject> = match &options.namespace {
+                Some(ns) => Api::namespaced_with(client, ns, &resource),
+                None => Api::all_with(client, &resource),
+            };
+            let raw = watcher::watcher(api, options.watcher_config())
+                .default_backoff()
+                .boxed();
+            informer_events(raw, options, decode, kind, flag, metrics)
+        });
+        Self {
+            info,
+            synced,
+            max_concurrent_workers,
+            source,
+        }
+    }
+}
+
+/// Converts each `DynamicObject` to `K` on its own, so one bad object fails alone.
+fn typed_decoder<K>() -> Decode
+where
+    K: kube::Resource + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
+{
+    Arc::new(|object: DynamicObject| {
+        serde_json::to_value(object)
+            .and_then(serde_json::from_value::<K>)
+            .map(share)
+    })
+}
+
+impl fmt::Debug for Informer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Informer")
+            .field("info", &self.info)
+            .field("synced", &self.synced.is_synced())
+            .finish_non_exhaustive()
+    }
+}
+
+type RawEvents = BoxStream<'static, Result<Event<DynamicObject>, watcher::Error>>;
+
+/// Turns raw watch traffic into informer events through the cache (see the module docs).
+fn informer_events(
+    raw: RawEvents,
+    options: InformerOptions,
+    decode: Decode,
+    kind: String,
+    synced: SyncedFlag,
+    metrics: KindMetrics,
+) -> BoxStream<'static, InformerEvent> {
+    let resync = options
+        .resync_interval
+        .map(|period| tokio::time::interval_at(tokio::time::Instant::now() + period, period));
+    let state = InformerState {
+        raw,
+        cache: InformerCache::default(),
+        ready: std::collections::VecDeque::new(),
+        resync,
+        decode,
+        options,
+        kind,
+        synced,
+        metrics,
+    };
+    futures::stream::unfold(state, InformerState::next_event).boxed()
+}
+
+struct InformerState {
+    raw: RawEvents,
+    cache: InformerCache,
+    ready: std::collections::VecDeque<InformerEvent>,
+    resync: Option<tokio::time::Interval>,
+    decode: Decode,
+    options: InformerOptions,
+    kind: String,
+    synced: SyncedFlag,
+    metrics: KindMetrics,
+}
+
+impl InformerState {
+    async fn next_event(mut self) -> Option<(InformerEvent, Self)> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                return Some((event, self));
+            }
+            let resync_timer = &mut self.resync;
+            let resync = async move {
+                match resync_timer {
+                    Some(interval) => {
+                        interval.tick().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            let next = tokio::select! {
+                raw = self.raw.next() => Some(raw),
+                () = resync => None,
+            };
+            let Some(raw) = next else {
+                let mut out = Vec::new();
+                self.cache.resync(&mut out);
+                self.ready.extend(out);
+                continue;
+            };
+            match raw {
+                // kube-runtime's watcher never ends on its own; the informer ends with it.
+                None => return None,
+                Some(Err(error)) => {
+                    self.metrics.watch_errors.inc();
+                    tracing::warn!(kind = %self.kind, %error, "watch failed; retrying after backoff");
+                }
+                Some(Ok(event)) => {
+                    self.metrics.watch_events.inc();
+                    let observed = self.observe(event);
+                    if matches!(observed, Observed::ListStart) && self.synced.is_synced() {
+                        tracing::info!(
+                            kind = %self.kind,
+                            "re-listing (watch expired or reconnected); missed deletes follow as Delete"
+                        );
+                    }
+                    let mut out = Vec::new();
+                    if self.cache.apply(observed, &mut out) && !self.synced.is_synced() {
+                        self.synced.set();
+                        self.metrics.informer_synced.set(1);
+                        tracing::info!(kind = %self.kind, "informer synced");
+                    }
+                    self.ready.extend(out);
+                }
+            }
+        }
+    }
+
+    fn observe(&self, event: Event<DynamicObject>) -> Observed {
+        match event {
+            Event::Init => Observed::ListStart,
+            Event::InitDone => Observed::ListDone,
+            Event::InitApply(object) => {
+                let (key, object) = self.decode(object);
+                Observed::Object {
+                    key,
+                    object,
+                    listed: true,
+                }
+            }
+            Event::Apply(object) => {
+                let (key, object) = self.decode(object);
+                Observed::Object {
+                    key,
+                    object,
+                    listed: false,
+                }
+            }
+            Event::Delete(object) => {
+                let (key, object) = self.decode(object);
+                Observed::Deleted { key, object }
+            }
+        }
+    }
+
+    fn decode(&self, mut object: DynamicObject) -> (ObjectKey, Option<SharedObject>) {
+        let key = ObjectKey::of(&object);
+        if !self.options.keep_managed_fields {
+            object.metadata.managed_fields = None;
+        }
+        if let Some(transform) = &self.options.transform {
+            transform(&mut object);
+        }
+        match (self.decode)(object) {
+            Ok(decoded) => (key, Some(decoded)),
+            Err(error) => {
+                self.metrics.decode_errors.inc();
+                tracing::error!(
+                    kind = %self.kind,
+                    namespace = key.namespace.as_deref().unwrap_or(""),
+                    name = %key.name,
+                    %error,
+                    "object does not deserialize; skipped"
+                );
+                (key, None)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    fn raw_cm(name: &str, rv: &str, data: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "namespace": "ns",
+                "uid": format!("uid-{name}"),
+                "resourceVersion": rv,
+                "managedFields": [{ "manager": "kubectl", "operation": "Apply" }],
+            },
+            "data": data,
+        }))
+        .expect("a ConfigMap")
+    }
+
+    fn describe(event: &InformerEvent) -> String {
+        let cm = crate::object::downcast_shared::<ConfigMap>(event.object()).expect("ConfigMap");
+        format!(
+            "{} {} rv{} managedFields={}",
+            event.action(),
+            cm.metadata.name.as_deref().unwrap_or(""),
+            cm.metadata.resource_version.as_deref().unwrap_or(""),
+            cm.metadata.managed_fields.is_some()
+        )
+    }
+
+    /// Raw events, then a watch that stays open.
+    fn raw_stream(events: Vec<Event<DynamicObject>>) -> RawEvents {
+        futures::stream::iter(events.into_iter().map(Ok))
+            .chain(futures::stream::pending())
+            .boxed()
+    }
+
+    fn metrics() -> (ControllerMetrics, KindMetrics) {
+        let metrics = ControllerMetrics::unregistered(Some("informer_test")).expect("metrics");
+        let kind = metrics.for_kind("configmaps");
+        (metrics, kind)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn undecodable_objects_are_reported_and_skipped_and_the_list_still_syncs() {
+        let (_, kind_metrics) = metrics();
+        let synced = SyncedFlag::new(false);
+        let raw = raw_stream(vec![
+            Event::Init,
+            Event::InitApply(raw_cm("good", "1", serde_json::json!({ "k": "v" }))),
+            // ConfigMap data values must be strings.
+            Event::InitApply(raw_cm("bad", "2", serde_json::json!({ "k": 1 }))),
+            Event::InitDone,
+            Event::Apply(raw_cm("later", "3", serde_json::json!({}))),
+        ]);
+        let mut events = informer_events(
+            raw,
+            InformerOptions::default(),
+            typed_decoder::<ConfigMap>(),
+            "ConfigMap".into(),
+            synced.clone(),
+            kind_metrics.clone(),
+        );
+        let first = events.next().await.expect("an event");
+        assert_eq!(describe(&first), "Created good rv1 managedFields=false");
+        let second = events.next().await.expect("an event");
+        assert_eq!(describe(&second), "Created later rv3 managedFields=false");
+        assert!(synced.is_synced());
+        assert_eq!(kind_metrics.decode_errors.get(), 1);
+        assert_eq!(kind_metrics.informer_synced.get(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn resync_reemits_every_cached_object_on_each_tick() {
+        let (_, kind_metrics) = metrics();
+        let raw = raw_stream(vec![
+            Event::Init,
+            Event::InitApply(raw_cm("a", "1", serde_json::json!({}))),
+            Event::InitApply(raw_cm("b", "2", serde_json::json!({}))),
+            Event::InitDone,
+        ]);
+        let options = InformerOptions::default()
+            .resync_interval(Duration::from_secs(30))
+            .keep_managed_fields()
+            .transform(|object| {
+                object.data["data"] = serde_json::json!({ "transformed": "yes" });
+            });
+        let started = tokio::time::Instant::now();
+        let events = informer_events(
+            raw,
+            options,
+            typed_decoder::<ConfigMap>(),
+            "ConfigMap".into(),
+            SyncedFlag::new(false),
+            kind_metrics,
+        );
+        let seen: Vec<(String, u64)> = events
+            .take(6)
+            .map(|event| {
+                let cm =
+                    crate::object::downcast_shared::<ConfigMap>(event.object()).expect("ConfigMap");
+                let transformed = cm
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get("transformed"))
+                    .is_some();
+                assert!(transformed, "the transform ran before caching");
+                (describe(&event), started.elapsed().as_secs())
+            })
+            .collect()
+            .await;
+        let text: Vec<String> = seen.iter().map(|(e, at)| format!("{e} at {at}s")).collect();
+        assert_eq!(
+            text,
+            [
+                "Created a rv1 managedFields=true at 0s",
+                "Created b rv2 managedFields=true at 0s",
+                "Resynced a rv1 managedFields=true at 30s",
+                "Resynced b rv2 managedFields=true at 30s",
+                "Resynced a rv1 managedFields=true at 60s",
+                "Resynced b rv2 managedFields=true at 60s",
+            ]
+        );
+    }
+}

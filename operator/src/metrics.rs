@@ -1,0 +1,434 @@
+//! Prometheus metrics of the informers and the `InformerController`.
+//!
+//! Names follow the Go grafana-app-sdk so its dashboards keep working, each with an optional
+//! namespace prefix (`{namespace}_`). Latency histograms use [`LATENCY_BUCKETS`].
+//!
+//! | name | type | labels |
+//! |---|---|---|
+//! | `informer_events_total` | counter | `event_type` (CREATE, UPDATE, DELETE, RESYNC), `kind` |
+//! | `informer_reconcile_duration_seconds` | histogram, whole event over all handlers | `event_type`, `kind` |
+//! | `watcher_process_duration_seconds`, `reconciler_process_duration_seconds` | histogram, one handler call | `event_type`, `kind` |
+//! | `watcher_errors_total`, `reconciler_errors_total` | counter | `event_type`, `kind` |
+//! | `ongoing_reconcile_events` | gauge, events being dispatched | `event_type`, `kind` |
+//! | `ongoing_reconcile_processes` | gauge, handler calls running | `event_type`, `kind` |
+//! | `informer_queue_depth` | gauge, events waiting in object lanes | `kind` |
+//! | `controller_retries_pending` | gauge, retries and requeues scheduled | `kind` |
+//! | `controller_retries_total` | counter, retries and requeues run | `kind`, `result` (success, requeue, retry, failed) |
+//! | `controller_retries_given_up_total` | counter | `kind` |
+//! | `informer_synced` | gauge, 1 once the first complete list was delivered | `kind` |
+//! | `kubernetes_watch_events_total`, `kubernetes_watch_errors_total` | counter, raw watch traffic | `kind` |
+//! | `informer_decode_errors_total` | counter, objects skipped because they did not deserialize | `kind` |
+//!
+//! `result` of a retry: `success` (done), `requeue` (ran and asked to run again later), `retry`
+//! (failed, will retry), `failed` (failed and the policy gave up).
+//!
+//! # Registration is shared and idempotent
+//!
+//! The `prometheus` crate does not hand back the collector already registered under a name, so
+//! [`ControllerMetrics::register`] keeps one set of collectors per namespace prefix for the whole
+//! process and registers that set into each registry it is given: registering twice into one
+//! registry is a no-op, and two controllers (or two apps) that register with the same prefix share
+//! the same series. A registry that already holds a *foreign* collector under one of these names
+//! keeps it (prometheus reports both cases alike), so ours is not exported there: use another
+//! prefix in that case.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use prometheus::{
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry,
+};
+
+use crate::reconciler::ReconcileAction;
+
+/// Buckets of the latency histograms, in seconds.
+pub const LATENCY_BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0,
+];
+
+/// Registering the metrics failed for another reason than "already registered" (an invalid
+/// namespace prefix, or a same-named metric with other labels).
+#[derive(Debug, thiserror::Error)]
+#[error("registering metric {name}: {source}")]
+pub struct MetricsError {
+    /// The metric's name.
+    pub name: String,
+    /// The prometheus error.
+    #[source]
+    pub source: prometheus::Error,
+}
+
+/// The collectors of the informers and the controller; see the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct ControllerMetrics {
+    events_total: IntCounterVec,
+    event_duration: HistogramVec,
+    watcher_duration: HistogramVec,
+    reconciler_duration: HistogramVec,
+    watcher_errors: IntCounterVec,
+    reconciler_errors: IntCounterVec,
+    ongoing_events: IntGaugeVec,
+    ongoing_processes: IntGaugeVec,
+    queue_depth: IntGaugeVec,
+    retries_pending: IntGaugeVec,
+    retries_total: IntCounterVec,
+    retries_given_up: IntCounterVec,
+    informer_synced: IntGaugeVec,
+    watch_events: IntCounterVec,
+    watch_errors: IntCounterVec,
+    decode_errors: IntCounterVec,
+}
+
+const EVENT_LABELS: &[&str] = &["event_type", "kind"];
+const KIND_LABEL: &[&str] = &["kind"];
+
+impl ControllerMetrics {
+    /// Fresh collectors registered nowhere (what a controller without a registry counts into).
+    ///
+    /// # Errors
+    ///
+    /// When `namespace` is not a valid metric name prefix.
+    pub fn unregistered(namespace: Option<&str>) -> Result<Self, MetricsError> {
+        let ns = namespace.unwrap_or("");
+        let opts = |name: &str, help: &str| Opts::new(name, help).namespace(ns);
+        let hist = |name: &str, help: &str| {
+            HistogramOpts::new(name, help)
+                .namespace(ns)
+                .buckets(LATENCY_BUCKETS.to_vec())
+        };
+        let err = |name: &str| {
+            let name = name.to_string();
+            move |source| MetricsError { name, source }
+        };
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            IntCounterVec::new(opts(name, help), labels).map_err(err(name))
+        };
+        let gauge = |name: &str, help: &str, labels: &[&str]| {
+            IntGaugeVec::new(opts(name, help), labels).map_err(err(name))
+        };
+        let histogram = |name: &str, help: &str| {
+            HistogramVec::new(hist(name, help), EVENT_LABELS).map_err(err(name))
+        };
+        Ok(Self {
+            events_total: counter(
+                "informer_events_total",
+                "Informer events by type and kind.",
+                EVENT_LABELS,
+            )?,
+            event_duration: histogram(
+                "informer_reconcile_duration_seconds",
+                "Time to handle one informer event with all handlers of its kind.",
+            )?,
+            watcher_duration: histogram(
+                "watcher_process_duration_seconds",
+                "Time of one watcher call.",
+            )?,
+            reconciler_duration: histogram(
+                "reconciler_process_duration_seconds",
+                "Time of one reconciler call.",
+            )?,
+            watcher_errors: counter(
+                "watcher_errors_total",
+                "Failed watcher calls.",
+                EVENT_LABELS,
+            )?,
+            reconciler_errors: counter(
+                "reconciler_errors_total",
+                "Failed reconciler calls (including requeues that carried an error).",
+                EVENT_LABELS,
+            )?,
+            ongoing_events: gauge(
+                "ongoing_reconcile_events",
+                "Informer events being dispatched.",
+                EVENT_LABELS,
+            )?,
+            ongoing_processes: gauge(
+                "ongoing_reconcile_processes",
+                "Handler calls running.",
+                EVENT_LABELS,
+            )?,
+            queue_depth: gauge(
+                "informer_queue_depth",
+                "Events waiting in object lanes.",
+                KIND_LABEL,
+            )?,
+            retries_pending: gauge(
+                "controller_retries_pending",
+                "Retries and requeues scheduled.",
+                KIND_LABEL,
+            )?,
+            retries_total: counter(
+                "controller_retries_total",
+                "Retries and requeues run, by result.",
+                &["kind", "result"],
+            )?,
+            retries_given_up: counter(
+                "controller_retries_given_up_total",
+                "Handler calls given up after the retry policy's last attempt.",
+                KIND_LABEL,
+            )?,
+            informer_synced: gauge(
+                "informer_synced",
+                "1 once the informer delivered its first complete list.",
+                KIND_LABEL,
+            )?,
+            watch_events: counter(
+                "kubernetes_watch_events_total",
+                "Raw watch events received.",
+                KIND_LABEL,
+            )?,
+            watch_errors: counter(
+                "kubernetes_watch_errors_total",
+                "Watch errors (each is followed by a backoff and a reconnect).",
+                KIND_LABEL,
+            )?,
+            decode_errors: counter(
+                "informer_decode_errors_total",
+                "Objects skipped because they did not deserialize.",
+                KIND_LABEL,
+            )?,
+        })
+    }
+
+    /// The process-wide collectors for `namespace`, registered into `registry`; see the
+    /// [module docs](self) for why they are shared.
+    ///
+    /// # Errors
+    ///
+    /// When `namespace` is not a valid prefix, or `registry` refuses a collector for another reason
+    /// than "already registered".
+    pub fn register(registry: &Registry, namespace: Option<&str>) -> Result<Self, MetricsError> {
+        static SHARED: OnceLock<Mutex<HashMap<String, ControllerMetrics>>> = OnceLock::new();
+        let metrics = {
+            let mut shared = SHARED
+                .get_or_init(Mutex::default)
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let key = namespace.unwrap_or("").to_string();
+            match shared.get(&key) {
+                Some(metrics) => metrics.clone(),
+                None => {
+                    let metrics = Self::unregistered(namespace)?;
+                    shared.insert(key, metrics.clone());
+                    metrics
+                }
+            }
+        };
+        metrics.register_into(registry)?;
+        Ok(metrics)
+    }
+
+    fn register_into(&self, registry: &Registry) -> Result<(), MetricsError> {
+        let collectors: [(&str, Box<dyn prometheus::core::Collector>); 16] = [
+            ("informer_events_total", Box::new(self.events_total.clone())),
+            (
+                "informer_reconcile_duration_seconds",
+                Box::new(self.event_duration.clone()),
+            ),
+            (
+                "watcher_process_duration_seconds",
+                Box::new(self.watcher_duration.clone()),
+            ),
+            (
+                "reconciler_process_duration_seconds",
+                Box::new(self.reconciler_duration.clone()),
+            ),
+            (
+                "watcher_errors_total",
+                Box::new(self.watcher_errors.clone()),
+            ),
+            (
+                "reconciler_errors_total",
+                Box::new(self.reconciler_errors.clone()),
+            ),
+            (
+                "ongoing_reconcile_events",
+                Box::new(self.ongoing_events.clone()),
+            ),
+            (
+                "ongoing_reconcile_processes",
+                Box::new(self.ongoing_processes.clone()),
+            ),
+            ("informer_queue_depth", Box::new(self.queue_depth.clone())),
+            (
+                "controller_retries_pending",
+                Box::new(self.retries_pending.clone()),
+            ),
+            (
+                "controller_retries_total",
+                Box::new(self.retries_total.clone()),
+            ),
+            (
+                "controller_retries_given_up_total",
+                Box::new(self.retries_given_up.clone()),
+            ),
+            ("informer_synced", Box::new(self.informer_synced.clone())),
+            (
+                "kubernetes_watch_events_total",
+                Box::new(self.watch_events.clone()),
+            ),
+            (
+                "kubernetes_watch_errors_total",
+                Box::new(self.watch_errors.clone()),
+            ),
+            (
+                "informer_decode_errors_total",
+                Box::new(self.decode_errors.clone()),
+            ),
+        ];
+        for (name, collector) in collectors {
+            match registry.register(collector) {
+                Ok(()) => {}
+                Err(prometheus::Error::AlreadyReg) => {
+                    tracing::debug!(metric = name, "already registered; reusing it");
+                }
+                Err(source) => {
+                    return Err(MetricsError {
+                        name: name.to_string(),
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Label-resolved handles for one kind, so the hot path does no label lookups.
+    pub(crate) fn for_kind(&self, kind: &str) -> KindMetrics {
+        let per_action = |action: ReconcileAction| {
+            let labels = [action.metric_label(), kind];
+            ActionMetrics {
+                events_total: self.events_total.with_label_values(&labels),
+                event_duration: self.event_duration.with_label_values(&labels),
+                watcher_duration: self.watcher_duration.with_label_values(&labels),
+                reconciler_duration: self.reconciler_duration.with_label_values(&labels),
+                watcher_errors: self.watcher_errors.with_label_values(&labels),
+                reconciler_errors: self.reconciler_errors.with_label_values(&labels),
+                ongoing_events: self.ongoing_events.with_label_values(&labels),
+                ongoing_processes: self.ongoing_processes.with_label_values(&labels),
+            }
+        };
+        let retries = |result: &str| self.retries_total.with_label_values(&[kind, result]);
+        KindMetrics {
+            actions: Arc::new([
+                per_action(ReconcileAction::Created),
+                per_action(ReconcileAction::Updated),
+                per_action(ReconcileAction::Deleted),
+                per_action(ReconcileAction::Resynced),
+            ]),
+            queue_depth: self.queue_depth.with_label_values(&[kind]),
+            retries_pending: self.retries_pending.with_label_values(&[kind]),
+            retry_success: retries("success"),
+            retry_requeue: retries("requeue"),
+            retry_retry: retries("retry"),
+            retry_failed: retries("failed"),
+            retries_given_up: self.retries_given_up.with_label_values(&[kind]),
+            informer_synced: self.informer_synced.with_label_values(&[kind]),
+            watch_events: self.watch_events.with_label_values(&[kind]),
+            watch_errors: self.watch_errors.with_label_values(&[kind]),
+            decode_errors: self.decode_errors.with_label_values(&[kind]),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct ActionMetrics {
+    pub events_total: IntCounter,
+    pub event_duration: Histogram,
+    pub watcher_duration: Histogram,
+    pub reconciler_duration: Histogram,
+    pub watcher_errors: IntCounter,
+    pub reconciler_errors: IntCounter,
+    pub ongoing_events: IntGauge,
+    pub ongoing_processes: IntGauge,
+}
+
+/// The metrics of one kind with their labels resolved.
+#[derive(Clone, Debug)]
+pub(crate) struct KindMetrics {
+    actions: Arc<[ActionMetrics; 4]>,
+    pub queue_depth: IntGauge,
+    pub retries_pending: IntGauge,
+    pub retry_success: IntCounter,
+    pub retry_requeue: IntCounter,
+    pub retry_retry: IntCounter,
+    pub retry_failed: IntCounter,
+    pub retries_given_up: IntCounter,
+    pub informer_synced: IntGauge,
+    pub watch_events: IntCounter,
+    pub watch_errors: IntCounter,
+    pub decode_errors: IntCounter,
+}
+
+impl KindMetrics {
+    pub(crate) fn action(&self, action: ReconcileAction) -> &ActionMetrics {
+        let index = match action {
+            ReconcileAction::Created => 0,
+            ReconcileAction::Updated => 1,
+            ReconcileAction::Deleted => 2,
+            ReconcileAction::Resynced => 3,
+        };
+        &self.actions[index]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registering_twice_reuses_the_collectors() {
+        let registry = Registry::new();
+        let first = ControllerMetrics::register(&registry, Some("twice")).expect("first");
+        let second = ControllerMetrics::register(&registry, Some("twice")).expect("second");
+        first
+            .for_kind("k")
+            .action(ReconcileAction::Created)
+            .events_total
+            .inc();
+        second
+            .for_kind("k")
+            .action(ReconcileAction::Created)
+            .events_total
+            .inc();
+        let families = registry.gather();
+        let events = families
+            .iter()
+            .find(|f| f.name() == "twice_informer_events_total")
+            .expect("registered");
+        assert_eq!(events.get_metric()[0].get_counter().get_value(), 2.0);
+        let histogram = families
+            .iter()
+            .find(|f| f.name() == "twice_informer_reconcile_duration_seconds")
+            .expect("registered");
+        assert_eq!(
+            histogram.get_metric()[0].get_histogram().get_bucket().len(),
+            LATENCY_BUCKETS.len()
+        );
+    }
+
+    #[test]
+    fn a_foreign_metric_under_one_of_the_names_is_kept_without_a_panic() {
+        let registry = Registry::new();
+        let foreign = IntCounterVec::new(Opts::new("clash_watcher_errors_total", "x"), &["other"])
+            .expect("counter");
+        registry
+            .register(Box::new(foreign.clone()))
+            .expect("register");
+        ControllerMetrics::register(&registry, Some("clash")).expect("no error, no panic");
+        foreign.with_label_values(&["v"]).inc();
+        let families = registry.gather();
+        let kept = families
+            .iter()
+            .find(|f| f.name() == "clash_watcher_errors_total")
+            .expect("the foreign metric");
+        assert_eq!(kept.get_metric()[0].get_label()[0].name(), "other");
+    }
+
+    #[test]
+    fn an_invalid_namespace_is_an_error() {
+        let err = ControllerMetrics::unregistered(Some("not valid!")).expect_err("invalid");
+        assert_eq!(err.name, "informer_events_total");
+    }
+}

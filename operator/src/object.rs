@@ -1,0 +1,108 @@
+//! Objects as the controller sees them: any `kube::Resource`, type-erased and shared.
+//!
+//! One [`InformerController`](crate::InformerController) serves typed kinds (`#[derive(CustomResource)]`
+//! types, k8s-openapi types) and untyped kinds (`DynamicObject`) side by side, so events carry a
+//! [`SharedObject`], an `Arc<dyn KubeObject>`. Handlers that know their type get the concrete
+//! `Arc<K>` back without a copy ([`downcast_shared`]); the typed adapters in
+//! [`watcher`](crate::watcher) and [`reconciler`](crate::reconciler) do that for them.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// A Kubernetes object of any kind, readable through its metadata and downcastable to its type.
+///
+/// Implemented for every `kube::Resource` that is `Debug + Send + Sync + 'static`, which covers
+/// derived custom resources, k8s-openapi types and `DynamicObject`.
+pub trait KubeObject: Any + Send + Sync + fmt::Debug {
+    /// The object's metadata.
+    fn metadata(&self) -> &ObjectMeta;
+    /// The object as `Any`, for downcasting by reference.
+    fn as_any(&self) -> &dyn Any;
+    /// The object as `Arc<dyn Any>`, for downcasting without a copy.
+    fn into_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+    /// The Rust type name, for error messages.
+    fn type_name(&self) -> &'static str;
+}
+
+impl<K> KubeObject for K
+where
+    K: kube::Resource + fmt::Debug + Send + Sync + 'static,
+{
+    fn metadata(&self) -> &ObjectMeta {
+        self.meta()
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn into_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<K>()
+    }
+}
+
+/// A type-erased object shared between the informer cache, the controller and handlers.
+pub type SharedObject = Arc<dyn KubeObject>;
+
+/// Wraps a typed object as a [`SharedObject`].
+pub fn share<K: KubeObject>(object: K) -> SharedObject {
+    Arc::new(object)
+}
+
+/// The concrete `Arc<K>` behind `object` (the same allocation, no copy), or `None` when the
+/// object is of another type.
+pub fn downcast_shared<K: KubeObject>(object: &SharedObject) -> Option<Arc<K>> {
+    Arc::clone(object).into_any_arc().downcast::<K>().ok()
+}
+
+/// Identifies one object within a kind: its namespace (none for cluster-scoped kinds) and name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    /// The namespace, `None` for cluster-scoped objects.
+    pub namespace: Option<String>,
+    /// The name.
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// The key of `object`; an object without a name (never sent by the API server) gets `""`.
+    pub fn of(object: &dyn KubeObject) -> Self {
+        let meta = object.metadata();
+        Self {
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{ns}/{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+
+    #[test]
+    fn downcast_returns_the_same_allocation_or_none() {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some("a".into());
+        cm.metadata.namespace = Some("ns".into());
+        let shared = share(cm);
+        let typed = downcast_shared::<ConfigMap>(&shared).expect("a ConfigMap");
+        assert_eq!(typed.metadata.name.as_deref(), Some("a"));
+        assert!(std::ptr::addr_eq(Arc::as_ptr(&typed), Arc::as_ptr(&shared)));
+        assert!(downcast_shared::<Secret>(&shared).is_none());
+        assert_eq!(ObjectKey::of(shared.as_ref()).to_string(), "ns/a");
+    }
+}

@@ -1,0 +1,361 @@
+//! Reconcilers: level-triggered handlers that get the newest object and a state map.
+//!
+//! A [`Reconciler`] receives a [`ReconcileRequest`]: what happened ([`ReconcileAction`]), the
+//! object, and a [`ReconcileState`] carried across retries and requeues of the same request. It
+//! answers with a [`ReconcileResult`] (optionally `requeue_after` and a new state) or a
+//! [`ReconcileError`], which may carry a requeue and a state of its own: when both a requeue and an
+//! error are given, the requeue decides the timing and the error is still logged and counted.
+//!
+//! Because a reconciler only needs the newest object, requests of one object still waiting in the
+//! controller's queue may merge into the newest one (see [`controller`](crate::controller)).
+//!
+//! For a concrete type implement [`TypedReconciler`] and register [`typed_reconciler`]`(r)`; for a
+//! closure use [`ReconcilerFn`].
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::handler::{BoxError, HandlerContext};
+use crate::object::{KubeObject, SharedObject};
+use crate::watcher::expect_type;
+
+/// What happened to the object of a [`ReconcileRequest`] (also the action of a watcher event, as
+/// retry dequeue policies see it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReconcileAction {
+    /// The object appeared.
+    Created,
+    /// The object changed.
+    Updated,
+    /// The object is gone.
+    Deleted,
+    /// A periodic resync re-delivered the object unchanged (or a wrapper asks to re-check it).
+    Resynced,
+}
+
+impl ReconcileAction {
+    /// The metric label of the action: CREATE, UPDATE, DELETE or RESYNC.
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            Self::Created => "CREATE",
+            Self::Updated => "UPDATE",
+            Self::Deleted => "DELETE",
+            Self::Resynced => "RESYNC",
+        }
+    }
+
+    /// The action a waiting request with action `self` takes when a newer request of the same
+    /// object (action `newer`) merges into it, or `None` when the two must stay apart (a Delete
+    /// ends an incarnation: what comes after it is about a new object).
+    pub(crate) fn merged_with(self, newer: Self) -> Option<Self> {
+        use ReconcileAction::{Created, Deleted, Resynced, Updated};
+        match (self, newer) {
+            (Deleted, _) => None,
+            (_, Deleted) => Some(Deleted),
+            (Created, _) => Some(Created),
+            (Updated, _) | (Resynced, Updated) => Some(Updated),
+            (Resynced, Resynced | Created) => Some(newer),
+        }
+    }
+}
+
+impl fmt::Display for ReconcileAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// Free-form state a reconciler carries from one attempt of a request to the next.
+pub type ReconcileState = BTreeMap<String, serde_json::Value>;
+
+/// One call of a reconciler.
+#[derive(Clone, Debug)]
+pub struct ReconcileRequest {
+    /// What happened.
+    pub action: ReconcileAction,
+    /// The newest object the controller has for this request.
+    pub object: SharedObject,
+    /// The state returned by the latest attempt of this request (empty on the first).
+    pub state: ReconcileState,
+}
+
+/// A successful reconcile.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReconcileResult {
+    /// Run the same request again after this delay.
+    pub requeue_after: Option<Duration>,
+    /// Replaces the request's state for the next attempt (kept as is when `None`).
+    pub state: Option<ReconcileState>,
+}
+
+impl ReconcileResult {
+    /// Done; nothing to requeue.
+    pub fn done() -> Self {
+        Self::default()
+    }
+
+    /// Run the request again after `delay`.
+    pub fn requeue_after(delay: Duration) -> Self {
+        Self {
+            requeue_after: Some(delay),
+            state: None,
+        }
+    }
+
+    /// Sets the state carried into the next attempt.
+    #[must_use]
+    pub fn with_state(mut self, state: ReconcileState) -> Self {
+        self.state = Some(state);
+        self
+    }
+}
+
+/// A failed reconcile: the error, and optionally a requeue delay and a state.
+///
+/// Any error converts into it, so `?` works in a reconciler. It deliberately does not implement
+/// `std::error::Error` itself (that would make the blanket conversion overlap).
+pub struct ReconcileError {
+    /// What went wrong.
+    pub error: BoxError,
+    /// When set, the request runs again after this delay instead of after the retry policy's.
+    pub requeue_after: Option<Duration>,
+    /// Replaces the request's state for the next attempt (kept as is when `None`).
+    pub state: Option<ReconcileState>,
+}
+
+impl ReconcileError {
+    /// An error retried by the controller's retry policy.
+    pub fn new(error: impl Into<BoxError>) -> Self {
+        Self {
+            error: error.into(),
+            requeue_after: None,
+            state: None,
+        }
+    }
+
+    /// Retry after `delay` instead of after the retry policy's delay; the error is still logged
+    /// and counted.
+    #[must_use]
+    pub fn requeue_after(mut self, delay: Duration) -> Self {
+        self.requeue_after = Some(delay);
+        self
+    }
+
+    /// Sets the state carried into the next attempt.
+    #[must_use]
+    pub fn with_state(mut self, state: ReconcileState) -> Self {
+        self.state = Some(state);
+        self
+    }
+}
+
+impl<E: Into<BoxError>> From<E> for ReconcileError {
+    fn from(error: E) -> Self {
+        Self::new(error)
+    }
+}
+
+impl fmt::Debug for ReconcileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReconcileError")
+            .field("error", &self.error)
+            .field("requeue_after", &self.requeue_after)
+            .field("state", &self.state)
+            .finish()
+    }
+}
+
+impl fmt::Display for ReconcileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.error, f)
+    }
+}
+
+/// A level-triggered handler for one kind; see the [module docs](self).
+#[async_trait]
+pub trait Reconciler: Send + Sync + 'static {
+    /// Brings the world in line with `request.object`.
+    async fn reconcile(
+        &self,
+        ctx: &HandlerContext,
+        request: ReconcileRequest,
+    ) -> Result<ReconcileResult, ReconcileError>;
+}
+
+#[async_trait]
+impl<R: Reconciler + ?Sized> Reconciler for Arc<R> {
+    async fn reconcile(
+        &self,
+        ctx: &HandlerContext,
+        request: ReconcileRequest,
+    ) -> Result<ReconcileResult, ReconcileError> {
+        (**self).reconcile(ctx, request).await
+    }
+}
+
+#[async_trait]
+impl<R: Reconciler + ?Sized> Reconciler for Box<R> {
+    async fn reconcile(
+        &self,
+        ctx: &HandlerContext,
+        request: ReconcileRequest,
+    ) -> Result<ReconcileResult, ReconcileError> {
+        (**self).reconcile(ctx, request).await
+    }
+}
+
+/// A [`ReconcileRequest`] with the object as its concrete type.
+#[derive(Clone, Debug)]
+pub struct TypedReconcileRequest<K> {
+    /// What happened.
+    pub action: ReconcileAction,
+    /// The newest object.
+    pub object: Arc<K>,
+    /// The state returned by the latest attempt.
+    pub state: ReconcileState,
+}
+
+impl<K: KubeObject> TypedReconcileRequest<K> {
+    fn from_request(request: ReconcileRequest) -> Result<Self, ReconcileError> {
+        Ok(Self {
+            action: request.action,
+            object: expect_type(&request.object)?,
+            state: request.state,
+        })
+    }
+}
+
+/// A reconciler of objects of type `K`; register it through [`typed_reconciler`].
+#[async_trait]
+pub trait TypedReconciler<K: KubeObject>: Send + Sync + 'static {
+    /// See [`Reconciler::reconcile`].
+    async fn reconcile(
+        &self,
+        ctx: &HandlerContext,
+        request: TypedReconcileRequest<K>,
+    ) -> Result<ReconcileResult, ReconcileError>;
+}
+
+/// Makes a [`Reconciler`] of a [`TypedReconciler`].
+pub fn typed_reconciler<K: KubeObject, R: TypedReconciler<K>>(
+    reconciler: R,
+) -> TypedReconcilerAdapter<K, R> {
+    TypedReconcilerAdapter {
+        inner: reconciler,
+        _kind: PhantomData,
+    }
+}
+
+/// A [`TypedReconciler`] seen as a [`Reconciler`]; made by [`typed_reconciler`].
+pub struct TypedReconcilerAdapter<K, R> {
+    inner: R,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K, R> TypedReconcilerAdapter<K, R> {
+    /// The wrapped reconciler.
+    pub fn inner(&self) -> &R {
+        &self.inner
+    }
+}
+
+#[async_trait]
+impl<K: KubeObject, R: TypedReconciler<K>> Reconciler for TypedReconcilerAdapter<K, R> {
+    async fn reconcile(
+        &self,
+        ctx: &HandlerContext,
+        request: ReconcileRequest,
+    ) -> Result<ReconcileResult, ReconcileError> {
+        let request = TypedReconcileRequest::from_request(request)?;
+        self.inner.reconcile(ctx, request).await
+    }
+}
+
+/// A reconciler made of one closure over [`TypedReconcileRequest<K>`] (`K = DynamicObject` for
+/// untyped kinds).
+///
+/// ```
+/// use std::time::Duration;
+/// use kubeapp_operator::reconciler::{ReconcileResult, ReconcilerFn};
+/// use k8s_openapi::api::core::v1::ConfigMap;
+///
+/// let reconciler = ReconcilerFn::<ConfigMap, _>::new(|_ctx, request| async move {
+///     tracing::info!(action = %request.action, name = ?request.object.metadata.name, "reconcile");
+///     Ok(ReconcileResult::requeue_after(Duration::from_secs(60)))
+/// });
+/// # let _ = reconciler;
+/// ```
+pub struct ReconcilerFn<K, F> {
+    f: F,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K, F, Fut> ReconcilerFn<K, F>
+where
+    K: KubeObject,
+    F: Fn(HandlerContext, TypedReconcileRequest<K>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<ReconcileResult, ReconcileError>> + Send + 'static,
+{
+    /// Wraps `f`.
+    pub fn new(f: F) -> Self {
+        Self {
+            f,
+            _kind: PhantomData,
+        }
+    }
+}
+
+#[async_trait]
+impl<K, F, Fut> Reconciler for ReconcilerFn<K, F>
+where
+    K: KubeObject,
+    F: Fn(HandlerContext, TypedReconcileRequest<K>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<ReconcileResult, ReconcileError>> + Send + 'static,
+{
+    async fn reconcile(
+        &self,
+        ctx: &HandlerContext,
+        request: ReconcileRequest,
+    ) -> Result<ReconcileResult, ReconcileError> {
+        let request = TypedReconcileRequest::from_request(request)?;
+        (self.f)(ctx.clone(), request).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ReconcileAction::{Created, Deleted, Resynced, Updated};
+    use super::*;
+
+    #[test]
+    fn waiting_requests_merge_into_the_newest_but_never_across_a_delete() {
+        assert_eq!(Created.merged_with(Updated), Some(Created));
+        assert_eq!(Created.merged_with(Resynced), Some(Created));
+        assert_eq!(Updated.merged_with(Resynced), Some(Updated));
+        assert_eq!(Resynced.merged_with(Updated), Some(Updated));
+        assert_eq!(Resynced.merged_with(Resynced), Some(Resynced));
+        assert_eq!(Updated.merged_with(Deleted), Some(Deleted));
+        assert_eq!(Created.merged_with(Deleted), Some(Deleted));
+        assert_eq!(Deleted.merged_with(Created), None);
+        assert_eq!(Deleted.merged_with(Deleted), None);
+    }
+
+    #[test]
+    fn any_error_converts_with_question_mark() {
+        fn fails() -> Result<ReconcileResult, ReconcileError> {
+            let n: i32 = "x".parse()?;
+            Ok(ReconcileResult::requeue_after(Duration::from_secs(
+                n.unsigned_abs().into(),
+            )))
+        }
+        let err = fails().expect_err("not a number");
+        assert!(err.requeue_after.is_none());
+        assert!(err.to_string().contains("invalid digit"), "{err}");
+    }
+}

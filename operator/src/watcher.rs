@@ -1,0 +1,334 @@
+//! Watchers: edge-triggered handlers that see every event of their kind.
+//!
+//! A [`Watcher`] gets `add`, `update(old, new)` and `delete` for every informer event of the kind
+//! it is registered for, in the order the informer produced them per object (see
+//! [`controller`](crate::controller) for the exact guarantees). `sync` is never called by the
+//! controller itself; wrappers such as the opinionated watcher call it for objects that may have
+//! changed while the operator was down.
+//!
+//! The trait is object safe and works on [`SharedObject`]s, so one controller can mix kinds and
+//! wrappers can wrap any watcher. For a concrete type implement [`TypedWatcher`] and register
+//! [`typed_watcher`]`(w)`; for a few closures use [`WatcherFns`]. Both downcast without copying;
+//! an object of another type is an error for that call (and is retried by policy, then given up).
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::handler::{BoxError, HandlerContext};
+use crate::object::{KubeObject, SharedObject, downcast_shared};
+
+/// An edge-triggered handler for one kind; see the [module docs](self).
+#[async_trait]
+pub trait Watcher: Send + Sync + 'static {
+    /// An object appeared (initial list, creation, or re-list after a disconnect).
+    async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError>;
+    /// An object changed; `old` is the last state the informer saw. A periodic resync calls this
+    /// with `old` and `new` being the same object.
+    async fn update(
+        &self,
+        ctx: &HandlerContext,
+        old: SharedObject,
+        new: SharedObject,
+    ) -> Result<(), BoxError>;
+    /// An object is gone; `object` is its last known state.
+    async fn delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError>;
+    /// The object may have changed while nobody watched. Only wrappers call this; the default
+    /// does nothing.
+    async fn sync(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+        let _ = (ctx, object);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<W: Watcher + ?Sized> Watcher for Arc<W> {
+    async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+        (**self).add(ctx, object).await
+    }
+    async fn update(
+        &self,
+        ctx: &HandlerContext,
+        old: SharedObject,
+        new: SharedObject,
+    ) -> Result<(), BoxError> {
+        (**self).update(ctx, old, new).await
+    }
+    async fn delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+        (**self).delete(ctx, object).await
+    }
+    async fn sync(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+        (**self).sync(ctx, object).await
+    }
+}
+
+#[async_trait]
+impl<W: Watcher + ?Sized> Watcher for Box<W> {
+    async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+        (**self).add(ctx, object).await
+    }
+    async fn update(
+        &self,
+        ctx: &HandlerContext,
+        old: SharedObject,
+        new: SharedObject,
+    ) -> Result<(), BoxError> {
+        (**self).update(ctx, old, new).await
+    }
+    async fn delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+        (**self).delete(ctx, object).await
+    }
+    async fn sync(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+        (**self).sync(ctx, object).await
+    }
+}
+
+/// A watcher of objects of type `K`; register it through [`typed_watcher`].
+#[async_trait]
+pub trait TypedWatcher<K: KubeObject>: Send + Sync + 'static {
+    /// See [`Watcher::add`].
+    async fn add(&self, ctx: &HandlerContext, object: Arc<K>) -> Result<(), BoxError>;
+    /// See [`Watcher::update`].
+    async fn update(&self, ctx: &HandlerContext, old: Arc<K>, new: Arc<K>) -> Result<(), BoxError>;
+    /// See [`Watcher::delete`].
+    async fn delete(&self, ctx: &HandlerContext, object: Arc<K>) -> Result<(), BoxError>;
+    /// See [`Watcher::sync`]; the default does nothing.
+    async fn sync(&self, ctx: &HandlerContext, object: Arc<K>) -> Result<(), BoxError> {
+        let _ = (ctx, object);
+        Ok(())
+    }
+}
+
+/// The object was not of the type a typed handler expects (it was registered for another kind).
+#[derive(Debug, thiserror::Error)]
+#[error("expected an object of type {expected}, got {actual}")]
+pub struct WrongObjectType {
+    /// The type the handler expects.
+    pub expected: &'static str,
+    /// The type it got.
+    pub actual: &'static str,
+}
+
+/// Downcasts `object` for a typed handler, or says which types did not match.
+pub(crate) fn expect_type<K: KubeObject>(object: &SharedObject) -> Result<Arc<K>, BoxError> {
+    downcast_shared::<K>(object).ok_or_else(|| {
+        Box::new(WrongObjectType {
+            expected: std::any::type_name::<K>(),
+            actual: object.type_name(),
+        }) as BoxError
+    })
+}
+
+/// Makes a [`Watcher`] of a [`TypedWatcher`].
+pub fn typed_watcher<K: KubeObject, W: TypedWatcher<K>>(watcher: W) -> TypedWatcherAdapter<K, W> {
+    TypedWatcherAdapter {
+        inner: watcher,
+        _kind: PhantomData,
+    }
+}
+
+/// A [`TypedWatcher`] seen as a [`Watcher`]; made by [`typed_watcher`].
+pub struct TypedWatcherAdapter<K, W> {
+    inner: W,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K, W> TypedWatcherAdapter<K, W> {
+    /// The wrapped watcher.
+    pub fn inner(&self) -> &W {
+        &self.inner
+    }
+}
+
+#[async_trait]
+impl<K: KubeObject, W: TypedWatcher<K>> Watcher for TypedWatcherAdapter<K, W> {
+    async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+        self.inner.add(ctx, expect_type(&object)?).await
+    }
+    async fn update(
+        &self,
+        ctx: &HandlerContext,
+        old: SharedObject,
+        new: SharedObject,
+    ) -> Result<(), BoxError> {
+        let (old, new) = (expect_type(&old)?, expect_type(&new)?);
+        self.inner.update(ctx, old, new).await
+    }
+    async fn delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+        self.inner.delete(ctx, expect_type(&object)?).await
+    }
+    async fn sync(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+        self.inner.sync(ctx, expect_type(&object)?).await
+    }
+}
+
+type BoxFuture = futures::future::BoxFuture<'static, Result<(), BoxError>>;
+type OneFn<K> = Arc<dyn Fn(HandlerContext, Arc<K>) -> BoxFuture + Send + Sync>;
+type TwoFn<K> = Arc<dyn Fn(HandlerContext, Arc<K>, Arc<K>) -> BoxFuture + Send + Sync>;
+
+/// A watcher made of closures, one per event type; events without a closure succeed untouched.
+///
+/// `K` is the object type (`DynamicObject` for untyped kinds).
+///
+/// ```
+/// use kubeapp_operator::watcher::WatcherFns;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+///
+/// let watcher = WatcherFns::<ConfigMap>::new()
+///     .on_add(|_ctx, cm| async move {
+///         tracing::info!(name = ?cm.metadata.name, "added");
+///         Ok(())
+///     })
+///     .on_delete(|_ctx, _cm| async move { Ok(()) });
+/// # let _ = watcher;
+/// ```
+pub struct WatcherFns<K> {
+    add: Option<OneFn<K>>,
+    update: Option<TwoFn<K>>,
+    delete: Option<OneFn<K>>,
+    sync: Option<OneFn<K>>,
+}
+
+impl<K> Default for WatcherFns<K> {
+    fn default() -> Self {
+        Self {
+            add: None,
+            update: None,
+            delete: None,
+            sync: None,
+        }
+    }
+}
+
+fn one<K, F, Fut>(f: F) -> OneFn<K>
+where
+    F: Fn(HandlerContext, Arc<K>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+{
+    Arc::new(move |ctx, obj| Box::pin(f(ctx, obj)))
+}
+
+impl<K: KubeObject> WatcherFns<K> {
+    /// A watcher that does nothing until closures are set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Handles `add`.
+    #[must_use]
+    pub fn on_add<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(HandlerContext, Arc<K>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+    {
+        self.add = Some(one(f));
+        self
+    }
+
+    /// Handles `update(old, new)`.
+    #[must_use]
+    pub fn on_update<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(HandlerContext, Arc<K>, Arc<K>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+    {
+        self.update = Some(Arc::new(move |ctx, old, new| Box::pin(f(ctx, old, new))));
+        self
+    }
+
+    /// Handles `delete`.
+    #[must_use]
+    pub fn on_delete<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(HandlerContext, Arc<K>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+    {
+        self.delete = Some(one(f));
+        self
+    }
+
+    /// Handles `sync`.
+    #[must_use]
+    pub fn on_sync<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(HandlerContext, Arc<K>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+    {
+        self.sync = Some(one(f));
+        self
+    }
+}
+
+#[async_trait]
+impl<K: KubeObject> Watcher for WatcherFns<K> {
+    async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+        match &self.add {
+            Some(f) => f(ctx.clone(), expect_type(&object)?).await,
+            None => Ok(()),
+        }
+    }
+    async fn update(
+        &self,
+        ctx: &HandlerContext,
+        old: SharedObject,
+        new: SharedObject,
+    ) -> Result<(), BoxError> {
+        match &self.update {
+            Some(f) => f(ctx.clone(), expect_type(&old)?, expect_type(&new)?).await,
+            None => Ok(()),
+        }
+    }
+    async fn delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+        match &self.delete {
+            Some(f) => f(ctx.clone(), expect_type(&object)?).await,
+            None => Ok(()),
+        }
+    }
+    async fn sync(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+        match &self.sync {
+            Some(f) => f(ctx.clone(), expect_type(&object)?).await,
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::share;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use std::sync::Mutex;
+    use tokio_util::sync::CancellationToken;
+
+    #[tokio::test]
+    async fn closure_watcher_downcasts_and_rejects_other_types() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let watcher: Box<dyn Watcher> =
+            Box::new(WatcherFns::<ConfigMap>::new().on_add(move |_, cm| {
+                let log = log.clone();
+                async move {
+                    log.lock()
+                        .expect("lock")
+                        .push(cm.metadata.name.clone().unwrap_or_default());
+                    Ok(())
+                }
+            }));
+        let ctx = HandlerContext::new("cm", CancellationToken::new());
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some("a".into());
+        watcher.add(&ctx, share(cm.clone())).await.expect("add");
+        watcher
+            .update(&ctx, share(cm.clone()), share(cm))
+            .await
+            .expect("no update closure: ok");
+        let err = watcher
+            .add(&ctx, share(Secret::default()))
+            .await
+            .expect_err("a Secret is not a ConfigMap");
+        assert!(err.to_string().contains("Secret"), "{err}");
+        assert_eq!(*seen.lock().expect("lock"), ["a"]);
+    }
+}
