@@ -13,6 +13,15 @@
 //! lanes, retries) -> [`watcher`] / [`reconciler`] -> [`metrics`] and `tracing` spans
 //! (`informer-event-add|update|delete`, `controller-event-watch`, `controller-event-reconcile`,
 //! `controller-retry`; failures set `otel.status_code = "ERROR"`).
+//!
+//! Around that path:
+//!
+//! - [`opinionated`]: [`OpinionatedWatcher`] and [`OpinionatedReconciler`] wrap any watcher or
+//!   reconciler with finalizers, so deletes that happen while the operator is down are still
+//!   handled and objects changed meanwhile are re-synced.
+//! - [`runner`]: the [`Runner`] runs apps, serves `/metrics`, `/livez`, `/readyz` and (with TLS
+//!   configured) the [`webhook`] server, and shuts down gracefully on SIGTERM/SIGINT.
+//! - [`client_metrics`]: a `kube::Client` whose requests are counted and timed.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod client_metrics;
@@ -21,6 +30,7 @@ pub mod handler;
 pub mod informer;
 pub mod metrics;
 pub mod object;
+pub mod opinionated;
 pub mod reconciler;
 pub mod runner;
 pub mod watcher;
@@ -33,6 +43,7 @@ pub use handler::{BoxError, HandlerContext, HandlerError};
 pub use informer::{Informer, InformerEvent, InformerOptions, KindInfo, SyncedFlag};
 pub use metrics::ControllerMetrics;
 pub use object::{KubeObject, ObjectKey, SharedObject, downcast_shared, share};
+pub use opinionated::{OpinionatedOptions, OpinionatedReconciler, OpinionatedWatcher};
 pub use reconciler::{
     ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult, ReconcileState, Reconciler,
     ReconcilerFn, TypedReconcileRequest, TypedReconciler, typed_reconciler,

@@ -1,0 +1,305 @@
+//! Opinionated wrappers: finalizers that make operator downtime safe.
+//!
+//! [`OpinionatedWatcher`] wraps any [`Watcher`](crate::Watcher) and [`OpinionatedReconciler`]
+//! wraps any [`Reconciler`](crate::Reconciler), typed or untyped. They put a finalizer on every
+//! object they handle, so that Kubernetes cannot finish a deletion before the operator has seen
+//! it, and they use the finalizer at start-up to tell objects already handled from new ones.
+//!
+//! # The guarantee
+//!
+//! **For every object incarnation (UID) whose `add` succeeded, `delete` is called at least once
+//! before the object disappears, even if the operator was down when it was deleted; objects that
+//! changed during downtime get `sync` at start-up** (and `add` is not called for them again).
+//! While the operator runs, `add` succeeds at most once per incarnation, and `add` and `update`
+//! are never both called for one event.
+//!
+//! Limits: calls are at-least-once. A handler may see the same `delete` twice when the operator
+//! stops after `delete` succeeded and before the finalizer was removed, and the same `add` twice
+//! when it stops between `add` and the finalizer swap. An object whose `delete` keeps failing
+//! stays in `Terminating` (that is the point of the finalizer): fix the handler, or remove the
+//! finalizer by hand, in which case `delete` is still called once when the object disappears.
+//!
+//! # Finalizers
+//!
+//! By default `operator.{version}.{kind}.{group}` ("handled") and, for the watcher, an
+//! in-progress finalizer `wip.{version}.{kind}.{group}` ("add started, not completed"); both can
+//! be set through [`OpinionatedOptions`] and must be at most 63 characters long (a longer name is
+//! a [`FinalizerNameError::TooLong`] naming it and its length). Finalizer changes are patches with
+//! a `resourceVersion` precondition that are re-read and retried on HTTP 409 and never remove or
+//! reorder other controllers' finalizers; see [`finalizer`] for the details.
+//!
+//! # What the watcher does in each state
+//!
+//! `add(obj)`:
+//! - `obj` is being deleted and carries our finalizer or the in-progress one: `delete`, then
+//!   remove both finalizers (a restart found a deletion it had not handled).
+//! - `obj` is being deleted without them: nothing (not ours).
+//! - `obj` carries our finalizer (a restart or a re-list): `sync`, then drop a leftover
+//!   in-progress finalizer.
+//! - otherwise: add the in-progress finalizer, `add`, then swap the in-progress finalizer for
+//!   ours. If `add` fails, the in-progress finalizer stays and holds a deletion for us; the
+//!   controller retries the add. If the object is deleted while `add` runs, the swap is skipped
+//!   and the following update (below) calls `delete`, after the add.
+//!
+//! `update(old, new)`, checked in this order:
+//! - `new` is being deleted: with our finalizer or the in-progress one, `delete`, then remove
+//!   both; without them, nothing. This comes before any generation filter, so a deletion (which
+//!   does not change the generation) is never swallowed.
+//! - `old` lacked our finalizer (or the in-progress one), `new` has it, and the generation is the
+//!   same: our own patch, nothing. (With a new generation too, which happens when a re-list
+//!   folds several writes into one update, the checks go on, so the spec change is not lost.)
+//! - our finalizer is missing from `new`: if `old` had it, someone else removed it: it is put
+//!   back and nothing is called. Otherwise the add has not completed: the add path runs (only
+//!   the parts not done yet: `add` is skipped when it already succeeded in this process).
+//! - same generation (status, labels, annotations, finalizers, a periodic resync): nothing.
+//! - otherwise: `update(old, new)`.
+//!
+//! `delete(obj)` (the watch says the object is gone): nothing when `delete` was already called
+//! for this incarnation at `deletionTimestamp`; otherwise (its add never completed, someone
+//! removed our finalizers, or the object was deleted before the wrapper got to it) `delete` is
+//! called once, so no delete is lost.
+//!
+//! Besides the finalizers, each wrapper remembers per UID, while the process runs, whether `add`
+//! succeeded and whether `delete` was handled (one small entry per live object, dropped when the
+//! object is gone). That is what keeps a retry of an old event from calling `add` after `delete`,
+//! and the final Delete event from calling `delete` a second time.
+//!
+//! # What the reconciler does
+//!
+//! One finalizer, no in-progress one. Checked in this order:
+//! - a retry whose downstream call already succeeded only re-tries the finalizer patch that
+//!   failed (noted in the request's state under [`STATE_KEY`]);
+//! - the watch's Delete event: dropped when `Deleted` was delivered at `deletionTimestamp`,
+//!   otherwise delivered as `Deleted` once;
+//! - being deleted with our finalizer: downstream `Deleted`, then the finalizer is removed (a
+//!   `Deleted` that returns `requeue_after` is not done: it runs again after the delay and the
+//!   finalizer stays); without our finalizer: nothing (the Delete event follows);
+//! - `Created` with our finalizer (a restart): downstream gets `Resynced`;
+//! - `Created` without it: downstream `Created`, then the finalizer is added;
+//! - `Updated`/`Resynced` without our finalizer: the finalizer is added, downstream is not called
+//!   (this also repairs a finalizer someone else removed);
+//! - anything else goes downstream unchanged.
+//!
+//! Downstream sees exactly one successful `Deleted` per object UID (it sees it again only when
+//! its own `Deleted` call fails or asks for a requeue, or across a restart between the call and
+//! the finalizer removal).
+//!
+//! # Retries and the dequeue policy
+//!
+//! When `add` fails, the controller schedules a retry of the Add event. The wrapper's own
+//! in-progress-finalizer patch then produces an Update event of the same generation; that event
+//! must not cancel the pending add retry. The controller's default
+//! [`RetryDequeuePolicy::opinionated`](crate::RetryDequeuePolicy::opinionated) keeps it (a
+//! different action keeps a retry), and so does [`opinionated_dequeue_policy`], which is the
+//! same rule under a name that says why. A policy that drops pending retries on every new event
+//! (`ControllerConfig::dequeue_policy(None)` or `RetryDequeuePolicy::always()`) delays a failed
+//! add until the object's next change.
+//!
+//! # Metrics and spans
+//!
+//! [`FinalizerMetrics`] counts patch requests (by operation and result) and conflicts; register
+//! it with [`FinalizerMetrics::register`] and pass it in [`OpinionatedOptions::metrics`]. Each
+//! wrapper call runs in a span (`opinionated-watcher-add|update|delete`, `opinionated-reconcile`)
+//! that records the decision taken, with a child span `opinionated-finalizer-patch` per patch;
+//! failures set `otel.status_code = "ERROR"`.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kubeapp_operator::opinionated::{OpinionatedOptions, OpinionatedWatcher, opinionated_dequeue_policy};
+//! use kubeapp_operator::{ControllerConfig, Informer, InformerController, InformerOptions, WatcherFns};
+//!
+//! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! let controller = InformerController::new(
+//!     ControllerConfig::default().dequeue_policy(Some(opinionated_dequeue_policy())),
+//! );
+//! controller.add_informer("configmaps", Informer::new::<ConfigMap>(client.clone(), InformerOptions::default()));
+//! let watcher = WatcherFns::<ConfigMap>::new()
+//!     .on_add(|_ctx, cm| async move { tracing::info!(name = ?cm.metadata.name, "add"); Ok(()) })
+//!     .on_delete(|_ctx, cm| async move { tracing::info!(name = ?cm.metadata.name, "delete"); Ok(()) });
+//! let watcher = OpinionatedWatcher::for_kind::<ConfigMap>(
+//!     client,
+//!     watcher,
+//!     OpinionatedOptions::default().finalizer("example.dev/configmaps-finalizer"),
+//! )?;
+//! assert_eq!(watcher.finalizers().in_progress(), "wip.v1.ConfigMap");
+//! controller.add_watcher("configmaps", watcher);
+//! controller.run(kubeapp_operator::CancellationToken::new()).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod finalizer;
+mod progress;
+mod reconciler;
+mod watcher;
+
+use kube::Client;
+use kube::api::ApiResource;
+
+use crate::controller::RetryDequeuePolicy;
+
+pub use self::finalizer::{
+    ConflictRetry, FinalizerMetrics, FinalizerNameError, FinalizerNames, FinalizerPatchError,
+    MAX_FINALIZER_LENGTH, default_finalizer, default_in_progress_finalizer, validate_finalizer,
+};
+pub use self::reconciler::{OpinionatedReconciler, STATE_KEY};
+pub use self::watcher::OpinionatedWatcher;
+
+use self::finalizer::FinalizerPatcher;
+
+/// Settings of the opinionated wrappers; `OpinionatedOptions::default()` uses the default
+/// finalizer names, 5 conflict retries from 50 ms, and metrics registered nowhere.
+#[derive(Clone, Debug, Default)]
+pub struct OpinionatedOptions {
+    finalizer: Option<String>,
+    in_progress_finalizer: Option<String>,
+    conflict_retry: ConflictRetry,
+    metrics: Option<FinalizerMetrics>,
+}
+
+impl OpinionatedOptions {
+    /// The finalizer that marks objects as handled (default `operator.{version}.{kind}.{group}`;
+    /// the simple App uses `{app}-{plural}-finalizer`). Validated when the wrapper is made.
+    #[must_use]
+    pub fn finalizer(mut self, name: impl Into<String>) -> Self {
+        self.finalizer = Some(name.into());
+        self
+    }
+
+    /// The watcher's in-progress finalizer (default `wip.{version}.{kind}.{group}`; the simple App
+    /// uses `{app}-wip`). Validated when the wrapper is made; unused by the reconciler.
+    #[must_use]
+    pub fn in_progress_finalizer(mut self, name: impl Into<String>) -> Self {
+        self.in_progress_finalizer = Some(name.into());
+        self
+    }
+
+    /// The simple App's names: `{app}-{plural}-finalizer` and `{app}-wip`.
+    #[must_use]
+    pub fn app_finalizers(self, app: &str, plural: &str) -> Self {
+        self.finalizer(format!("{app}-{plural}-finalizer"))
+            .in_progress_finalizer(format!("{app}-wip"))
+    }
+
+    /// How conflicting finalizer patches are retried.
+    #[must_use]
+    pub fn conflict_retry(mut self, retry: ConflictRetry) -> Self {
+        self.conflict_retry = retry;
+        self
+    }
+
+    /// Where finalizer patches are counted.
+    #[must_use]
+    pub fn metrics(mut self, metrics: FinalizerMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// The validated names for `resource`, defaults filled in.
+    pub fn names(&self, resource: &ApiResource) -> Result<FinalizerNames, FinalizerNameError> {
+        FinalizerNames::new(
+            self.finalizer
+                .clone()
+                .unwrap_or_else(|| default_finalizer(resource)),
+            self.in_progress_finalizer
+                .clone()
+                .unwrap_or_else(|| default_in_progress_finalizer(resource)),
+        )
+    }
+
+    fn patcher(&self, client: Client, resource: ApiResource) -> FinalizerPatcher {
+        FinalizerPatcher::new(
+            client,
+            resource,
+            self.conflict_retry.clone(),
+            self.metrics
+                .clone()
+                .unwrap_or_else(finalizer::default_metrics),
+        )
+    }
+}
+
+/// The retry dequeue policy to run opinionated wrappers under: the controller's opinionated rule
+/// (a new Delete drops a pending retry; a different action keeps it; the same generation keeps
+/// it; a newer generation of the same action drops it). It keeps a failed add's retry when the
+/// wrapper's own finalizer patch produces an Update event; see the [module docs](self).
+///
+/// Set it with `ControllerConfig::default().dequeue_policy(Some(opinionated_dequeue_policy()))`
+/// (it is also the controller's default).
+pub fn opinionated_dequeue_policy() -> RetryDequeuePolicy {
+    RetryDequeuePolicy::opinionated()
+}
+
+/// Records a failed wrapper call on its span.
+fn mark_error<T, E: std::fmt::Display>(span: &tracing::Span, result: &Result<T, E>) {
+    if let Err(error) = result {
+        span.record("error", tracing::field::display(error));
+        span.record("otel.status_code", "ERROR");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ReconcileAction::{Created, Deleted, Updated};
+    use crate::handler::HandlerError;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    fn cm(generation: i64, finalizers: &[&str]) -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.generation = Some(generation);
+        cm.metadata.finalizers = Some(finalizers.iter().map(|s| (*s).to_string()).collect());
+        cm
+    }
+
+    #[test]
+    fn our_own_finalizer_patch_keeps_the_retry_of_a_failed_add_and_a_delete_drops_it() {
+        let policy = opinionated_dequeue_policy();
+        let failed_add = cm(1, &[]);
+        let own_patch = cm(1, &["wip"]);
+        let err = HandlerError::Panicked("add failed".into());
+        assert!(!policy.should_dequeue(Updated, &own_patch, Created, &failed_add, Some(&err)));
+        assert!(policy.should_dequeue(Deleted, &own_patch, Created, &failed_add, Some(&err)));
+        // Why the policy matters: with "every new event drops it", the add would not be retried.
+        assert!(RetryDequeuePolicy::always().should_dequeue(
+            Updated,
+            &own_patch,
+            Created,
+            &failed_add,
+            Some(&err)
+        ));
+    }
+
+    #[test]
+    fn options_override_each_name_and_validate_them() {
+        let widgets = ApiResource {
+            group: "example.dev".into(),
+            version: "v1".into(),
+            api_version: "example.dev/v1".into(),
+            kind: "Widget".into(),
+            plural: "widgets".into(),
+        };
+        let names = OpinionatedOptions::default()
+            .finalizer("app-widgets-finalizer")
+            .names(&widgets)
+            .expect("valid");
+        assert_eq!(names.finalizer(), "app-widgets-finalizer");
+        assert_eq!(names.in_progress(), "wip.v1.Widget.example.dev");
+        let app = OpinionatedOptions::default()
+            .app_finalizers("shop", "widgets")
+            .names(&widgets)
+            .expect("valid");
+        assert_eq!(app.finalizer(), "shop-widgets-finalizer");
+        assert_eq!(app.in_progress(), "shop-wip");
+        let err = OpinionatedOptions::default()
+            .in_progress_finalizer("w".repeat(64))
+            .names(&widgets)
+            .expect_err("too long");
+        assert!(
+            matches!(err, FinalizerNameError::TooLong { length: 64, .. }),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,425 @@
+//! [`OpinionatedReconciler`]: a [`Reconciler`] wrapper that manages one finalizer; see the
+//! [module docs](super) for the rules and the guarantee.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Client;
+use kube::api::ApiResource;
+use tracing::Instrument;
+
+use super::finalizer::{
+    FinalizerChange, FinalizerNameError, FinalizerNames, FinalizerPatcher, has_finalizer,
+};
+use super::progress::{Progress, ProgressMap, incarnation};
+use super::{OpinionatedOptions, mark_error};
+use crate::handler::HandlerContext;
+use crate::object::KubeObject;
+use crate::reconciler::{
+    ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult, ReconcileState, Reconciler,
+    TypedReconciler, TypedReconcilerAdapter, typed_reconciler,
+};
+
+/// The key under which the wrapper keeps its own note in a request's state: which finalizer
+/// patch is left to retry after the downstream call already succeeded.
+pub const STATE_KEY: &str = "kubeapp.dev/opinionated-finalizer";
+const PENDING_ADD: &str = "add-pending";
+const PENDING_REMOVAL: &str = "removal-pending";
+
+/// What the wrapper does with a request; checked in the order of the variants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReconcileDecision {
+    /// Downstream succeeded earlier; only the finalizer patch noted in the state is left.
+    RetryPatch {
+        /// True for the removal, false for the add.
+        removal: bool,
+    },
+    /// The watch's Delete event: deliver `Deleted` unless it was delivered at
+    /// `deletionTimestamp`.
+    DeleteEvent,
+    /// Being deleted with our finalizer: downstream `Deleted`, then remove the finalizer.
+    Delete,
+    /// Being deleted without our finalizer: the watch's Delete event delivers `Deleted`.
+    IgnoreDeleting,
+    /// Created and already carrying our finalizer (a restart): downstream `Resynced`.
+    Resync,
+    /// Created without our finalizer: downstream `Created`, then add the finalizer.
+    Create,
+    /// Updated or resynced without our finalizer: add it (also repairs a removed finalizer).
+    AddFinalizer,
+    /// Anything else goes downstream unchanged.
+    Pass,
+}
+
+impl ReconcileDecision {
+    fn label(self) -> &'static str {
+        match self {
+            Self::RetryPatch { removal: true } => "retry-finalizer-removal",
+            Self::RetryPatch { removal: false } => "retry-finalizer-add",
+            Self::DeleteEvent => "delete-event",
+            Self::Delete => "delete",
+            Self::IgnoreDeleting => "ignore-deleting",
+            Self::Resync => "resync",
+            Self::Create => "create",
+            Self::AddFinalizer => "add-finalizer",
+            Self::Pass => "pass",
+        }
+    }
+}
+
+pub(crate) fn decide(
+    action: ReconcileAction,
+    meta: &ObjectMeta,
+    state: &ReconcileState,
+    finalizer: &str,
+) -> ReconcileDecision {
+    let ours = has_finalizer(meta, finalizer);
+    match state.get(STATE_KEY).and_then(|v| v.as_str()) {
+        Some(PENDING_REMOVAL) if action != ReconcileAction::Deleted => {
+            return ReconcileDecision::RetryPatch { removal: true };
+        }
+        Some(PENDING_ADD) if action == ReconcileAction::Created => {
+            return ReconcileDecision::RetryPatch { removal: false };
+        }
+        _ => {}
+    }
+    if action == ReconcileAction::Deleted {
+        return ReconcileDecision::DeleteEvent;
+    }
+    if meta.deletion_timestamp.is_some() {
+        return if ours {
+            ReconcileDecision::Delete
+        } else {
+            ReconcileDecision::IgnoreDeleting
+        };
+    }
+    match (action, ours) {
+        (ReconcileAction::Created, true) => ReconcileDecision::Resync,
+        (ReconcileAction::Created, false) => ReconcileDecision::Create,
+        (ReconcileAction::Updated | ReconcileAction::Resynced, false) => {
+            ReconcileDecision::AddFinalizer
+        }
+        _ => ReconcileDecision::Pass,
+    }
+}
+
+/// A [`Reconciler`] wrapper that makes downtime safe with one finalizer; see the
+/// [module docs](super).
+pub struct OpinionatedReconciler<R> {
+    inner: R,
+    names: FinalizerNames,
+    patcher: FinalizerPatcher,
+    delivered: ProgressMap,
+    kind: String,
+}
+
+impl<R: Reconciler> OpinionatedReconciler<R> {
+    /// Wraps `reconciler` for objects of `resource`; finalizer patches go through `client`. Only
+    /// the finalizer name of `options` is used (the reconciler has no in-progress finalizer).
+    /// Fails when the finalizer name is invalid.
+    pub fn new(
+        client: Client,
+        resource: ApiResource,
+        reconciler: R,
+        options: OpinionatedOptions,
+    ) -> Result<Self, FinalizerNameError> {
+        let names = options.names(&resource)?;
+        Ok(Self {
+            inner: reconciler,
+            names,
+            kind: resource.kind.clone(),
+            patcher: options.patcher(client, resource),
+            delivered: ProgressMap::default(),
+        })
+    }
+
+    /// Wraps `reconciler` for the typed kind `K`.
+    pub fn for_kind<K>(
+        client: Client,
+        reconciler: R,
+        options: OpinionatedOptions,
+    ) -> Result<Self, FinalizerNameError>
+    where
+        K: kube::Resource,
+        K::DynamicType: Default,
+    {
+        Self::new(
+            client,
+            ApiResource::erase::<K>(&K::DynamicType::default()),
+            reconciler,
+            options,
+        )
+    }
+
+    /// The finalizer in use.
+    pub fn finalizer(&self) -> &str {
+        self.names.finalizer()
+    }
+
+    /// The wrapped reconciler.
+    pub fn inner(&self) -> &R {
+        &self.inner
+    }
+}
+
+impl<K, T> OpinionatedReconciler<TypedReconcilerAdapter<K, T>>
+where
+    K: KubeObject + kube::Resource,
+    K::DynamicType: Default,
+    T: TypedReconciler<K>,
+{
+    /// Wraps a [`TypedReconciler`] of `K`.
+    pub fn typed(
+        client: Client,
+        reconciler: T,
+        options: OpinionatedOptions,
+    ) -> Result<Self, FinalizerNameError> {
+        Self::for_kind::<K>(client, typed_reconciler(reconciler), options)
+    }
+}
+
+impl<R> fmt::Debug for OpinionatedReconciler<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpinionatedReconciler")
+            .field("kind", &self.kind)
+            .field("finalizer", &self.names.finalizer())
+            .finish_non_exhaustive()
+    }
+}
+
+/// `state` with the wrapper's note set to `note` (or removed).
+fn noted(mut state: ReconcileState, note: Option<&str>) -> ReconcileState {
+    match note {
+        Some(note) => {
+            state.insert(STATE_KEY.to_string(), serde_json::Value::from(note));
+        }
+        None => {
+            state.remove(STATE_KEY);
+        }
+    }
+    state
+}
+
+impl<R: Reconciler> OpinionatedReconciler<R> {
+    /// Runs `change` after a successful downstream call. On failure the error carries the state
+    /// with `note`, so the retry only re-tries the patch.
+    async fn patch_after(
+        &self,
+        ctx: &HandlerContext,
+        request: &ReconcileRequest,
+        result: ReconcileResult,
+        change: FinalizerChange<'_>,
+        note: &str,
+    ) -> Result<ReconcileResult, ReconcileError> {
+        let state = result
+            .state
+            .clone()
+            .unwrap_or_else(|| request.state.clone());
+        match self
+            .patcher
+            .apply(ctx, request.object.metadata(), ctx.attempt() == 0, change)
+            .await
+        {
+            Ok(_) => Ok(ReconcileResult {
+                state: Some(noted(state, None)),
+                ..result
+            }),
+            Err(error) => Err(ReconcileError::new(error).with_state(noted(state, Some(note)))),
+        }
+    }
+
+    async fn run(
+        &self,
+        ctx: &HandlerContext,
+        request: ReconcileRequest,
+        decision: ReconcileDecision,
+    ) -> Result<ReconcileResult, ReconcileError> {
+        let finalizer = self.names.finalizer();
+        let id = incarnation(request.object.as_ref());
+        let add = FinalizerChange {
+            add: Some(finalizer),
+            remove: &[],
+        };
+        let remove = FinalizerChange {
+            add: None,
+            remove: &[finalizer],
+        };
+        match decision {
+            ReconcileDecision::RetryPatch { removal } => {
+                let (change, note) = if removal {
+                    (remove, PENDING_REMOVAL)
+                } else {
+                    (add, PENDING_ADD)
+                };
+                self.patch_after(ctx, &request, ReconcileResult::done(), change, note)
+                    .await
+            }
+            ReconcileDecision::DeleteEvent => {
+                if self.delivered.remove(&id) == Some(Progress::DeleteHandled) {
+                    tracing::debug!("Deleted was delivered at deletionTimestamp");
+                    return Ok(ReconcileResult::done());
+                }
+                self.inner.reconcile(ctx, request).await
+            }
+            ReconcileDecision::Delete => {
+                let mut result = ReconcileResult::done();
+                if self.delivered.get(&id) != Some(Progress::DeleteHandled) {
+                    let downstream = ReconcileRequest {
+                        action: ReconcileAction::Deleted,
+                        ..request.clone()
+                    };
+                    result = self.inner.reconcile(ctx, downstream).await?;
+                    if result.requeue_after.is_some() {
+                        // Not done yet: asked to run again; the finalizer stays until a
+                        // Deleted call succeeds without a requeue.
+                        return Ok(result);
+                    }
+                    self.delivered.set(&id, Progress::DeleteHandled);
+                }
+                self.patch_after(ctx, &request, result, remove, PENDING_REMOVAL)
+                    .await
+            }
+            ReconcileDecision::IgnoreDeleting => Ok(ReconcileResult::done()),
+            ReconcileDecision::Resync => {
+                let downstream = ReconcileRequest {
+                    action: ReconcileAction::Resynced,
+                    ..request
+                };
+                self.inner.reconcile(ctx, downstream).await
+            }
+            ReconcileDecision::Create => {
+                let result = self.inner.reconcile(ctx, request.clone()).await?;
+                self.patch_after(ctx, &request, result, add, PENDING_ADD)
+                    .await
+            }
+            ReconcileDecision::AddFinalizer => {
+                let state = request.state.clone();
+                self.patch_after(
+                    ctx,
+                    &request,
+                    ReconcileResult::done().with_state(state),
+                    add,
+                    PENDING_ADD,
+                )
+                .await
+            }
+            ReconcileDecision::Pass => self.inner.reconcile(ctx, request).await,
+        }
+    }
+}
+
+#[async_trait]
+impl<R: Reconciler> Reconciler for OpinionatedReconciler<R> {
+    async fn reconcile(
+        &self,
+        ctx: &HandlerContext,
+        request: ReconcileRequest,
+    ) -> Result<ReconcileResult, ReconcileError> {
+        let decision = decide(
+            request.action,
+            request.object.metadata(),
+            &request.state,
+            self.names.finalizer(),
+        );
+        let meta = request.object.metadata();
+        let span = tracing::info_span!(
+            "opinionated-reconcile",
+            kind = %self.kind,
+            namespace = meta.namespace.as_deref().unwrap_or(""),
+            name = meta.name.as_deref().unwrap_or(""),
+            action = %request.action,
+            decision = decision.label(),
+            error = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let result = self
+            .run(ctx, request, decision)
+            .instrument(span.clone())
+            .await;
+        mark_error(&span, &result);
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ReconcileAction::{Created, Deleted, Resynced, Updated};
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn meta(finalizers: &[&str], deleting: bool) -> ObjectMeta {
+        ObjectMeta {
+            finalizers: Some(finalizers.iter().map(|s| (*s).to_string()).collect()),
+            deletion_timestamp: deleting.then(|| Time(Default::default())),
+            ..ObjectMeta::default()
+        }
+    }
+
+    fn none() -> ReconcileState {
+        ReconcileState::new()
+    }
+
+    #[test]
+    fn deletion_with_our_finalizer_delivers_deleted_and_without_it_waits_for_the_delete_event() {
+        assert_eq!(
+            decide(Updated, &meta(&["ours"], true), &none(), "ours"),
+            ReconcileDecision::Delete
+        );
+        assert_eq!(
+            decide(Created, &meta(&["ours"], true), &none(), "ours"),
+            ReconcileDecision::Delete
+        );
+        assert_eq!(
+            decide(Updated, &meta(&["x"], true), &none(), "ours"),
+            ReconcileDecision::IgnoreDeleting
+        );
+        assert_eq!(
+            decide(Deleted, &meta(&["ours"], true), &none(), "ours"),
+            ReconcileDecision::DeleteEvent
+        );
+    }
+
+    #[test]
+    fn created_with_our_finalizer_is_a_resync_and_without_it_a_create() {
+        assert_eq!(
+            decide(Created, &meta(&["x", "ours"], false), &none(), "ours"),
+            ReconcileDecision::Resync
+        );
+        assert_eq!(
+            decide(Created, &meta(&["x"], false), &none(), "ours"),
+            ReconcileDecision::Create
+        );
+    }
+
+    #[test]
+    fn an_update_without_our_finalizer_only_adds_it() {
+        assert_eq!(
+            decide(Updated, &meta(&[], false), &none(), "ours"),
+            ReconcileDecision::AddFinalizer
+        );
+        assert_eq!(
+            decide(Resynced, &meta(&[], false), &none(), "ours"),
+            ReconcileDecision::AddFinalizer
+        );
+        assert_eq!(
+            decide(Updated, &meta(&["ours"], false), &none(), "ours"),
+            ReconcileDecision::Pass
+        );
+    }
+
+    #[test]
+    fn a_noted_patch_is_retried_without_calling_downstream_again() {
+        let removal = noted(none(), Some(PENDING_REMOVAL));
+        assert_eq!(
+            decide(Updated, &meta(&["ours"], true), &removal, "ours"),
+            ReconcileDecision::RetryPatch { removal: true }
+        );
+        let add = noted(none(), Some(PENDING_ADD));
+        assert_eq!(
+            decide(Created, &meta(&[], false), &add, "ours"),
+            ReconcileDecision::RetryPatch { removal: false }
+        );
+        assert!(!noted(add, None).contains_key(STATE_KEY));
+    }
+}
