@@ -219,8 +219,17 @@ impl ControllerMetrics {
         Ok(metrics)
     }
 
-    fn register_into(&self, registry: &Registry) -> Result<(), MetricsError> {
-        let collectors: [(&str, Box<dyn prometheus::core::Collector>); 16] = [
+    /// Every collector, for a registry of the caller's choosing (an app's
+    /// `metric_collectors()`); clones share their counts with `self`.
+    pub fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
+        self.named_collectors()
+            .into_iter()
+            .map(|(_, collector)| collector)
+            .collect()
+    }
+
+    fn named_collectors(&self) -> [(&'static str, Box<dyn prometheus::core::Collector>); 16] {
+        [
             ("informer_events_total", Box::new(self.events_total.clone())),
             (
                 "informer_reconcile_duration_seconds",
@@ -276,8 +285,11 @@ impl ControllerMetrics {
                 "informer_decode_errors_total",
                 Box::new(self.decode_errors.clone()),
             ),
-        ];
-        for (name, collector) in collectors {
+        ]
+    }
+
+    fn register_into(&self, registry: &Registry) -> Result<(), MetricsError> {
+        for (name, collector) in self.named_collectors() {
             match registry.register(collector) {
                 Ok(()) => {}
                 Err(prometheus::Error::AlreadyReg) => {

@@ -1,7 +1,78 @@
 //! # kubeapp-simple
 //!
 //! The simple `App` of kubeapp: an operator built from a manifest, managed kinds and closures, with
-//! telemetry set up in one call.
+//! telemetry set up in one call. It serves the common case in a page of code; the
+//! `kubeapp-operator` crate gives every part à la carte.
+//!
+//! Start with [`AppConfig`]: name the app, give it its manifest, add [`ManagedKind`]s (the kinds
+//! the app owns: a reconciler or a watcher, optional validator, mutator and converter;
+//! opinionated by default) and [`UnmanagedKind`]s (kinds it only watches; plain by default), then
+//! build an [`App`] with a client and hand it to a `kubeapp_operator::Runner`.
+//!
+//! - [`kinds`]: the kind builders.
+//! - [`validate`]: what makes an app invalid against its manifest (every problem is reported).
+//! - [`app`]: the [`App`] itself: informers, wrappers, finalizer names, health and metrics.
+//! - [`telemetry`]: logs and OTLP traces in one call.
+//!
+//! ```
+//! use kube::CustomResource;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kubeapp_operator::{ReconcileResult, WatcherFns};
+//! use kubeapp_sdk::manifest::ManifestData;
+//! use kubeapp_simple::{AppConfig, ManagedKind, UnmanagedKind};
+//! use schemars::JsonSchema;
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+//! #[kube(group = "shop.example.com", version = "v1", kind = "Widget", namespaced)]
+//! pub struct WidgetSpec { size: i32 }
+//!
+//! let manifest = ManifestData::from_yaml(r#"
+//! appName: shop
+//! group: shop.example.com
+//! versions:
+//!   - name: v1
+//!     kinds:
+//!       - kind: Widget
+//!         admission: { validation: { operations: [CREATE, UPDATE] } }
+//! "#)?;
+//!
+//! let config = AppConfig::new("shop")
+//!     .manifest(manifest)
+//!     .managed_kind(
+//!         ManagedKind::<Widget>::new()
+//!             .reconcile_fn(|_ctx, request| async move {
+//!                 tracing::info!(action = %request.action, size = request.object.spec.size);
+//!                 Ok(ReconcileResult::done())
+//!             })
+//!             .validate_fn(|request| async move {
+//!                 match request.object {
+//!                     Some(w) if w.spec.size < 0 => {
+//!                         Err(kubeapp_sdk::app::AdmissionError::denied("size must be >= 0"))
+//!                     }
+//!                     _ => Ok(()),
+//!                 }
+//!             }),
+//!     )
+//!     .unmanaged_kind(
+//!         UnmanagedKind::<ConfigMap>::new().watcher_fns(
+//!             WatcherFns::<ConfigMap>::new().on_add(|_ctx, cm| async move {
+//!                 tracing::info!(name = ?cm.metadata.name, "configmap");
+//!                 Ok(())
+//!             }),
+//!         ),
+//!     );
+//! config.validate()?;
+//! // With a cluster: `let app = kubeapp_simple::App::new(config, client)?;` and run it in a Runner.
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod app;
+pub mod kinds;
 pub mod telemetry;
+pub mod validate;
+
+pub use app::{App, AppConfig, AppConfigError, INFORMERS_SYNCED_CHECK};
+pub use kinds::{AppKind, ManagedKind, UnmanagedKind};
+pub use validate::{AppProblem, Capability};

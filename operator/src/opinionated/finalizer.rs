@@ -391,6 +391,15 @@ impl FinalizerMetrics {
         Ok(metrics)
     }
 
+    /// Both collectors, for a registry of the caller's choosing (an app's
+    /// `metric_collectors()`); clones share their counts with `self`.
+    pub fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
+        vec![
+            Box::new(self.patches.clone()),
+            Box::new(self.conflicts.clone()),
+        ]
+    }
+
     /// Patches of `kind` with `result` for `operation` so far.
     pub fn patches(&self, kind: &str, operation: &str, result: &str) -> u64 {
         self.patches

@@ -1,0 +1,661 @@
+//! [`AppConfig`] and the [`App`] built from it.
+//!
+//! # What `App::new` builds
+//!
+//! One [`InformerController`] with, per kind, one typed informer (`Informer::new::<K>`, so typed
+//! handlers downcast) keyed by the kind's plural, and its one handler, wrapped in
+//! [`OpinionatedWatcher`] / [`OpinionatedReconciler`] when the kind is opinionated (managed kinds
+//! by default, unmanaged kinds on request). Opinionated kinds use the finalizers
+//! `{app}-{plural}-finalizer` and `{app}-wip` ([`OpinionatedOptions::app_finalizers`]) unless the
+//! kind sets its own finalizer or the config its own in-progress finalizer.
+//!
+//! # Guarantees and defaults
+//!
+//! - [`App::new`] validates first (see [`crate::validate`]) and fails with every problem found.
+//! - [`App::run`](kubeapp_sdk::app::App::run) runs the controller until the stop token is cancelled
+//!   (then in-flight handler calls finish, bounded by the controller's shutdown grace). An app runs
+//!   once: a second `run` fails.
+//! - [`App::health_checks`](kubeapp_sdk::app::App::health_checks) has one check,
+//!   `informers-synced`, which passes only when every informer has delivered its first complete
+//!   list, and otherwise names the kinds that have not.
+//! - [`App::metric_collectors`](kubeapp_sdk::app::App::metric_collectors) hands out the
+//!   controller's and the finalizer patches' collectors. They are the process-wide collectors of
+//!   the configured metrics namespace, so several apps in one Runner share (and sum into) them
+//!   rather than hiding each other's counts.
+//! - `validate`, `mutate` and `convert` route by group and kind to the managed kind's validator,
+//!   mutator or converter; a kind without one (or an unknown kind) answers the sdk's
+//!   `NotImplemented`.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use kube::Client;
+use kube::api::{ApiResource, DynamicObject};
+use kube::core::admission::AdmissionRequest;
+use kubeapp_operator::metrics::MetricsError;
+use kubeapp_operator::opinionated::{FinalizerMetrics, FinalizerNameError};
+use kubeapp_operator::{
+    ControllerConfig, ControllerMetrics, InformerController, OpinionatedOptions,
+    OpinionatedReconciler, OpinionatedWatcher, SyncedFlag,
+};
+use kubeapp_sdk::app::{AdmissionError, AppError, ConversionError, HealthCheck};
+use kubeapp_sdk::manifest::ManifestData;
+use tokio_util::sync::CancellationToken;
+
+use crate::kinds::{AppKind, KindSpec, ManagedKind, UnmanagedKind};
+use crate::validate::{self, AppProblem};
+
+/// The name of the health check of [`App`].
+pub const INFORMERS_SYNCED_CHECK: &str = "informers-synced";
+
+/// How to build an [`App`]: a plain struct with chained setters.
+///
+/// The Kubernetes client is not part of it but an argument of [`App::new`], so that a config can
+/// be built and [validated](Self::validate) without a cluster (and handed to an
+/// `AppProvider`-style factory that gets its client later).
+pub struct AppConfig {
+    name: String,
+    manifest: Option<ManifestData>,
+    kinds: Vec<KindSpec>,
+    controller: ControllerConfig,
+    opinionated: OpinionatedOptions,
+    in_progress_finalizer: Option<String>,
+    metrics_namespace: Option<String>,
+}
+
+impl AppConfig {
+    /// An app called `name` (the manifest's `appName`; it names the finalizers), without
+    /// manifest or kinds, with the controller's defaults.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            manifest: None,
+            kinds: Vec::new(),
+            controller: ControllerConfig::default(),
+            opinionated: OpinionatedOptions::default(),
+            in_progress_finalizer: None,
+            metrics_namespace: None,
+        }
+    }
+
+    /// The manifest the app is checked against (see [`crate::validate`]).
+    #[must_use]
+    pub fn manifest(mut self, manifest: ManifestData) -> Self {
+        self.manifest = Some(manifest);
+        self
+    }
+
+    /// Adds a kind the app owns.
+    #[must_use]
+    pub fn managed_kind<K: AppKind>(mut self, kind: ManagedKind<K>) -> Self {
+        self.kinds.push(kind.into_spec());
+        self
+    }
+
+    /// Adds a kind the app only watches.
+    #[must_use]
+    pub fn unmanaged_kind<K: AppKind>(mut self, kind: UnmanagedKind<K>) -> Self {
+        self.kinds.push(kind.into_spec());
+        self
+    }
+
+    /// The controller's settings: retry policy, dequeue policy, workers, event timeout, shutdown
+    /// grace. Its metrics are replaced by the app's (see [`metrics_namespace`](Self::metrics_namespace)).
+    #[must_use]
+    pub fn controller(mut self, config: ControllerConfig) -> Self {
+        self.controller = config;
+        self
+    }
+
+    /// Settings of the opinionated wrappers (conflict retries); its finalizer names and metrics
+    /// are replaced by the app's.
+    #[must_use]
+    pub fn opinionated_options(mut self, options: OpinionatedOptions) -> Self {
+        self.opinionated = options;
+        self
+    }
+
+    /// The in-progress finalizer of opinionated watchers, instead of `{app}-wip`.
+    #[must_use]
+    pub fn in_progress_finalizer(mut self, name: impl Into<String>) -> Self {
+        self.in_progress_finalizer = Some(name.into());
+        self
+    }
+
+    /// A prefix for the app's metric names (`ns_informer_events_total`); none by default.
+    #[must_use]
+    pub fn metrics_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.metrics_namespace = Some(namespace.into());
+        self
+    }
+
+    /// Checks the kinds against each other and against the manifest; see [`crate::validate`].
+    ///
+    /// # Errors
+    ///
+    /// [`AppConfigError::Invalid`] with every problem found.
+    pub fn validate(&self) -> Result<(), AppConfigError> {
+        let problems = validate::problems(&self.kinds, self.manifest.as_ref());
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(AppConfigError::Invalid {
+                app: self.name.clone(),
+                problems,
+            })
+        }
+    }
+
+    fn opinionated_for(&self, spec: &KindSpec) -> OpinionatedOptions {
+        let mut options = self
+            .opinionated
+            .clone()
+            .app_finalizers(&self.name, &spec.resource.plural);
+        if let Some(finalizer) = &spec.finalizer {
+            options = options.finalizer(finalizer.clone());
+        }
+        if let Some(in_progress) = &self.in_progress_finalizer {
+            options = options.in_progress_finalizer(in_progress.clone());
+        }
+        options
+    }
+}
+
+impl fmt::Debug for AppConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AppConfig")
+            .field("name", &self.name)
+            .field("manifest", &self.manifest.as_ref().map(|m| &m.app_name))
+            .field("kinds", &self.kinds)
+            .field("controller", &self.controller)
+            .field("metrics_namespace", &self.metrics_namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why an [`App`] could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum AppConfigError {
+    /// The config is inconsistent; every problem is listed.
+    #[error("app {app} is invalid:{}", list(problems))]
+    Invalid {
+        /// The app's name.
+        app: String,
+        /// Every problem found.
+        problems: Vec<AppProblem>,
+    },
+    /// A finalizer name is invalid (too long, empty, or both names the same).
+    #[error("app {app}: kind {kind}: {source}")]
+    Finalizer {
+        /// The app's name.
+        app: String,
+        /// The kind.
+        kind: String,
+        /// What is wrong with the name.
+        source: FinalizerNameError,
+    },
+    /// The metric collectors could not be created (an invalid metrics namespace).
+    #[error("app {app}: {source}")]
+    Metrics {
+        /// The app's name.
+        app: String,
+        /// The cause.
+        source: MetricsError,
+    },
+}
+
+fn list(problems: &[AppProblem]) -> String {
+    problems.iter().map(|p| format!("\n  - {p}")).collect()
+}
+
+impl From<AppConfigError> for AppError {
+    fn from(error: AppConfigError) -> Self {
+        let app = match &error {
+            AppConfigError::Invalid { app, .. }
+            | AppConfigError::Finalizer { app, .. }
+            | AppConfigError::Metrics { app, .. } => app.clone(),
+        };
+        AppError::Build {
+            app,
+            message: error.to_string(),
+        }
+    }
+}
+
+/// Handlers for admission and conversion of one managed kind.
+struct Hooks {
+    group: String,
+    kind: String,
+    spec: KindSpec,
+}
+
+/// An operator app from an [`AppConfig`]; see the [module docs](self).
+pub struct App {
+    name: String,
+    managed: Vec<ApiResource>,
+    hooks: Vec<Hooks>,
+    controller: InformerController,
+    synced: Vec<(String, SyncedFlag)>,
+    controller_metrics: ControllerMetrics,
+    finalizer_metrics: FinalizerMetrics,
+}
+
+impl App {
+    /// Validates `config` and builds the app's informers and handlers with `client`. Nothing
+    /// talks to the cluster before [`run`](kubeapp_sdk::app::App::run).
+    ///
+    /// # Errors
+    ///
+    /// Every validation problem, an invalid finalizer name, or an invalid metrics namespace.
+    pub fn new(config: AppConfig, client: Client) -> Result<Self, AppConfigError> {
+        config.validate()?;
+        let metrics_error = |source| AppConfigError::Metrics {
+            app: config.name.clone(),
+            source,
+        };
+        let namespace = config.metrics_namespace.as_deref();
+        // The process-wide collectors of the namespace (registered into a throwaway registry):
+        // shared by every app, so two apps in one Runner do not hide each other's counts.
+        let scratch = prometheus::Registry::new();
+        let controller_metrics =
+            ControllerMetrics::register(&scratch, namespace).map_err(metrics_error)?;
+        let finalizer_metrics =
+            FinalizerMetrics::register(&scratch, namespace).map_err(metrics_error)?;
+        let controller = InformerController::new(
+            config
+                .controller
+                .clone()
+                .metrics(controller_metrics.clone()),
+        );
+        let mut managed = Vec::new();
+        let mut hooks = Vec::new();
+        for spec in &config.kinds {
+            add_kind(&config, &controller, &client, spec, &finalizer_metrics)?;
+        }
+        let synced = controller.synced_flags();
+        for spec in config.kinds {
+            if spec.managed {
+                managed.push(spec.resource.clone());
+                hooks.push(Hooks {
+                    group: spec.resource.group.clone(),
+                    kind: spec.resource.kind.clone(),
+                    spec,
+                });
+            }
+        }
+        Ok(Self {
+            name: config.name,
+            managed,
+            hooks,
+            controller,
+            synced,
+            controller_metrics,
+            finalizer_metrics,
+        })
+    }
+
+    /// The controller running the app's informers and handlers (to add more, or to inspect).
+    pub fn controller(&self) -> &InformerController {
+        &self.controller
+    }
+
+    fn hooks(&self, group: &str, kind: &str) -> Option<&KindSpec> {
+        self.hooks
+            .iter()
+            .find(|hooks| hooks.group == group && hooks.kind == kind)
+            .map(|hooks| &hooks.spec)
+    }
+}
+
+/// Registers the informer and the (possibly wrapped) handler of one kind.
+fn add_kind(
+    config: &AppConfig,
+    controller: &InformerController,
+    client: &Client,
+    spec: &KindSpec,
+    finalizer_metrics: &FinalizerMetrics,
+) -> Result<(), AppConfigError> {
+    let key = spec.resource.plural.as_str();
+    let informer = (spec.new_informer)(client.clone(), spec.options.clone());
+    controller.add_informer(key, informer);
+    let options = config
+        .opinionated_for(spec)
+        .metrics(finalizer_metrics.clone());
+    let finalizer_error = |source| AppConfigError::Finalizer {
+        app: config.name.clone(),
+        kind: spec.display_name(),
+        source,
+    };
+    if let Some(reconciler) = spec.reconciler.clone() {
+        if spec.opinionated {
+            let wrapped = OpinionatedReconciler::new(
+                client.clone(),
+                spec.resource.clone(),
+                reconciler,
+                options,
+            )
+            .map_err(finalizer_error)?;
+            controller.add_reconciler(key, wrapped);
+        } else {
+            controller.add_reconciler(key, reconciler);
+        }
+    } else if let Some(watcher) = spec.watcher.clone() {
+        if spec.opinionated {
+            let wrapped =
+                OpinionatedWatcher::new(client.clone(), spec.resource.clone(), watcher, options)
+                    .map_err(finalizer_error)?;
+            controller.add_watcher(key, wrapped);
+        } else {
+            controller.add_watcher(key, watcher);
+        }
+    }
+    tracing::debug!(
+        kind = %spec.display_name(),
+        opinionated = spec.opinionated,
+        managed = spec.managed,
+        "kind added"
+    );
+    Ok(())
+}
+
+impl fmt::Debug for App {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("App")
+            .field("name", &self.name)
+            .field("managed", &self.managed)
+            .field("controller", &self.controller)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Passes when every informer of the app has synced.
+struct InformersSynced {
+    synced: Vec<(String, SyncedFlag)>,
+}
+
+#[async_trait]
+impl HealthCheck for InformersSynced {
+    fn name(&self) -> String {
+        INFORMERS_SYNCED_CHECK.to_string()
+    }
+
+    async fn check(&self) -> Result<(), String> {
+        let unsynced: Vec<&str> = self
+            .synced
+            .iter()
+            .filter(|(_, flag)| !flag.is_synced())
+            .map(|(kind, _)| kind.as_str())
+            .collect();
+        if unsynced.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("informers not synced: {}", unsynced.join(", ")))
+        }
+    }
+}
+
+/// `(group, kind)` of a JSON object, from its `apiVersion` and `kind`.
+fn group_kind(object: &serde_json::Value) -> (String, String) {
+    let field = |name: &str| {
+        object
+            .get(name)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+    };
+    let group = field("apiVersion")
+        .rsplit_once('/')
+        .map(|(group, _)| group)
+        .unwrap_or_default();
+    (group.to_string(), field("kind").to_string())
+}
+
+#[async_trait]
+impl kubeapp_sdk::app::App for App {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn managed_kinds(&self) -> Vec<ApiResource> {
+        self.managed.clone()
+    }
+
+    async fn run(&self, stop: CancellationToken) -> Result<(), AppError> {
+        tracing::info!(app = %self.name, kinds = self.synced.len(), "app starting");
+        self.controller
+            .run(stop)
+            .await
+            .map_err(|source| AppError::Run {
+                app: self.name.clone(),
+                source: Box::new(source),
+            })?;
+        tracing::info!(app = %self.name, "app stopped");
+        Ok(())
+    }
+
+    fn health_checks(&self) -> Vec<Arc<dyn HealthCheck>> {
+        vec![Arc::new(InformersSynced {
+            synced: self.synced.clone(),
+        })]
+    }
+
+    fn metric_collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
+        let mut collectors = self.controller_metrics.collectors();
+        collectors.extend(self.finalizer_metrics.collectors());
+        collectors
+    }
+
+    async fn validate(
+        &self,
+        request: &AdmissionRequest<DynamicObject>,
+    ) -> Result<(), AdmissionError> {
+        match self
+            .hooks(&request.kind.group, &request.kind.kind)
+            .and_then(|spec| spec.validator.as_ref())
+        {
+            Some(validator) => validator.validate(request).await,
+            None => Err(AdmissionError::NotImplemented {
+                hook: "validation",
+                kind: request.kind.kind.clone(),
+                operation: request.operation.clone(),
+            }),
+        }
+    }
+
+    async fn mutate(
+        &self,
+        request: &AdmissionRequest<DynamicObject>,
+    ) -> Result<DynamicObject, AdmissionError> {
+        match self
+            .hooks(&request.kind.group, &request.kind.kind)
+            .and_then(|spec| spec.mutator.as_ref())
+        {
+            Some(mutator) => mutator.mutate(request).await,
+            None => Err(AdmissionError::NotImplemented {
+                hook: "mutation",
+                kind: request.kind.kind.clone(),
+                operation: request.operation.clone(),
+            }),
+        }
+    }
+
+    async fn convert(
+        &self,
+        object: serde_json::Value,
+        desired_api_version: &str,
+    ) -> Result<serde_json::Value, ConversionError> {
+        let (group, kind) = group_kind(&object);
+        match self
+            .hooks(&group, &kind)
+            .and_then(|spec| spec.converter.as_ref())
+        {
+            Some(converter) => converter.convert(object, desired_api_version).await,
+            None => Err(ConversionError::NotImplemented {
+                kind,
+                desired_api_version: desired_api_version.to_string(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::core::admission::AdmissionReview;
+    use kubeapp_operator::{ReconcileResult, WatcherFns};
+    use kubeapp_sdk::app::App as _;
+
+    use super::*;
+
+    /// A client for an address nothing listens on: building the app never calls it.
+    fn offline_client() -> Client {
+        let url = "http://127.0.0.1:9".parse().expect("url");
+        Client::try_from(kube::Config::new(url)).expect("client")
+    }
+
+    fn request(kind: &str, group: &str) -> AdmissionRequest<DynamicObject> {
+        let api_version = if group.is_empty() {
+            "v1".to_string()
+        } else {
+            format!("{group}/v1")
+        };
+        let review = serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "u1",
+                "kind": {"group": group, "version": "v1", "kind": kind},
+                "resource": {"group": group, "version": "v1", "resource": "configmaps"},
+                "operation": "CREATE",
+                "namespace": "ns",
+                "name": "cm",
+                "userInfo": {"username": "alice"},
+                "object": {"apiVersion": api_version, "kind": kind,
+                           "metadata": {"name": "cm", "namespace": "ns"}},
+                "dryRun": false
+            }
+        });
+        let review: AdmissionReview<DynamicObject> =
+            serde_json::from_value(review).expect("review");
+        review.try_into().expect("request")
+    }
+
+    fn app() -> App {
+        let configmaps = ManagedKind::<ConfigMap>::new()
+            .reconcile_fn(|_ctx, _request| async { Ok(ReconcileResult::done()) })
+            .validate_fn(|request| async move {
+                match request.username.as_deref() {
+                    Some("alice") => Err(AdmissionError::denied("not alice")),
+                    _ => Ok(()),
+                }
+            })
+            .mutate_fn(|request| async move {
+                let mut cm = request.object.unwrap_or_default();
+                cm.data = Some([("mutated".to_string(), "yes".to_string())].into());
+                Ok(cm)
+            });
+        let config = AppConfig::new("shop")
+            .managed_kind(configmaps)
+            .unmanaged_kind(
+                UnmanagedKind::<k8s_openapi::api::core::v1::Secret>::new()
+                    .watcher_fns(WatcherFns::new()),
+            );
+        App::new(config, offline_client()).expect("valid")
+    }
+
+    #[tokio::test]
+    async fn admission_routes_to_the_kinds_handlers_by_group_and_kind() {
+        let app = app();
+        let err = app
+            .validate(&request("ConfigMap", ""))
+            .await
+            .expect_err("alice is denied");
+        assert_eq!(err.to_string(), "denied: not alice");
+        let mutated = app
+            .mutate(&request("ConfigMap", ""))
+            .await
+            .expect("mutated");
+        assert_eq!(mutated.data["data"]["mutated"], "yes");
+        // Same kind name in another group: not ours.
+        let err = app
+            .validate(&request("ConfigMap", "other.example.com"))
+            .await
+            .expect_err("not implemented");
+        assert!(
+            matches!(
+                err,
+                AdmissionError::NotImplemented {
+                    hook: "validation",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn kinds_without_a_handler_answer_not_implemented() {
+        let app = app();
+        let err = app
+            .mutate(&request("Secret", ""))
+            .await
+            .expect_err("unmanaged kinds have no mutator");
+        assert!(
+            matches!(
+                err,
+                AdmissionError::NotImplemented {
+                    hook: "mutation",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let object = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap"});
+        let err = app.convert(object, "v2").await.expect_err("no converter");
+        assert_eq!(
+            err.to_string(),
+            "conversion of ConfigMap to v2 is not implemented"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_app_reports_managed_kinds_health_and_collectors() {
+        let app = app();
+        assert_eq!(app.name(), "shop");
+        let managed: Vec<String> = app.managed_kinds().into_iter().map(|r| r.kind).collect();
+        assert_eq!(managed, ["ConfigMap"]);
+        let checks = app.health_checks();
+        let err = checks[0]
+            .check()
+            .await
+            .expect_err("not running, not synced");
+        assert_eq!(err, "informers not synced: configmaps, secrets");
+        let names: Vec<String> = app
+            .metric_collectors()
+            .iter()
+            .flat_map(|c| c.desc().into_iter().map(|d| d.fq_name.clone()))
+            .collect();
+        for name in [
+            "informer_events_total",
+            "opinionated_finalizer_patches_total",
+        ] {
+            assert!(names.iter().any(|n| n == name), "{name} missing: {names:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_invalid_finalizer_name_fails_the_build_naming_the_kind() {
+        let configmaps = ManagedKind::<ConfigMap>::new()
+            .watcher_fns(WatcherFns::new())
+            .finalizer("f".repeat(64));
+        let err = App::new(
+            AppConfig::new("shop").managed_kind(configmaps),
+            offline_client(),
+        )
+        .expect_err("too long");
+        assert!(
+            matches!(&err, AppConfigError::Finalizer { kind, .. } if kind == "ConfigMap"),
+            "{err}"
+        );
+    }
+}
