@@ -449,9 +449,10 @@ async fn processes_die_with_the_test_binary() {
     if let Ok(mode) = std::env::var("KUBEAPP_ORPHAN_MODE") {
         let env = TestEnv::start().await.expect("start control plane");
         println!(
-            "PIDS {} {}",
+            "PIDS {} {} {}",
             env.etcd_pid(),
-            env.apiserver_pid().expect("running")
+            env.apiserver_pid().expect("running"),
+            env.dir().display()
         );
         std::mem::forget(env);
         // Leave only when the parent has seen both processes alive and says "go" (or kills us).
@@ -467,7 +468,7 @@ async fn processes_die_with_the_test_binary() {
         }
     }
     for mode in ["exit", "abort", "kill"] {
-        let pids = run_orphan_child(mode).await;
+        let (pids, dir) = run_orphan_child(mode).await;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while pids.iter().any(|&pid| process_alive(pid)) {
             assert!(
@@ -476,10 +477,11 @@ async fn processes_die_with_the_test_binary() {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        std::fs::remove_dir_all(&dir).expect("remove the child's control-plane directory");
     }
 }
 
-async fn run_orphan_child(mode: &str) -> Vec<u32> {
+async fn run_orphan_child(mode: &str) -> (Vec<u32>, std::path::PathBuf) {
     use tokio::io::{AsyncBufReadExt, BufReader};
     let exe = std::env::current_exe().expect("test binary path");
     assert!(Path::new(&exe).exists());
@@ -499,14 +501,17 @@ async fn run_orphan_child(mode: &str) -> Vec<u32> {
         .expect("spawn child test binary");
     let stdout = child.stdout.take().expect("piped stdout");
     let mut lines = BufReader::new(stdout).lines();
-    let pids = tokio::time::timeout(Duration::from_secs(90), async {
+    let (pids, dir) = tokio::time::timeout(Duration::from_secs(90), async {
         while let Some(line) = lines.next_line().await.expect("read child stdout") {
             // The harness prints "test <name> ... " on the same line before the test's output.
             if let Some((_, rest)) = line.split_once("PIDS ") {
-                return rest
-                    .split(' ')
-                    .map(|p| p.parse::<u32>().expect("pid"))
-                    .collect::<Vec<_>>();
+                // "<etcd pid> <apiserver pid> <dir>": the child never drops its TestEnv, so the
+                // parent removes the directory (etcd preallocates ~120 MB of WAL there).
+                let mut parts = rest.splitn(3, ' ');
+                let pids = [parts.next(), parts.next()]
+                    .map(|p| p.and_then(|p| p.parse::<u32>().ok()).expect("pid"));
+                let dir = std::path::PathBuf::from(parts.next().expect("dir"));
+                return (pids.to_vec(), dir);
             }
         }
         panic!("mode {mode}: the child exited without starting a control plane");
@@ -532,5 +537,5 @@ async fn run_orphan_child(mode: &str) -> Vec<u32> {
         .expect("child exits")
         .expect("wait child");
     assert!(mode != "exit" || status.success(), "mode exit: {status}");
-    pids
+    (pids, dir)
 }
