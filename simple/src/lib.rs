@@ -12,6 +12,8 @@
 //! - [`kinds`]: the kind builders.
 //! - [`validate`]: what makes an app invalid against its manifest (every problem is reported).
 //! - [`app`]: the [`App`] itself: informers, wrappers, finalizer names, health and metrics.
+//! - [`provider`]: [`Provider`], the app behind `kubeapp_sdk`'s `AppProvider` (manifest first,
+//!   app once a client exists).
 //! - [`telemetry`]: logs and OTLP traces in one call.
 //!
 //! ```
@@ -70,9 +72,11 @@
 
 pub mod app;
 pub mod kinds;
+pub mod provider;
 pub mod telemetry;
 pub mod validate;
 
 pub use app::{App, AppConfig, AppConfigError, INFORMERS_SYNCED_CHECK};
 pub use kinds::{AppKind, ManagedKind, UnmanagedKind};
+pub use provider::Provider;
 pub use validate::{AppProblem, Capability};

@@ -23,11 +23,19 @@ impl KindRuntime {
     fn event_span(&self, event: &InformerEvent, key: &ObjectKey) -> Span {
         let info = self.info.get().cloned().unwrap_or_default();
         let namespace = key.namespace.as_deref().unwrap_or("");
+        // The object's Kind (as the contract names it); the registration name (often the plural,
+        // and the `kind` label of the metrics) goes in `informer`.
+        let kind = if info.kind.is_empty() {
+            &self.name
+        } else {
+            info.kind.as_str()
+        };
         macro_rules! event_span {
             ($name:literal) => {
                 tracing::info_span!(
                     $name,
-                    kind = %self.name,
+                    kind = %kind,
+                    informer = %self.name,
                     group = %info.group,
                     version = %info.version,
                     namespace = %namespace,
@@ -95,9 +103,16 @@ impl KindRuntime {
         entry: RetryEntry,
         run: &Arc<Running>,
     ) {
+        let kind = self
+            .info
+            .get()
+            .map(|info| info.kind.as_str())
+            .filter(|kind| !kind.is_empty())
+            .unwrap_or(&self.name);
         let span = tracing::info_span!(
             "controller-retry",
-            kind = %self.name,
+            kind = %kind,
+            informer = %self.name,
             namespace = %key.namespace.as_deref().unwrap_or(""),
             name = %key.name,
             %handler,
