@@ -11,6 +11,7 @@
 //!
 //! - [`kinds`]: the kind builders.
 //! - [`validate`]: what makes an app invalid against its manifest (every problem is reported).
+//! - [`config`]: [`AppConfig`], what an app is built from, and why it may be refused.
 //! - [`app`]: the [`App`] itself: informers, wrappers, finalizer names, health and metrics.
 //! - [`provider`]: [`Provider`], the app behind `kubeapp_sdk`'s `AppProvider` (manifest first,
 //!   app once a client exists).
@@ -71,12 +72,14 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod app;
+pub mod config;
 pub mod kinds;
 pub mod provider;
 pub mod telemetry;
 pub mod validate;
 
-pub use app::{App, AppConfig, AppConfigError, INFORMERS_SYNCED_CHECK};
+pub use app::{App, INFORMERS_SYNCED_CHECK};
+pub use config::{AppConfig, AppConfigError};
 pub use kinds::{AppKind, ManagedKind, UnmanagedKind};
 pub use provider::Provider;
 pub use validate::{AppProblem, Capability};

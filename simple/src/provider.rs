@@ -87,11 +87,7 @@ impl AppProvider for Provider {
 
     fn new_app(&self, client: kube::Client) -> Result<Arc<dyn sdk_app::App>, AppError> {
         let config = self.config();
-        let app = App::new(config, client).map_err(|err| AppError::Build {
-            app: self.manifest.app_name.clone(),
-            message: err.to_string(),
-        })?;
-        Ok(Arc::new(app))
+        Ok(Arc::new(App::new(config, client).map_err(AppError::from)?))
     }
 }
 

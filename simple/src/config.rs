@@ -1,0 +1,187 @@
+//! [`AppConfig`]: what an [`App`](crate::App) is built from, and [`AppConfigError`], why it
+//! could not be.
+
+use std::fmt;
+
+use kubeapp_operator::metrics::MetricsError;
+use kubeapp_operator::opinionated::FinalizerNameError;
+use kubeapp_operator::{ControllerConfig, OpinionatedOptions};
+use kubeapp_sdk::app::AppError;
+use kubeapp_sdk::manifest::ManifestData;
+
+use crate::kinds::{AppKind, KindSpec, ManagedKind, UnmanagedKind};
+use crate::validate::{self, AppProblem};
+
+/// How to build an [`App`](crate::App): a plain struct with chained setters.
+///
+/// The Kubernetes client is not part of it but an argument of [`App::new`], so that a config can
+/// be built and [validated](Self::validate) without a cluster (and handed to an
+/// `AppProvider`-style factory that gets its client later).
+pub struct AppConfig {
+    pub(crate) name: String,
+    pub(crate) manifest: Option<ManifestData>,
+    pub(crate) kinds: Vec<KindSpec>,
+    pub(crate) controller: ControllerConfig,
+    pub(crate) opinionated: OpinionatedOptions,
+    pub(crate) in_progress_finalizer: Option<String>,
+    pub(crate) metrics_namespace: Option<String>,
+}
+
+impl AppConfig {
+    /// An app called `name` (the manifest's `appName`; it names the finalizers), without
+    /// manifest or kinds, with the controller's defaults.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            manifest: None,
+            kinds: Vec::new(),
+            controller: ControllerConfig::default(),
+            opinionated: OpinionatedOptions::default(),
+            in_progress_finalizer: None,
+            metrics_namespace: None,
+        }
+    }
+
+    /// The manifest the app is checked against (see [`crate::validate`]).
+    #[must_use]
+    pub fn manifest(mut self, manifest: ManifestData) -> Self {
+        self.manifest = Some(manifest);
+        self
+    }
+
+    /// Adds a kind the app owns.
+    #[must_use]
+    pub fn managed_kind<K: AppKind>(mut self, kind: ManagedKind<K>) -> Self {
+        self.kinds.push(kind.into_spec());
+        self
+    }
+
+    /// Adds a kind the app only watches.
+    #[must_use]
+    pub fn unmanaged_kind<K: AppKind>(mut self, kind: UnmanagedKind<K>) -> Self {
+        self.kinds.push(kind.into_spec());
+        self
+    }
+
+    /// The controller's settings: retry policy, dequeue policy, workers, event timeout, shutdown
+    /// grace. Its metrics are replaced by the app's (see [`metrics_namespace`](Self::metrics_namespace)).
+    #[must_use]
+    pub fn controller(mut self, config: ControllerConfig) -> Self {
+        self.controller = config;
+        self
+    }
+
+    /// Settings of the opinionated wrappers (conflict retries); its finalizer names and metrics
+    /// are replaced by the app's.
+    #[must_use]
+    pub fn opinionated_options(mut self, options: OpinionatedOptions) -> Self {
+        self.opinionated = options;
+        self
+    }
+
+    /// The in-progress finalizer of opinionated watchers, instead of `{app}-wip`.
+    #[must_use]
+    pub fn in_progress_finalizer(mut self, name: impl Into<String>) -> Self {
+        self.in_progress_finalizer = Some(name.into());
+        self
+    }
+
+    /// A prefix for the app's metric names (`ns_informer_events_total`); none by default.
+    #[must_use]
+    pub fn metrics_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.metrics_namespace = Some(namespace.into());
+        self
+    }
+
+    /// Checks the kinds against each other and against the manifest; see [`crate::validate`].
+    ///
+    /// # Errors
+    ///
+    /// [`AppConfigError::Invalid`] with every problem found.
+    pub fn validate(&self) -> Result<(), AppConfigError> {
+        let problems = validate::problems(&self.kinds, self.manifest.as_ref());
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(AppConfigError::Invalid {
+                app: self.name.clone(),
+                problems,
+            })
+        }
+    }
+
+    pub(crate) fn opinionated_for(&self, spec: &KindSpec) -> OpinionatedOptions {
+        let mut options = self
+            .opinionated
+            .clone()
+            .app_finalizers(&self.name, &spec.resource.plural);
+        if let Some(finalizer) = &spec.finalizer {
+            options = options.finalizer(finalizer.clone());
+        }
+        if let Some(in_progress) = &self.in_progress_finalizer {
+            options = options.in_progress_finalizer(in_progress.clone());
+        }
+        options
+    }
+}
+
+impl fmt::Debug for AppConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AppConfig")
+            .field("name", &self.name)
+            .field("manifest", &self.manifest.as_ref().map(|m| &m.app_name))
+            .field("kinds", &self.kinds)
+            .field("controller", &self.controller)
+            .field("metrics_namespace", &self.metrics_namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why an [`App`] could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum AppConfigError {
+    /// The config is inconsistent; every problem is listed.
+    #[error("app {app} is invalid:{}", list(problems))]
+    Invalid {
+        /// The app's name.
+        app: String,
+        /// Every problem found.
+        problems: Vec<AppProblem>,
+    },
+    /// A finalizer name is invalid (too long, empty, or both names the same).
+    #[error("app {app}: kind {kind}: {source}")]
+    Finalizer {
+        /// The app's name.
+        app: String,
+        /// The kind.
+        kind: String,
+        /// What is wrong with the name.
+        source: FinalizerNameError,
+    },
+    /// The metric collectors could not be created (an invalid metrics namespace).
+    #[error("app {app}: {source}")]
+    Metrics {
+        /// The app's name.
+        app: String,
+        /// The cause.
+        source: MetricsError,
+    },
+}
+
+fn list(problems: &[AppProblem]) -> String {
+    problems.iter().map(|p| format!("\n  - {p}")).collect()
+}
+
+impl From<AppConfigError> for AppError {
+    fn from(error: AppConfigError) -> Self {
+        let app = match &error {
+            AppConfigError::Invalid { app, .. }
+            | AppConfigError::Finalizer { app, .. }
+            | AppConfigError::Metrics { app, .. } => app.clone(),
+        };
+        AppError::Build {
+            app,
+            message: error.to_string(),
+        }
+    }
+}
