@@ -6,7 +6,7 @@
 //! handlers downcast) keyed by the kind's plural, and its one handler, wrapped in
 //! [`OpinionatedWatcher`] / [`OpinionatedReconciler`] when the kind is opinionated (managed kinds
 //! by default, unmanaged kinds on request). Opinionated kinds use the finalizers
-//! `{app}-{plural}-finalizer` and `{app}-wip` ([`OpinionatedOptions::app_finalizers`]) unless the
+//! `{app}-{plural}-finalizer` and `{app}-wip` ([`OpinionatedOptions::app_finalizers`](kubeapp_operator::OpinionatedOptions::app_finalizers)) unless the
 //! kind sets its own finalizer or the config its own in-progress finalizer.
 //!
 //! # Guarantees and defaults

@@ -14,7 +14,7 @@ use crate::validate::{self, AppProblem};
 
 /// How to build an [`App`](crate::App): a plain struct with chained setters.
 ///
-/// The Kubernetes client is not part of it but an argument of [`App::new`], so that a config can
+/// The Kubernetes client is not part of it but an argument of [`App::new`](crate::App::new), so that a config can
 /// be built and [validated](Self::validate) without a cluster (and handed to an
 /// `AppProvider`-style factory that gets its client later).
 pub struct AppConfig {
@@ -137,7 +137,7 @@ impl fmt::Debug for AppConfig {
     }
 }
 
-/// Why an [`App`] could not be built.
+/// Why an [`App`](crate::App) could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum AppConfigError {
     /// The config is inconsistent; every problem is listed.

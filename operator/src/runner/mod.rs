@@ -120,113 +120,33 @@
 //! ```
 
 mod client;
+mod config;
 mod error;
 mod http;
+mod servers;
 mod shutdown;
 
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::panic::AssertUnwindSafe;
 use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
-use crate::webhook::{WebhookConfig, WebhookServer};
-use futures::FutureExt as _;
+use crate::webhook::WebhookServer;
 use kubeapp_sdk::app::App;
 use prometheus::Registry;
 use tokio::net::TcpListener;
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 pub use client::{ClientError, default_client};
+pub use config::RunnerConfig;
 pub use error::RunnerError;
 
 use http::HealthState;
+use servers::{spawn_server, start_servers, stop_servers};
 use shutdown::{AppOutcome, AppTasks, Signals, StopSource};
-
-/// How long the HTTP servers get to finish open requests once the apps have stopped.
-const SERVER_GRACE: Duration = Duration::from_secs(5);
-
-/// The configuration of a [`Runner`]: a plain struct with [`Default`] and chained setters.
-///
-/// ```
-/// use std::time::Duration;
-/// use kubeapp_operator::runner::RunnerConfig;
-///
-/// let config = RunnerConfig::default()
-///     .metrics_addr(([0, 0, 0, 0], 8080).into())
-///     .shutdown_timeout(Duration::from_secs(60))
-///     .metrics_namespace("myapp");
-/// assert_eq!(config.metrics_namespace.as_deref(), Some("myapp"));
-/// ```
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct RunnerConfig {
-    /// Where `/metrics`, `/livez` and `/readyz` are served. Default `0.0.0.0:9090`.
-    pub metrics_addr: SocketAddr,
-    /// How long the apps get to return after they were asked to stop. Default 30 s.
-    pub shutdown_timeout: Duration,
-    /// A prefix for every exported metric name (`{namespace}_{name}`). Default none.
-    pub metrics_namespace: Option<String>,
-    /// How long one health check may take before `/readyz` counts it as failed. Default 5 s.
-    pub health_check_timeout: Duration,
-    /// The HTTPS webhook server (`/validate`, `/mutate`, `/convert` of the apps), when set.
-    /// Default none. Apps whose manifest declares admission or conversion need it.
-    pub webhook: Option<WebhookConfig>,
-}
-
-impl Default for RunnerConfig {
-    fn default() -> Self {
-        Self {
-            metrics_addr: SocketAddr::from(([0, 0, 0, 0], 9090)),
-            shutdown_timeout: Duration::from_secs(30),
-            metrics_namespace: None,
-            health_check_timeout: Duration::from_secs(5),
-            webhook: None,
-        }
-    }
-}
-
-impl RunnerConfig {
-    /// Sets [`metrics_addr`](Self::metrics_addr).
-    #[must_use]
-    pub fn metrics_addr(mut self, addr: SocketAddr) -> Self {
-        self.metrics_addr = addr;
-        self
-    }
-
-    /// Sets [`shutdown_timeout`](Self::shutdown_timeout).
-    #[must_use]
-    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
-        self.shutdown_timeout = timeout;
-        self
-    }
-
-    /// Sets [`metrics_namespace`](Self::metrics_namespace).
-    #[must_use]
-    pub fn metrics_namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.metrics_namespace = Some(namespace.into());
-        self
-    }
-
-    /// Serves the apps' webhooks over HTTPS with this configuration; see [`webhook`](Self::webhook).
-    #[must_use]
-    pub fn webhook(mut self, config: WebhookConfig) -> Self {
-        self.webhook = Some(config);
-        self
-    }
-
-    /// Sets [`health_check_timeout`](Self::health_check_timeout).
-    #[must_use]
-    pub fn health_check_timeout(mut self, timeout: Duration) -> Self {
-        self.health_check_timeout = timeout;
-        self
-    }
-}
 
 /// Runs apps, serves their metrics and health, and stops them gracefully; see the
 /// [module docs](self).
@@ -499,65 +419,6 @@ impl Runner {
     }
 }
 
-/// Starts the runner's servers, each on its own task, all stopped by `stop`.
-///
-/// Seam for the webhook server: the HTTPS admission/conversion server (contract section 9, port
-/// 8443) is one more `servers.spawn` here, taking the apps for routing; the rest of the runner
-/// (failure handling, the stop sequence) already treats every entry alike.
-fn start_servers(
-    listener: TcpListener,
-    registry: Registry,
-    health: Arc<HealthState>,
-    stop: &CancellationToken,
-) -> JoinSet<(&'static str, std::io::Result<()>)> {
-    let mut servers = JoinSet::new();
-    spawn_server(
-        &mut servers,
-        "metrics",
-        http::serve(listener, http::router(registry, health), stop.clone()),
-    );
-    servers
-}
-
-/// Spawns one server; a panic in it becomes its error.
-fn spawn_server(
-    servers: &mut JoinSet<(&'static str, std::io::Result<()>)>,
-    name: &'static str,
-    server: impl Future<Output = std::io::Result<()>> + Send + 'static,
-) {
-    servers.spawn(async move {
-        let result = AssertUnwindSafe(server)
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|_| Err(std::io::Error::other("the server panicked")));
-        (name, result)
-    });
-}
-
-/// Stops the servers gracefully, giving open requests [`SERVER_GRACE`].
-async fn stop_servers(
-    mut servers: JoinSet<(&'static str, std::io::Result<()>)>,
-    stop: &CancellationToken,
-) {
-    stop.cancel();
-    let all_stopped = tokio::time::timeout(SERVER_GRACE, async {
-        while let Some(joined) = servers.join_next().await {
-            match joined {
-                Ok((_, Ok(()))) => {}
-                Ok((server, Err(error))) => {
-                    tracing::warn!(server, %error, "server stopped with an error")
-                }
-                Err(error) => tracing::warn!(%error, "server task failed"),
-            }
-        }
-    })
-    .await;
-    if all_stopped.is_err() {
-        tracing::warn!(grace = ?SERVER_GRACE, "open HTTP requests did not finish; dropping them");
-        servers.abort_all();
-    }
-}
-
 /// Logs an app that returned during the shutdown; keeps the first failure.
 fn note_stopped(app: String, outcome: AppOutcome, failure: &mut Option<RunnerError>) {
     let error = match outcome {
@@ -595,6 +456,8 @@ fn valid_metric_prefix(prefix: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]

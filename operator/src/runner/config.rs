@@ -1,0 +1,83 @@
+//! [`RunnerConfig`]: addresses, timeouts, metrics prefix and webhook settings of a [`Runner`](super::Runner).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::webhook::WebhookConfig;
+
+/// The configuration of a [`Runner`](super::Runner): a plain struct with [`Default`] and chained setters.
+///
+/// ```
+/// use std::time::Duration;
+/// use kubeapp_operator::runner::RunnerConfig;
+///
+/// let config = RunnerConfig::default()
+///     .metrics_addr(([0, 0, 0, 0], 8080).into())
+///     .shutdown_timeout(Duration::from_secs(60))
+///     .metrics_namespace("myapp");
+/// assert_eq!(config.metrics_namespace.as_deref(), Some("myapp"));
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct RunnerConfig {
+    /// Where `/metrics`, `/livez` and `/readyz` are served. Default `0.0.0.0:9090`.
+    pub metrics_addr: SocketAddr,
+    /// How long the apps get to return after they were asked to stop. Default 30 s.
+    pub shutdown_timeout: Duration,
+    /// A prefix for every exported metric name (`{namespace}_{name}`). Default none.
+    pub metrics_namespace: Option<String>,
+    /// How long one health check may take before `/readyz` counts it as failed. Default 5 s.
+    pub health_check_timeout: Duration,
+    /// The HTTPS webhook server (`/validate`, `/mutate`, `/convert` of the apps), when set.
+    /// Default none. Apps whose manifest declares admission or conversion need it.
+    pub webhook: Option<WebhookConfig>,
+}
+
+impl Default for RunnerConfig {
+    fn default() -> Self {
+        Self {
+            metrics_addr: SocketAddr::from(([0, 0, 0, 0], 9090)),
+            shutdown_timeout: Duration::from_secs(30),
+            metrics_namespace: None,
+            health_check_timeout: Duration::from_secs(5),
+            webhook: None,
+        }
+    }
+}
+
+impl RunnerConfig {
+    /// Sets [`metrics_addr`](Self::metrics_addr).
+    #[must_use]
+    pub fn metrics_addr(mut self, addr: SocketAddr) -> Self {
+        self.metrics_addr = addr;
+        self
+    }
+
+    /// Sets [`shutdown_timeout`](Self::shutdown_timeout).
+    #[must_use]
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Sets [`metrics_namespace`](Self::metrics_namespace).
+    #[must_use]
+    pub fn metrics_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.metrics_namespace = Some(namespace.into());
+        self
+    }
+
+    /// Serves the apps' webhooks over HTTPS with this configuration; see [`webhook`](Self::webhook).
+    #[must_use]
+    pub fn webhook(mut self, config: WebhookConfig) -> Self {
+        self.webhook = Some(config);
+        self
+    }
+
+    /// Sets [`health_check_timeout`](Self::health_check_timeout).
+    #[must_use]
+    pub fn health_check_timeout(mut self, timeout: Duration) -> Self {
+        self.health_check_timeout = timeout;
+        self
+    }
+}

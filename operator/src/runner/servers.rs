@@ -1,0 +1,76 @@
+//! The runner's HTTP servers: started on their own tasks, stopped with a grace period.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt as _;
+use prometheus::Registry;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::http::{self, HealthState};
+
+/// How long the HTTP servers get to finish open requests once the apps have stopped.
+const SERVER_GRACE: Duration = Duration::from_secs(5);
+
+/// Starts the runner's servers, each on its own task, all stopped by `stop`.
+///
+/// Seam for the webhook server: the HTTPS admission/conversion server (contract section 9, port
+/// 8443) is one more `servers.spawn` here, taking the apps for routing; the rest of the runner
+/// (failure handling, the stop sequence) already treats every entry alike.
+pub(super) fn start_servers(
+    listener: TcpListener,
+    registry: Registry,
+    health: Arc<HealthState>,
+    stop: &CancellationToken,
+) -> JoinSet<(&'static str, std::io::Result<()>)> {
+    let mut servers = JoinSet::new();
+    spawn_server(
+        &mut servers,
+        "metrics",
+        http::serve(listener, http::router(registry, health), stop.clone()),
+    );
+    servers
+}
+
+/// Spawns one server; a panic in it becomes its error.
+pub(super) fn spawn_server(
+    servers: &mut JoinSet<(&'static str, std::io::Result<()>)>,
+    name: &'static str,
+    server: impl Future<Output = std::io::Result<()>> + Send + 'static,
+) {
+    servers.spawn(async move {
+        let result = AssertUnwindSafe(server)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| Err(std::io::Error::other("the server panicked")));
+        (name, result)
+    });
+}
+
+/// Stops the servers gracefully, giving open requests [`SERVER_GRACE`].
+pub(super) async fn stop_servers(
+    mut servers: JoinSet<(&'static str, std::io::Result<()>)>,
+    stop: &CancellationToken,
+) {
+    stop.cancel();
+    let all_stopped = tokio::time::timeout(SERVER_GRACE, async {
+        while let Some(joined) = servers.join_next().await {
+            match joined {
+                Ok((_, Ok(()))) => {}
+                Ok((server, Err(error))) => {
+                    tracing::warn!(server, %error, "server stopped with an error")
+                }
+                Err(error) => tracing::warn!(%error, "server task failed"),
+            }
+        }
+    })
+    .await;
+    if all_stopped.is_err() {
+        tracing::warn!(grace = ?SERVER_GRACE, "open HTTP requests did not finish; dropping them");
+        servers.abort_all();
+    }
+}
