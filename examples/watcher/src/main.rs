@@ -9,7 +9,8 @@
 //!   and `sync` each become an `events.k8s.io/v1` Event about the Probe ([`lifecycle`]), and
 //!   deletions made while the operator was down are still seen, through the wrapper's finalizer;
 //! - an app-specific metric, `probe_lifecycle_events_total{step}` ([`metrics`]), handed to the
-//!   Runner through the app's metric collectors ([`app`]), next to the SDK's metrics;
+//!   Runner through the app's metric collectors ([`app`]), next to the SDK's metrics, and a
+//!   Kubernetes client whose requests are counted there too;
 //! - an operator binary ([`cli`]): flags with environment fallbacks, telemetry in one call, the
 //!   Runner serving `/metrics`, `/livez` and `/readyz`, and a graceful stop on SIGTERM/SIGINT
 //!   that lets in-flight steps finish;
@@ -33,7 +34,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser as _;
-use kubeapp::operator::runner::default_client;
+use kubeapp::operator::client_metrics::{ClientMetrics, instrumented_client};
 use kubeapp::operator::{Runner, RunnerConfig};
 use kubeapp::simple::telemetry::{self, Otlp, TelemetryConfig};
 
@@ -117,7 +118,21 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
 
 async fn run_operator(args: &RunArgs) -> anyhow::Result<()> {
     let manifest = kind::manifest().context("reading the embedded manifest")?;
-    let client = default_client().await.context("connecting to Kubernetes")?;
+    let mut runner = Runner::new(
+        RunnerConfig::default()
+            .metrics_addr(args.metrics_addr)
+            .shutdown_timeout(args.shutdown_timeout),
+    )
+    .context("configuring the runner")?;
+    // The client counts and times its requests (`kubernetes_client_requests_total`, ...) into
+    // the runner's registry, so /metrics also shows the Events written.
+    let config = kube::Config::infer().await.context(
+        "finding the Kubernetes configuration (KUBECONFIG, ~/.kube/config or in-cluster)",
+    )?;
+    let client_metrics =
+        ClientMetrics::register(runner.registry(), None).context("registering client metrics")?;
+    let client =
+        instrumented_client(config, client_metrics).context("creating the Kubernetes client")?;
     let metrics = StepMetrics::new().context("creating the step metric")?;
     let settings = ProbeAppSettings {
         namespace: args.namespace.clone(),
@@ -125,13 +140,7 @@ async fn run_operator(args: &RunArgs) -> anyhow::Result<()> {
         shutdown_grace: controller_grace(args.shutdown_timeout),
     };
     let app = ProbeApp::new(manifest, client, metrics, &settings).context("building the app")?;
-    let runner = Runner::new(
-        RunnerConfig::default()
-            .metrics_addr(args.metrics_addr)
-            .shutdown_timeout(args.shutdown_timeout),
-    )
-    .context("configuring the runner")?
-    .with_app(Arc::new(app));
+    runner.add_app(Arc::new(app));
     tracing::info!(
         metrics_addr = %args.metrics_addr,
         namespace = args.namespace.as_deref().unwrap_or("(all)"),
