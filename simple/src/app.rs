@@ -62,6 +62,7 @@ pub struct App {
     synced: Vec<(String, SyncedFlag)>,
     controller_metrics: ControllerMetrics,
     finalizer_metrics: FinalizerMetrics,
+    own_collectors: Vec<crate::config::CollectorFactory>,
 }
 
 impl App {
@@ -115,6 +116,7 @@ impl App {
             synced,
             controller_metrics,
             finalizer_metrics,
+            own_collectors: config.collectors,
         })
     }
 
@@ -265,6 +267,7 @@ impl kubeapp_sdk::app::App for App {
     fn metric_collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
         let mut collectors = self.controller_metrics.collectors();
         collectors.extend(self.finalizer_metrics.collectors());
+        collectors.extend(self.own_collectors.iter().map(|make| make()));
         collectors
     }
 
@@ -464,6 +467,33 @@ mod tests {
             "opinionated_finalizer_patches_total",
         ] {
             assert!(names.iter().any(|n| n == name), "{name} missing: {names:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_apps_own_collectors_are_handed_out_with_their_live_values() {
+        let orders = prometheus::IntCounter::new("shop_orders_total", "Orders.").expect("counter");
+        let config = AppConfig::new("shop")
+            .managed_kind(ManagedKind::<ConfigMap>::new().watcher_fns(WatcherFns::new()))
+            .metric_collector(orders.clone());
+        let app = App::new(config, offline_client()).expect("a valid app");
+        orders.inc_by(3);
+        let registry = prometheus::Registry::new();
+        for collector in app.metric_collectors() {
+            registry.register(collector).expect("register");
+        }
+        let family = registry
+            .gather()
+            .into_iter()
+            .find(|f| f.name() == "shop_orders_total")
+            .expect("the app's own counter is among its collectors");
+        assert_eq!(family.get_metric()[0].get_counter().get_value(), 3.0);
+        // Asked again (a second Runner, say): the same counter, already registered, is harmless.
+        for collector in app.metric_collectors() {
+            assert!(matches!(
+                registry.register(collector),
+                Ok(()) | Err(prometheus::Error::AlreadyReg)
+            ));
         }
     }
 

@@ -2,12 +2,14 @@
 //! could not be.
 
 use std::fmt;
+use std::sync::Arc;
 
 use kubeapp_operator::metrics::MetricsError;
 use kubeapp_operator::opinionated::FinalizerNameError;
 use kubeapp_operator::{ControllerConfig, OpinionatedOptions};
 use kubeapp_sdk::app::AppError;
 use kubeapp_sdk::manifest::ManifestData;
+use prometheus::core::Collector;
 
 use crate::kinds::{AppKind, KindSpec, ManagedKind, UnmanagedKind};
 use crate::validate::{self, AppProblem};
@@ -25,7 +27,12 @@ pub struct AppConfig {
     pub(crate) opinionated: OpinionatedOptions,
     pub(crate) in_progress_finalizer: Option<String>,
     pub(crate) metrics_namespace: Option<String>,
+    pub(crate) collectors: Vec<CollectorFactory>,
 }
+
+/// Hands out a fresh box of one of the app's own collectors (they are cheap handles to shared
+/// state), as often as [`App::metric_collectors`](kubeapp_sdk::app::App::metric_collectors) asks.
+pub(crate) type CollectorFactory = Arc<dyn Fn() -> Box<dyn Collector> + Send + Sync>;
 
 impl AppConfig {
     /// An app called `name` (the manifest's `appName`; it names the finalizers), without
@@ -39,6 +46,7 @@ impl AppConfig {
             opinionated: OpinionatedOptions::default(),
             in_progress_finalizer: None,
             metrics_namespace: None,
+            collectors: Vec::new(),
         }
     }
 
@@ -93,6 +101,28 @@ impl AppConfig {
         self
     }
 
+    /// Adds a collector of the app's own (a custom counter, say) to the ones the app hands to the
+    /// Runner, so that it is served on `/metrics` next to the SDK's metrics. Prometheus
+    /// collectors are handles to shared state: keep a clone to update it.
+    ///
+    /// ```
+    /// let steps = prometheus::IntCounterVec::new(
+    ///     prometheus::Opts::new("shop_orders_total", "Orders seen, by state."),
+    ///     &["state"],
+    /// )?;
+    /// let config = kubeapp_simple::AppConfig::new("shop").metric_collector(steps.clone());
+    /// steps.with_label_values(&["paid"]).inc();
+    /// # drop(config);
+    /// # Ok::<(), prometheus::Error>(())
+    /// ```
+    #[must_use]
+    pub fn metric_collector<C: Collector + Clone + 'static>(mut self, collector: C) -> Self {
+        self.collectors.push(Arc::new(move || {
+            Box::new(collector.clone()) as Box<dyn Collector>
+        }));
+        self
+    }
+
     /// Checks the kinds against each other and against the manifest; see [`crate::validate`].
     ///
     /// # Errors
@@ -133,6 +163,7 @@ impl fmt::Debug for AppConfig {
             .field("kinds", &self.kinds)
             .field("controller", &self.controller)
             .field("metrics_namespace", &self.metrics_namespace)
+            .field("collectors", &self.collectors.len())
             .finish_non_exhaustive()
     }
 }

@@ -1,21 +1,16 @@
 //! The operator's app: the simple App with the `Probe` watcher, plus the example's own metric.
 //!
-//! [`ProbeApp`] is a thin [`App`](kubeapp::sdk::app::App) around a [`kubeapp::simple::App`]: it
-//! delegates everything and adds [`StepMetrics`] to the metric collectors, which is how an app
-//! gets its own metrics onto the Runner's `/metrics`.
+//! [`probe_app`] builds a [`kubeapp::simple::App`] whose metric collectors include the example's
+//! [`StepMetrics`] (`AppConfig::metric_collector`), which is how an app gets its own metrics onto
+//! the Runner's `/metrics`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use kube::Client;
-use kube::api::{ApiResource, DynamicObject};
-use kube::core::admission::AdmissionRequest;
 use kube::runtime::events::Reporter;
-use kubeapp::operator::{CancellationToken, ControllerConfig, InformerOptions};
-use kubeapp::sdk::app::{AdmissionError, App as SdkApp, AppError, ConversionError, HealthCheck};
+use kubeapp::operator::{ControllerConfig, InformerOptions};
 use kubeapp::sdk::manifest::ManifestData;
-use kubeapp::simple::{AppConfig, AppConfigError, ManagedKind};
+use kubeapp::simple::{App, AppConfig, AppConfigError, ManagedKind};
 
 use crate::kind::Probe;
 use crate::metrics::StepMetrics;
@@ -32,102 +27,42 @@ pub struct ProbeAppSettings {
     pub shutdown_grace: Duration,
 }
 
-/// The operator's app; see the [module docs](self).
-pub struct ProbeApp {
-    inner: kubeapp::simple::App,
-    metrics: StepMetrics,
-}
-
-impl ProbeApp {
-    /// Builds the app from the embedded `manifest`: one managed kind, `Probe`, watched by an
-    /// opinionated [`ProbeWatcher`] that reports as the manifest's `appName`.
-    ///
-    /// # Errors
-    ///
-    /// When the app does not match the manifest (see [`kubeapp::simple::validate`]).
-    pub fn new(
-        manifest: ManifestData,
-        client: Client,
-        metrics: StepMetrics,
-        settings: &ProbeAppSettings,
-    ) -> Result<Self, AppConfigError> {
-        let reporter = Reporter {
-            controller: manifest.app_name.clone(),
-            instance: settings.instance.clone(),
-        };
-        let mut options = InformerOptions::default();
-        if let Some(namespace) = &settings.namespace {
-            options = options.namespace(namespace);
-        }
-        let probes = ManagedKind::<Probe>::new()
-            .options(options)
-            .watcher(ProbeWatcher::new(client.clone(), reporter, metrics.clone()));
-        let config = AppConfig::new(manifest.app_name.clone())
-            .manifest(manifest)
-            .controller(ControllerConfig::default().shutdown_grace(settings.shutdown_grace))
-            .managed_kind(probes);
-        let inner = kubeapp::simple::App::new(config, client)?;
-        Ok(Self { inner, metrics })
+/// Builds the operator's app from the embedded `manifest`: one managed kind, `Probe`, watched by
+/// an opinionated [`ProbeWatcher`] that reports as the manifest's `appName`, and the example's own
+/// [`StepMetrics`] among the app's collectors, so the Runner serves them on `/metrics`.
+///
+/// # Errors
+///
+/// When the app does not match the manifest (see [`kubeapp::simple::validate`]).
+pub fn probe_app(
+    manifest: ManifestData,
+    client: Client,
+    metrics: &StepMetrics,
+    settings: &ProbeAppSettings,
+) -> Result<App, AppConfigError> {
+    let reporter = Reporter {
+        controller: manifest.app_name.clone(),
+        instance: settings.instance.clone(),
+    };
+    let mut options = InformerOptions::default();
+    if let Some(namespace) = &settings.namespace {
+        options = options.namespace(namespace);
     }
-}
-
-impl std::fmt::Debug for ProbeApp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProbeApp")
-            .field("inner", &self.inner)
-            .finish_non_exhaustive()
-    }
-}
-
-#[async_trait]
-impl SdkApp for ProbeApp {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn managed_kinds(&self) -> Vec<ApiResource> {
-        self.inner.managed_kinds()
-    }
-
-    async fn run(&self, stop: CancellationToken) -> Result<(), AppError> {
-        self.inner.run(stop).await
-    }
-
-    fn health_checks(&self) -> Vec<Arc<dyn HealthCheck>> {
-        self.inner.health_checks()
-    }
-
-    fn metric_collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
-        let mut collectors = self.inner.metric_collectors();
-        collectors.extend(self.metrics.collectors());
-        collectors
-    }
-
-    async fn validate(
-        &self,
-        request: &AdmissionRequest<DynamicObject>,
-    ) -> Result<(), AdmissionError> {
-        self.inner.validate(request).await
-    }
-
-    async fn mutate(
-        &self,
-        request: &AdmissionRequest<DynamicObject>,
-    ) -> Result<DynamicObject, AdmissionError> {
-        self.inner.mutate(request).await
-    }
-
-    async fn convert(
-        &self,
-        object: serde_json::Value,
-        desired_api_version: &str,
-    ) -> Result<serde_json::Value, ConversionError> {
-        self.inner.convert(object, desired_api_version).await
-    }
+    let probes = ManagedKind::<Probe>::new()
+        .options(options)
+        .watcher(ProbeWatcher::new(client.clone(), reporter, metrics.clone()));
+    let config = AppConfig::new(manifest.app_name.clone())
+        .manifest(manifest)
+        .controller(ControllerConfig::default().shutdown_grace(settings.shutdown_grace))
+        .managed_kind(probes)
+        .metric_collector(metrics.counter());
+    App::new(config, client)
 }
 
 #[cfg(test)]
 mod tests {
+    use kubeapp::sdk::app::App as _;
+
     use super::*;
 
     /// A client for an address nothing listens on: building the app talks to no cluster.
@@ -144,10 +79,10 @@ mod tests {
             instance: None,
             shutdown_grace: Duration::from_secs(5),
         };
-        let app = ProbeApp::new(
+        let app = probe_app(
             manifest,
             offline_client(),
-            StepMetrics::new().expect("metrics"),
+            &StepMetrics::new().expect("metrics"),
             &settings,
         )
         .expect("the app matches its manifest");

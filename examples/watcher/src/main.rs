@@ -34,11 +34,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser as _;
-use kubeapp::operator::client_metrics::{ClientMetrics, instrumented_client};
+use kubeapp::operator::runner::default_client;
 use kubeapp::operator::{Runner, RunnerConfig};
 use kubeapp::simple::telemetry::{self, Otlp, TelemetryConfig};
 
-use crate::app::{ProbeApp, ProbeAppSettings};
+use crate::app::{ProbeAppSettings, probe_app};
 use crate::cli::{Cli, Command, RunArgs};
 use crate::metrics::StepMetrics;
 
@@ -124,22 +124,18 @@ async fn run_operator(args: &RunArgs) -> anyhow::Result<()> {
             .shutdown_timeout(args.shutdown_timeout),
     )
     .context("configuring the runner")?;
-    // The client counts and times its requests (`kubernetes_client_requests_total`, ...) into
-    // the runner's registry, so /metrics also shows the Events written.
-    let config = kube::Config::infer().await.context(
-        "finding the Kubernetes configuration (KUBECONFIG, ~/.kube/config or in-cluster)",
-    )?;
-    let client_metrics =
-        ClientMetrics::register(runner.registry(), None).context("registering client metrics")?;
-    let client =
-        instrumented_client(config, client_metrics).context("creating the Kubernetes client")?;
+    // The default client counts and times its requests (`kubernetes_client_requests_total`,
+    // ...) in the collectors every Runner serves, so /metrics also shows the Events written.
+    let client = default_client()
+        .await
+        .context("creating the Kubernetes client")?;
     let metrics = StepMetrics::new().context("creating the step metric")?;
     let settings = ProbeAppSettings {
         namespace: args.namespace.clone(),
         instance: args.instance.clone(),
         shutdown_grace: controller_grace(args.shutdown_timeout),
     };
-    let app = ProbeApp::new(manifest, client, metrics, &settings).context("building the app")?;
+    let app = probe_app(manifest, client, &metrics, &settings).context("building the app")?;
     runner.add_app(Arc::new(app));
     tracing::info!(
         metrics_addr = %args.metrics_addr,

@@ -1,10 +1,9 @@
 //! The example's own Prometheus metric, `probe_lifecycle_events_total{step}`.
 //!
-//! It is handed to the Runner through the app's metric collectors ([`crate::app::ProbeApp`]), so
+//! It is handed to the Runner through the app's metric collectors ([`crate::app::probe_app`]), so
 //! `/metrics` shows it next to the SDK's controller metrics. Every step's series exists from the
 //! start (at 0), so a dashboard or an alert sees `delete` before the first delete.
 
-use prometheus::core::Collector;
 use prometheus::{IntCounterVec, Opts};
 
 use crate::lifecycle::Step;
@@ -44,9 +43,9 @@ impl StepMetrics {
         self.steps.with_label_values(&[step.label()]).inc();
     }
 
-    /// The collectors to register (the same counter, shared).
-    pub fn collectors(&self) -> Vec<Box<dyn Collector>> {
-        vec![Box::new(self.steps.clone())]
+    /// The counter itself (a handle to shared state), for the app's collectors.
+    pub fn counter(&self) -> IntCounterVec {
+        self.steps.clone()
     }
 }
 
@@ -60,9 +59,9 @@ mod tests {
     fn every_step_is_exported_and_counted() {
         let metrics = StepMetrics::new().expect("metric");
         let registry = Registry::new();
-        for collector in metrics.collectors() {
-            registry.register(collector).expect("registers");
-        }
+        registry
+            .register(Box::new(metrics.counter()))
+            .expect("registers");
         metrics.record(Step::Add);
         metrics.record(Step::Add);
         metrics.record(Step::Delete);

@@ -5,6 +5,9 @@ use std::path::PathBuf;
 
 use kube::config::InferConfigError;
 
+use crate::client_metrics::{ClientMetrics, instrumented_client};
+use crate::metrics::MetricsError;
+
 /// The service-account directory an in-cluster configuration is read from.
 const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
@@ -20,6 +23,9 @@ pub enum ClientError {
         #[source]
         source: InferConfigError,
     },
+    /// The client's request metrics could not be created.
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
     /// A configuration was found but the client could not be built from it.
     #[error("building a Kubernetes client for {cluster_url}: {source}")]
     Client {
@@ -35,6 +41,13 @@ pub enum ClientError {
 /// finds it: first a kubeconfig (the files listed in `KUBECONFIG`, else `~/.kube/config`), then
 /// the in-cluster configuration (`KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT` and the pod's
 /// service-account token). The error says what was tried and why each source failed.
+///
+/// The client counts and times its requests (`kubernetes_client_requests_total`,
+/// `kubernetes_client_request_duration_seconds`, see [`crate::client_metrics`]) in the
+/// process-wide collectors without a metrics namespace, which every [`Runner`](super::Runner)
+/// without a namespace serves on `/metrics`. (With a metrics namespace, build the client with
+/// [`instrumented_client`](crate::client_metrics::instrumented_client) and
+/// `ClientMetrics::register(runner.registry(), Some(namespace))`.)
 ///
 /// Needs a Tokio runtime (the client spawns its connection handling).
 ///
@@ -57,7 +70,8 @@ pub async fn default_client() -> Result<kube::Client, ClientError> {
     })?;
     let cluster_url = config.cluster_url.to_string();
     tracing::debug!(%cluster_url, "Kubernetes configuration found");
-    kube::Client::try_from(config).map_err(|source| ClientError::Client {
+    let metrics = ClientMetrics::register(&prometheus::Registry::new(), None)?;
+    instrumented_client(config, metrics).map_err(|source| ClientError::Client {
         cluster_url,
         source,
     })

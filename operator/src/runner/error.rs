@@ -36,6 +36,9 @@ pub enum RunnerError {
         #[source]
         source: prometheus::Error,
     },
+    /// The runner's own collectors (the Kubernetes client metrics) could not be registered.
+    #[error("registering the runner's metrics: {0}")]
+    RunnerMetrics(#[source] crate::metrics::MetricsError),
     /// The webhook server could not start (certificate files, address).
     #[error(transparent)]
     Webhook(#[from] crate::webhook::WebhookError),

@@ -11,7 +11,9 @@
 //!     runner also registers every app's [`App::metric_collectors`]. A collector that is already
 //!     registered (the same one twice, or two apps that share one) is accepted, never a panic or an
 //!     error; any other refusal (a same-named metric with other labels) fails the start with
-//!     [`RunnerError::Metrics`] naming the app.
+//!     [`RunnerError::Metrics`] naming the app. The registry always holds the Kubernetes client
+//!     metrics (`kubernetes_client_requests_total`, `kubernetes_client_request_duration_seconds`)
+//!     that clients from [`default_client`] record into.
 //!   - `GET /livez`: `200 ok` while the runner runs (the server only lives as long as the runner's
 //!     loops do).
 //!   - `GET /readyz`: evaluated **on every request**, nothing is cached. It calls every app's
@@ -140,6 +142,7 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::client_metrics::ClientMetrics;
 pub use client::{ClientError, default_client};
 pub use config::RunnerConfig;
 pub use error::RunnerError;
@@ -191,6 +194,9 @@ impl Runner {
                 Registry::new_custom(Some(namespace.clone()), None).map_err(|_| invalid())?
             }
         };
+        // The client metrics every `default_client` records into: served by every runner, so an
+        // operator's API requests show on /metrics without any setup.
+        ClientMetrics::register(&registry, None).map_err(RunnerError::RunnerMetrics)?;
         Ok(Self {
             config,
             registry,
