@@ -1,102 +1,29 @@
 //! End-to-end test of the reconciler example binary (`examples/reconciler`), run as a child
-//! process against a real kube-apiserver + etcd with the `testenv` kubeconfig.
+//! process against a real kube-apiserver + etcd with the `testenv` kubeconfig, serving its
+//! webhooks with development certificates from `testenv::CertificateAuthority`.
 //!
 //! The binary is the one cargo built next to this test (`target/<profile>/kubeapp-example-reconciler`);
-//! build it first with `cargo build -p kubeapp-example-reconciler` (`cargo test --workspace`
-//! builds it too). The test never runs cargo itself.
+//! build it first with `cargo build -p kubeapp-example-reconciler` (`scripts/test` does). The
+//! test never runs cargo itself. The webhooks themselves are tested in `example_webhooks.rs`.
 //!
 //! Every wait is a condition polled against a deadline.
 
+mod example_support;
+
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::net::{SocketAddr, TcpListener};
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kubeapp::sdk::testenv::{CertificateAuthority, TestEnv};
+
+use example_support::{
+    Operator, eventually, get, output_of, reconciled, reconciler_binary, template, templates,
 };
-use kubeapp::sdk::testenv::TestEnv;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
-const BINARY: &str = "kubeapp-example-reconciler";
-const TIMEOUT: Duration = Duration::from_secs(60);
-const POLL: Duration = Duration::from_millis(100);
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// The example binary, next to this test's `deps/` directory; fails loudly when it was not built.
-fn binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("the test runs from target/<profile>/deps");
-    let binary = profile_dir.join(format!("{BINARY}{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        binary.is_file(),
-        "the example binary {} is missing: build it first with \
-         `cargo build -p kubeapp-example-reconciler` (same profile and target dir as the tests), \
-         or run the tests with `cargo test --workspace`",
-        binary.display()
-    );
-    binary
-}
-
-/// Runs the binary to completion with `args`; returns its stdout (and asserts success).
-fn output_of(args: &[&str]) -> String {
-    let output = std::process::Command::new(binary())
-        .args(args)
-        .output()
-        .expect("run the example binary");
-    assert!(
-        output.status.success(),
-        "{args:?} failed with {}: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("UTF-8 output")
-}
-
-/// Polls `probe` until it returns `Some`, failing with `what` (and `context()`) at the deadline.
-async fn eventually<T, F, Fut>(what: &str, context: impl Fn() -> String, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            panic!("{what}: not reached within {TIMEOUT:?}\n{}", context());
-        }
-        tokio::time::sleep(POLL).await;
-    }
-}
-
-/// `GET path` over HTTP/1.0; `None` when nothing answers (yet).
-async fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    let exchange = async {
-        let mut stream = TcpStream::connect(addr).await.ok()?;
-        let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await.ok()?;
-        Some(response)
-    };
-    let response = tokio::time::timeout(Duration::from_secs(10), exchange)
-        .await
-        .ok()??;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    let status = head.split(' ').nth(1)?.parse().ok()?;
-    Some((status, body.to_string()))
-}
 
 /// The sum of the samples of `name` for kind `templates` in a Prometheus exposition.
 fn samples(exposition: &str, name: &str) -> f64 {
@@ -109,32 +36,42 @@ fn samples(exposition: &str, name: &str) -> f64 {
         .sum()
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port()
-}
-
 fn data_of(cm: &ConfigMap) -> BTreeMap<String, String> {
     cm.data.clone().unwrap_or_default()
 }
 
-/// `(observedGeneration == generation, Ready == True)` of a Template.
-fn reconciled(template: &DynamicObject) -> bool {
-    let status = &template.data["status"];
-    let ready = status["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == "Ready" && c["status"] == "True");
-    let generation = template.metadata.generation;
-    generation.is_some() && status["observedGeneration"].as_i64() == generation && ready
+/// Runs the binary with `args`, expecting failure; returns its stderr.
+fn failure_of(args: &[&str]) -> String {
+    let output = std::process::Command::new(reconciler_binary())
+        .args(args)
+        .env_remove("WEBHOOK_CERT_FILE")
+        .env_remove("WEBHOOK_KEY_FILE")
+        .env_remove("WEBHOOK_CA_FILE")
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .output()
+        .expect("run the example binary");
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{args:?} should fail with exit code 1: {output:?}"
+    );
+    String::from_utf8(output.stderr).expect("UTF-8 output")
 }
 
 #[test]
-fn crd_output_is_a_crd_and_help_lists_the_flags() {
-    let yaml = output_of(&["crd"]);
+fn crd_and_manifests_carry_the_webhooks_and_help_lists_the_flags() {
+    let binary = reconciler_binary();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = CertificateAuthority::new("ca").expect("CA").cert_pem();
+    let ca_file = dir.path().join("ca.crt");
+    std::fs::write(&ca_file, &ca).expect("write ca.crt");
+    let ca_file = ca_file.to_str().expect("UTF-8 path");
+
+    // In-cluster form: the conversion webhook is the webhook Service in the given namespace.
+    let yaml = output_of(
+        &binary,
+        &["crd", "--namespace", "ops", "--webhook-ca-file", ca_file],
+    );
     let crds: Vec<CustomResourceDefinition> =
         serde_saphyr::from_multiple(&yaml).expect("the crd output parses as CRD YAML");
     assert_eq!(crds.len(), 1, "{yaml}");
@@ -145,17 +82,136 @@ fn crd_output_is_a_crd_and_help_lists_the_flags() {
     );
     assert_eq!(crd.spec.names.kind, "Template");
     assert_eq!(crd.spec.scope, "Namespaced");
-    let version = &crd.spec.versions[0];
-    assert_eq!((version.name.as_str(), version.storage), ("v1", true));
+    let versions: Vec<(&str, bool, bool)> = crd
+        .spec
+        .versions
+        .iter()
+        .map(|v| (v.name.as_str(), v.served, v.storage))
+        .collect();
+    assert_eq!(versions, [("v1", true, true), ("v2", true, false)]);
     assert!(
-        version
-            .subresources
-            .as_ref()
-            .is_some_and(|s| s.status.is_some()),
+        crd.spec
+            .versions
+            .iter()
+            .all(|v| v.subresources.as_ref().is_some_and(|s| s.status.is_some())),
+        "{yaml}"
+    );
+    let conversion = crd.spec.conversion.as_ref().expect("conversion");
+    assert_eq!(conversion.strategy, "Webhook");
+    let client = conversion
+        .webhook
+        .as_ref()
+        .and_then(|w| w.client_config.as_ref())
+        .expect("a client config");
+    let service = client.service.as_ref().expect("a service reference");
+    assert_eq!(
+        (
+            service.namespace.as_str(),
+            service.name.as_str(),
+            service.port,
+            service.path.as_deref()
+        ),
+        (
+            "ops",
+            "kubeapp-example-reconciler-webhook",
+            Some(443),
+            Some("/convert")
+        )
+    );
+    assert_eq!(
+        client.ca_bundle.as_ref().map(|b| b.0.as_slice()),
+        Some(ca.as_bytes())
+    );
+
+    // Local form: a URL.
+    let yaml = output_of(
+        &binary,
+        &[
+            "crd",
+            "--webhook-url",
+            "https://127.0.0.1:9443",
+            "--webhook-ca-file",
+            ca_file,
+        ],
+    );
+    assert!(
+        yaml.contains("url: https://127.0.0.1:9443/convert"),
         "{yaml}"
     );
 
-    let help = output_of(&["--help"]);
+    // In-cluster manifests: the webhook Service, and configurations pointing at it.
+    let manifests = output_of(
+        &binary,
+        &[
+            "manifests",
+            "--namespace",
+            "ops",
+            "--image",
+            "example:1",
+            "--webhook-ca-file",
+            ca_file,
+        ],
+    );
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&manifests).expect("the manifests output parses");
+    let kinds: Vec<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Deployment",
+            "Service",
+            "Service",
+            "ValidatingWebhookConfiguration",
+            "MutatingWebhookConfiguration"
+        ]
+    );
+    assert!(manifests.contains("path: /livez"), "{manifests}");
+    assert!(manifests.contains("path: /readyz"), "{manifests}");
+    assert!(manifests.contains("image: example:1"), "{manifests}");
+    assert!(manifests.contains("--webhook-cert-file"), "{manifests}");
+    assert_eq!(
+        docs[5]["metadata"]["name"],
+        "kubeapp-example-reconciler-webhook"
+    );
+    for (doc, path) in [(&docs[6], "/validate"), (&docs[7], "/mutate")] {
+        let client = &doc["webhooks"][0]["clientConfig"];
+        assert_eq!(
+            client["service"]["name"],
+            "kubeapp-example-reconciler-webhook"
+        );
+        assert_eq!(client["service"]["namespace"], "ops");
+        assert_eq!(client["service"]["path"], path);
+        assert!(client["caBundle"].as_str().is_some_and(|b| !b.is_empty()));
+    }
+
+    // Without certificates, `run` refuses to start and names the flags; so do `crd` and
+    // `manifests` without the CA.
+    let error = failure_of(&["run"]);
+    for needle in [
+        "--webhook-cert-file",
+        "--webhook-key-file",
+        "WEBHOOK_CERT_FILE",
+        "validation, mutation, conversion",
+    ] {
+        assert!(error.contains(needle), "{needle} missing from:\n{error}");
+    }
+    for command in ["crd", "manifests"] {
+        let error = failure_of(&[command]);
+        assert!(error.contains("--webhook-ca-file"), "{command}: {error}");
+    }
+    let error = failure_of(&[
+        "crd",
+        "--webhook-ca-file",
+        ca_file,
+        "--webhook-url",
+        "http://x",
+    ]);
+    assert!(error.contains("not an https:// URL"), "{error}");
+
+    let help = output_of(&binary, &["--help"]);
     for flag in [
         "--metrics-addr",
         "--namespace",
@@ -163,61 +219,46 @@ fn crd_output_is_a_crd_and_help_lists_the_flags() {
         "--otlp-endpoint",
         "--requeue-after",
         "--shutdown-timeout",
+        "--webhook-cert-file",
+        "--webhook-key-file",
+        "--webhook-addr",
         "METRICS_ADDR",
         "WATCH_NAMESPACE",
         "LOG_FORMAT",
+        "WEBHOOK_CERT_FILE",
+        "WEBHOOK_KEY_FILE",
+        "WEBHOOK_ADDR",
         "crd",
         "manifests",
         "run",
     ] {
         assert!(help.contains(flag), "{flag} missing from --help:\n{help}");
     }
-
-    let manifests = output_of(&["manifests", "--namespace", "ops", "--image", "example:1"]);
-    assert!(manifests.contains("kind: ClusterRole"), "{manifests}");
-    assert!(manifests.contains("path: /livez"), "{manifests}");
-    assert!(manifests.contains("path: /readyz"), "{manifests}");
-    assert!(manifests.contains("image: example:1"), "{manifests}");
+    let help = output_of(&binary, &["crd", "--help"]);
+    for flag in ["--webhook-ca-file", "--webhook-url", "WEBHOOK_CA_FILE"] {
+        assert!(
+            help.contains(flag),
+            "{flag} missing from crd --help:\n{help}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_binary_reconciles_corrects_drift_cleans_up_and_stops_on_sigterm() {
-    let binary = binary();
     let env = TestEnv::start().await.expect("control plane");
     let ns = env
         .create_namespace("example-reconciler")
         .await
         .expect("namespace");
     let client = env.client();
-
-    let log_path = env.dir().join("example-reconciler.log");
-    let log_file = std::fs::File::create(&log_path).expect("log file");
-    let logs = || {
-        format!(
-            "operator logs:\n{}",
-            std::fs::read_to_string(&log_path).unwrap_or_default()
-        )
-    };
-    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let mut child = tokio::process::Command::new(&binary)
-        .arg("run")
-        .args(["--metrics-addr", &addr.to_string()])
-        .args(["--namespace", &ns])
-        .args(["--requeue-after", "1s"])
-        .args([
-            "--shutdown-timeout",
-            &format!("{}s", SHUTDOWN_TIMEOUT.as_secs()),
-        ])
-        .env("KUBECONFIG", env.kubeconfig_path())
-        .env("RUST_LOG", "info")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .stdout(Stdio::null())
-        .stderr(log_file)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the example binary");
-    let pid = child.id().expect("a pid");
+    let shutdown = format!("{}s", SHUTDOWN_TIMEOUT.as_secs());
+    let mut operator = Operator::start(
+        &env,
+        &ns,
+        &["--requeue-after", "1s", "--shutdown-timeout", &shutdown],
+    );
+    let addr = operator.metrics_addr;
+    let logs = || operator.logs();
 
     // The CRD is not installed yet: the informer cannot list, so /readyz fails (while /livez
     // passes); once the generated CRD is installed, the informer syncs and /readyz passes.
@@ -227,9 +268,8 @@ async fn the_operator_binary_reconciles_corrects_drift_cleans_up_and_stops_on_si
         body.contains("templates"),
         "names the unsynced kind: {body}"
     );
-    env.install_crds_yaml(&output_of(&["crd"]))
-        .await
-        .expect("the generated CRD installs");
+    operator.install_crd(&env).await;
+    operator.install_webhook_configurations(&env).await;
     eventually("/readyz answers 200", logs, || async {
         get(addr, "/readyz")
             .await
@@ -238,19 +278,16 @@ async fn the_operator_binary_reconciles_corrects_drift_cleans_up_and_stops_on_si
     .await;
     let (status, _) = get(addr, "/livez").await.expect("/livez answers");
     assert_eq!(status, 200);
+    operator.wait_for_webhooks(&client, &ns).await;
 
     // A sample reaches its expected state.
-    let gvk = GroupVersionKind::gvk("reconciler.example.kubeapp.dev", "v1", "Template");
-    let resource = ApiResource::from_gvk_with_plural(&gvk, "templates");
-    let templates: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+    let templates = templates(&client, &ns, "v1");
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let sample: DynamicObject = serde_json::from_value(serde_json::json!({
-        "apiVersion": "reconciler.example.kubeapp.dev/v1",
-        "kind": "Template",
-        "metadata": {"name": "greeting"},
-        "spec": {"data": {"greeting": "hello", "audience": "world"}},
-    }))
-    .expect("sample");
+    let sample = template(
+        "v1",
+        "greeting",
+        serde_json::json!({"data": {"greeting": "hello", "audience": "world"}}),
+    );
     let created = templates
         .create(&PostParams::default(), &sample)
         .await
@@ -367,16 +404,15 @@ async fn the_operator_binary_reconciles_corrects_drift_cleans_up_and_stops_on_si
     .await;
 
     // SIGTERM: a clean exit with status 0 within the shutdown timeout.
-    let signalled = std::process::Command::new("/usr/bin/kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .expect("run /usr/bin/kill");
-    assert!(signalled.success(), "kill -TERM {pid}: {signalled}");
-    let exit = tokio::time::timeout(SHUTDOWN_TIMEOUT + Duration::from_secs(5), child.wait())
-        .await
-        .unwrap_or_else(|_| panic!("no exit within the shutdown timeout\n{}", logs()))
-        .expect("wait for the operator");
-    assert!(exit.success(), "exit status {exit}\n{}", logs());
-    let log = logs();
+    operator.signal("TERM");
+    let exit = tokio::time::timeout(
+        SHUTDOWN_TIMEOUT + Duration::from_secs(5),
+        operator.child.wait(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("no exit within the shutdown timeout\n{}", operator.logs()))
+    .expect("wait for the operator");
+    assert!(exit.success(), "exit status {exit}\n{}", operator.logs());
+    let log = operator.logs();
     assert!(log.contains("operator stopped"), "{log}");
 }

@@ -4,15 +4,24 @@
 //! Without a command the binary runs the operator, so `kubeapp-example-reconciler
 //! --metrics-addr 127.0.0.1:9090` and `kubeapp-example-reconciler run --metrics-addr
 //! 127.0.0.1:9090` are the same.
+//!
+//! The webhook flags: `run` needs `--webhook-cert-file` and `--webhook-key-file` (the manifest
+//! declares admission and conversion, see [`crate::webhook`]); `crd` and `manifests` need
+//! `--webhook-ca-file`, and take `--webhook-url` for an operator outside the cluster.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// kubeapp example operator: renders a ConfigMap from each Template.
+///
+/// The Template kind has admission (validation, mutation) and conversion (v1 <-> v2) webhooks,
+/// so `run` requires --webhook-cert-file and --webhook-key-file, and `crd` and `manifests`
+/// require --webhook-ca-file.
 #[derive(Debug, Parser)]
-#[command(name = "kubeapp-example-reconciler", version, about, long_about = None)]
+#[command(name = "kubeapp-example-reconciler", version)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Cli {
     /// What to do (default: run).
@@ -33,11 +42,15 @@ impl Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the operator (the default).
+    /// Run the operator (the default). Serves the webhooks over HTTPS: requires
+    /// --webhook-cert-file and --webhook-key-file.
     Run(RunArgs),
-    /// Print the CustomResourceDefinition of Template as YAML.
-    Crd,
-    /// Print the deployment manifests: RBAC, Deployment and metrics Service, as YAML.
+    /// Print the CustomResourceDefinition of Template (v1 stored, v2 served, conversion webhook)
+    /// as YAML.
+    Crd(CrdArgs),
+    /// Print the deployment manifests as YAML: RBAC, Deployment, metrics and webhook Services,
+    /// Validating/MutatingWebhookConfigurations. With --webhook-url, only the webhook
+    /// configurations (for an operator running outside the cluster).
     Manifests(ManifestArgs),
 }
 
@@ -66,6 +79,43 @@ pub struct RunArgs {
     /// How long in-flight work may take to finish after SIGTERM or SIGINT (e.g. 30s).
     #[arg(long, env = "SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
+    /// The webhook server's certificate (PEM, with its chain). Required: the manifest declares
+    /// admission and conversion webhooks. Re-read when the file changes.
+    #[arg(long, env = "WEBHOOK_CERT_FILE", value_name = "PATH")]
+    pub webhook_cert_file: Option<PathBuf>,
+    /// The private key (PEM) of --webhook-cert-file. Required with it.
+    #[arg(long, env = "WEBHOOK_KEY_FILE", value_name = "PATH")]
+    pub webhook_key_file: Option<PathBuf>,
+    /// Where the webhooks (/validate, /mutate, /convert) are served over HTTPS.
+    #[arg(long, env = "WEBHOOK_ADDR", default_value = "0.0.0.0:8443")]
+    pub webhook_addr: SocketAddr,
+}
+
+/// Where the apiserver reaches the webhooks, and the CA it trusts them with (`crd` and
+/// `manifests`).
+#[derive(Clone, Debug, Default, Args)]
+pub struct WebhookTargetArgs {
+    /// The CA certificate (PEM) that signed the webhook server's certificate; written into every
+    /// caBundle. Required: the manifest declares admission and conversion webhooks.
+    #[arg(long, env = "WEBHOOK_CA_FILE", value_name = "PATH")]
+    pub webhook_ca_file: Option<PathBuf>,
+    /// Point the webhooks at this https:// base URL (e.g. https://127.0.0.1:8443) instead of the
+    /// in-cluster webhook Service: for an operator running outside the cluster, such as on a
+    /// local control plane.
+    #[arg(long, env = "WEBHOOK_URL", value_name = "URL")]
+    pub webhook_url: Option<String>,
+}
+
+/// Settings of the `crd` command.
+#[derive(Clone, Debug, Args)]
+pub struct CrdArgs {
+    /// The namespace of the webhook Service the conversion webhook points at (the operator's
+    /// namespace; not used with --webhook-url).
+    #[arg(long, default_value = "kubeapp-system")]
+    pub namespace: String,
+    /// The webhook's address and CA.
+    #[command(flatten)]
+    pub webhook: WebhookTargetArgs,
 }
 
 /// Settings of the `manifests` command.
@@ -80,6 +130,13 @@ pub struct ManifestArgs {
     /// The port of /metrics, /livez and /readyz in the container.
     #[arg(long, default_value_t = 9090)]
     pub metrics_port: u16,
+    /// The port of the webhook server in the container. Its certificate and key come from the
+    /// Secret kubeapp-example-reconciler-webhook-tls (tls.crt, tls.key), which you create.
+    #[arg(long, default_value_t = 8443)]
+    pub webhook_port: u16,
+    /// The webhook's address and CA.
+    #[command(flatten)]
+    pub webhook: WebhookTargetArgs,
 }
 
 /// The log format.
@@ -159,6 +216,8 @@ mod tests {
         };
         assert_eq!(args.metrics_addr, SocketAddr::from(([127, 0, 0, 1], 1234)));
         assert_eq!(args.requeue_after, Duration::from_secs(1));
+        assert_eq!(args.webhook_addr, SocketAddr::from(([0, 0, 0, 0], 8443)));
+        assert!(args.webhook_cert_file.is_none() && args.webhook_key_file.is_none());
     }
 
     #[test]
@@ -172,8 +231,26 @@ mod tests {
             (args.namespace.as_str(), args.image.as_str()),
             ("ops", "i:1")
         );
-        let cli = Cli::try_parse_from(["x", "crd"]).expect("parses");
-        assert!(matches!(cli.into_command(), Command::Crd));
+        let cli = Cli::try_parse_from([
+            "x",
+            "crd",
+            "--webhook-ca-file",
+            "ca.crt",
+            "--webhook-url",
+            "https://127.0.0.1:8443",
+        ])
+        .expect("parses");
+        let Command::Crd(args) = cli.into_command() else {
+            panic!("not crd");
+        };
+        assert_eq!(
+            args.webhook.webhook_ca_file.as_deref(),
+            Some(std::path::Path::new("ca.crt"))
+        );
+        assert_eq!(
+            args.webhook.webhook_url.as_deref(),
+            Some("https://127.0.0.1:8443")
+        );
         let cli = Cli::try_parse_from(["x", "run", "--log-format", "json"]).expect("parses");
         let Command::Run(args) = cli.into_command() else {
             panic!("not run");

@@ -2,23 +2,30 @@
 //!
 //! What it shows:
 //!
-//! - a custom kind with a status subresource ([`kind`]) and an app manifest embedded in the
-//!   binary, against which the app is validated;
+//! - a custom kind in two versions with a status subresource ([`kind`]) and an app manifest
+//!   embedded in the binary, against which the app is validated;
 //! - a reconciler behind the simple App's opinionated wrapper ([`reconcile`]): server-side apply
 //!   of a ConfigMap, status with `observedGeneration` and a `Ready` condition, a periodic requeue
 //!   that corrects drift, and cleanup on delete through the wrapper's finalizer;
+//! - admission webhooks ([`admission`]): a validator that rejects specs which cannot render a
+//!   ConfigMap, and a mutator that labels Templates; a conversion webhook between `v1` and `v2`
+//!   ([`convert`]); the Runner serves them over HTTPS, required because the manifest declares
+//!   them ([`webhook`]);
 //! - an operator binary ([`cli`]): flags with environment fallbacks, telemetry in one call, the
 //!   Runner serving `/metrics`, `/livez` and `/readyz` and stopping cleanly on SIGTERM/SIGINT;
-//! - generated deployment artefacts ([`deploy`]): the CRD, the RBAC, a Deployment with probes and
-//!   a metrics Service.
+//! - generated deployment artefacts ([`deploy`]): the CRD with its conversion webhook, the RBAC,
+//!   a Deployment with probes, metrics and webhook Services, and the webhook configurations.
 //!
 //! Exit codes: 0 after a clean shutdown or a printed command, 1 on any error (the message goes to
 //! stderr), 2 on a usage error.
 
+mod admission;
 mod cli;
+mod convert;
 mod deploy;
 mod kind;
 mod reconcile;
+mod webhook;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -30,6 +37,7 @@ use kubeapp::operator::{InformerOptions, Runner, RunnerConfig};
 use kubeapp::simple::telemetry::{self, Otlp, TelemetryConfig};
 use kubeapp::simple::{App, AppConfig, ManagedKind};
 
+use crate::admission::{TemplateMutator, TemplateValidator};
 use crate::cli::{Cli, Command, RunArgs};
 use crate::kind::Template;
 use crate::reconcile::TemplateReconciler;
@@ -41,7 +49,7 @@ const SERVICE_NAME: &str = "kubeapp-example-reconciler";
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.into_command() {
-        Command::Crd => print_crd(),
+        Command::Crd(args) => print_crd(&args),
         Command::Manifests(args) => print_manifests(&args),
         Command::Run(args) => run(args).await,
     };
@@ -54,20 +62,30 @@ async fn main() -> ExitCode {
     }
 }
 
-fn print_crd() -> anyhow::Result<()> {
+fn print_crd(args: &cli::CrdArgs) -> anyhow::Result<()> {
     let manifest = kind::manifest().context("reading the embedded manifest")?;
-    print!("{}", deploy::crd_yaml(&manifest)?);
+    let endpoint = webhook::endpoint(&manifest, &args.webhook, &args.namespace)?;
+    print!("{}", deploy::crd_yaml(&manifest, &endpoint)?);
     Ok(())
 }
 
+/// In-cluster: everything that deploys the operator. With `--webhook-url` the operator runs
+/// outside the cluster, so only the webhook configurations are printed.
 fn print_manifests(args: &cli::ManifestArgs) -> anyhow::Result<()> {
     let manifest = kind::manifest().context("reading the embedded manifest")?;
+    let endpoint = webhook::endpoint(&manifest, &args.webhook, &args.namespace)?;
+    if args.webhook.webhook_url.is_some() {
+        let docs = deploy::webhook_configurations_yaml(&manifest, &endpoint)?;
+        print!("{}", deploy::join_documents(docs));
+        return Ok(());
+    }
     let deploy = deploy::Deploy {
         namespace: args.namespace.clone(),
         image: args.image.clone(),
         metrics_port: args.metrics_port,
+        webhook_port: args.webhook_port,
     };
-    print!("{}", deploy.manifests_yaml(&manifest)?);
+    print!("{}", deploy.manifests_yaml(&manifest, &endpoint)?);
     Ok(())
 }
 
@@ -104,6 +122,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
 
 async fn run_operator(args: &RunArgs) -> anyhow::Result<()> {
     let manifest = kind::manifest().context("reading the embedded manifest")?;
+    // Checked before anything else: without its webhooks the operator must not start at all.
+    let webhook = webhook::server_config(
+        &manifest,
+        args.webhook_cert_file.as_deref(),
+        args.webhook_key_file.as_deref(),
+        args.webhook_addr,
+    )?;
     let client = default_client().await.context("connecting to Kubernetes")?;
     let mut options = InformerOptions::default();
     if let Some(namespace) = &args.namespace {
@@ -111,20 +136,26 @@ async fn run_operator(args: &RunArgs) -> anyhow::Result<()> {
     }
     let templates = ManagedKind::<Template>::new()
         .options(options)
-        .reconciler(TemplateReconciler::new(client.clone(), args.requeue_after));
+        .reconciler(TemplateReconciler::new(client.clone(), args.requeue_after))
+        .validator(TemplateValidator)
+        .mutator(TemplateMutator::new(manifest.app_name.clone()))
+        .converter(convert::converter());
     let config = AppConfig::new(manifest.app_name.clone())
         .manifest(manifest)
         .managed_kind(templates);
     let app = App::new(config, client).context("building the app")?;
-    let runner = Runner::new(
-        RunnerConfig::default()
-            .metrics_addr(args.metrics_addr)
-            .shutdown_timeout(args.shutdown_timeout),
-    )
-    .context("configuring the runner")?
-    .with_app(Arc::new(app));
+    let mut runner_config = RunnerConfig::default()
+        .metrics_addr(args.metrics_addr)
+        .shutdown_timeout(args.shutdown_timeout);
+    if let Some(webhook) = webhook {
+        runner_config = runner_config.webhook(webhook);
+    }
+    let runner = Runner::new(runner_config)
+        .context("configuring the runner")?
+        .with_app(Arc::new(app));
     tracing::info!(
         metrics_addr = %args.metrics_addr,
+        webhook_addr = %args.webhook_addr,
         namespace = args.namespace.as_deref().unwrap_or("(all)"),
         requeue_after = ?args.requeue_after,
         "operator starting"

@@ -1,39 +1,30 @@
-//! The example's custom kind, `Template`, and its embedded app manifest.
+//! The example's custom kind, `Template`, in two versions, and its embedded app manifest.
 //!
-//! A `Template` (group `reconciler.example.kubeapp.dev`, version `v1`, namespaced) carries the
-//! data of a ConfigMap in its spec; its status (a subresource) reports the generation the
-//! operator last reconciled and a `Ready` condition.
+//! A `Template` (group `reconciler.example.kubeapp.dev`, namespaced) carries the data of a
+//! ConfigMap in its spec; its status (a subresource) reports the generation the operator last
+//! reconciled and a `Ready` condition. Two versions are served:
+//!
+//! - [`v1`] (stored): `spec.data`, a map from key to value. [`Template`] is this version; the
+//!   reconciler, the validator and the mutator work with it.
+//! - [`v2`]: `spec.entries`, a list of `{key, value}`; converted to and from `v1` by the
+//!   conversion webhook ([`crate::convert`]).
+//!
+//! The status has the same shape in both versions ([`TemplateStatus`]).
 
-use std::collections::BTreeMap;
+pub mod v1;
+pub mod v2;
 
-use kube::CustomResource;
 use kubeapp::sdk::manifest::ManifestData;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use v1::{Template, TemplateSpec};
+
 /// The app manifest, embedded from `manifest.yaml` in the crate directory.
-pub const MANIFEST_YAML: &str = include_str!("../manifest.yaml");
+pub const MANIFEST_YAML: &str = include_str!("../../manifest.yaml");
 
 /// The name of the `Ready` condition.
 pub const READY: &str = "Ready";
-
-/// The spec of a `Template`: the data of the ConfigMap to render.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
-#[kube(
-    group = "reconciler.example.kubeapp.dev",
-    version = "v1",
-    kind = "Template",
-    plural = "templates",
-    namespaced,
-    status = "TemplateStatus",
-    shortname = "tpl",
-    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#
-)]
-pub struct TemplateSpec {
-    /// The data of the rendered ConfigMap, key by key.
-    #[serde(default)]
-    pub data: BTreeMap<String, String>,
-}
 
 /// What the operator reports about a `Template`.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
@@ -115,7 +106,10 @@ mod tests {
     #[test]
     fn the_sample_is_a_template() {
         let sample: Template =
-            serde_saphyr::from_str(include_str!("../samples/template.yaml")).expect("sample");
+            serde_saphyr::from_str(include_str!("../../samples/template.yaml")).expect("sample");
         assert_eq!(sample.spec.data["greeting"], "hello");
+        let sample: v2::Template =
+            serde_saphyr::from_str(include_str!("../../samples/template-v2.yaml")).expect("v2");
+        assert_eq!(sample.spec.entries[0].key, "farewell");
     }
 }
