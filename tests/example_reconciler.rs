@@ -380,6 +380,25 @@ async fn the_operator_binary_reconciles_corrects_drift_cleans_up_and_stops_on_si
         samples(&exposition, "reconciler_process_duration_seconds_count") >= 2.0,
         "{exposition}"
     );
+    // The operator's own API requests (its client from `default_client`), e.g. the status
+    // patches of the reconciler and the informer's list and watch of templates.
+    assert!(
+        samples(&exposition, "kubernetes_client_requests_total") > 0.0
+            && samples(
+                &exposition,
+                "kubernetes_client_request_duration_seconds_count"
+            ) > 0.0,
+        "client metrics for templates: {exposition}"
+    );
+    assert!(
+        exposition
+            .lines()
+            .any(|line| line.starts_with("kubernetes_client_requests_total{")
+                && line.contains("kind=\"templates\"")
+                && line.contains("subresource=\"status\"")
+                && line.contains("verb=\"patch\"")),
+        "the reconciler's status patches are counted: {exposition}"
+    );
 
     // Deleting the sample removes the ConfigMap, then the object goes (the finalizer is removed).
     templates

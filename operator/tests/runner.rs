@@ -661,12 +661,41 @@ impl App for Refuser {
         stop.cancelled().await;
         Ok(())
     }
+    fn declared_webhooks(&self) -> Vec<String> {
+        vec!["Gadget: validation".to_string()]
+    }
     async fn validate(
         &self,
         _request: &kube::core::admission::AdmissionRequest<kube::api::DynamicObject>,
     ) -> Result<(), kubeapp_sdk::app::AdmissionError> {
         Err(kubeapp_sdk::app::AdmissionError::denied("no thanks"))
     }
+}
+
+#[tokio::test]
+async fn an_app_declaring_webhooks_does_not_start_without_a_webhook_server() {
+    let steady = TestApp::new("steady");
+    let steady_finished = Arc::clone(&steady.finished);
+    let runner = Runner::new(test_config())
+        .unwrap()
+        .with_app(Arc::new(steady))
+        .with_app(Arc::new(Refuser));
+    let err = tokio::time::timeout(WAIT, runner.run_until(std::future::pending()))
+        .await
+        .expect("returned in time")
+        .expect_err("webhooks are required");
+    assert!(
+        matches!(&err, RunnerError::WebhooksRequired { app, declared }
+            if app == "refuser" && declared == "Gadget: validation"),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("RunnerConfig::webhook"),
+        "the error says what to configure: {err}"
+    );
+    // Nothing ran: the check comes before any app starts (a started app would have been
+    // stopped, and finished, before the runner returned).
+    assert!(!steady_finished.load(Ordering::SeqCst));
 }
 
 /// `POST /validate` over HTTPS (trusting `ca_pem`), returning the status line and body.

@@ -173,6 +173,15 @@ pub trait App: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// The webhooks the app's manifest declares (see
+    /// [`ManifestData::declared_webhooks`](crate::manifest::ManifestData::declared_webhooks)),
+    /// e.g. `Widget: validation, conversion`. A runner refuses to start an app that declares any
+    /// without a webhook server configured: the apiserver would call a server that is not there.
+    /// None by default.
+    fn declared_webhooks(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Validates an admission request: `Ok(())` admits it.
     async fn validate(
         &self,

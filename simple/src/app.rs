@@ -25,6 +25,8 @@
 //! - `validate`, `mutate` and `convert` route by group and kind to the managed kind's validator,
 //!   mutator or converter; a kind without one (or an unknown kind) answers the sdk's
 //!   `NotImplemented`.
+//! - [`App::declared_webhooks`](kubeapp_sdk::app::App::declared_webhooks) lists the webhooks of
+//!   the manifest, so a Runner without a webhook server refuses to start the app.
 
 use std::fmt;
 use std::sync::Arc;
@@ -38,6 +40,7 @@ use kubeapp_operator::{
     ControllerMetrics, InformerController, OpinionatedReconciler, OpinionatedWatcher, SyncedFlag,
 };
 use kubeapp_sdk::app::{AdmissionError, AppError, ConversionError, HealthCheck};
+use kubeapp_sdk::manifest::ManifestData;
 use tokio_util::sync::CancellationToken;
 
 pub use crate::config::{AppConfig, AppConfigError};
@@ -63,6 +66,7 @@ pub struct App {
     controller_metrics: ControllerMetrics,
     finalizer_metrics: FinalizerMetrics,
     own_collectors: Vec<crate::config::CollectorFactory>,
+    declared_webhooks: Vec<String>,
 }
 
 impl App {
@@ -109,6 +113,11 @@ impl App {
             }
         }
         Ok(Self {
+            declared_webhooks: config
+                .manifest
+                .as_ref()
+                .map(ManifestData::declared_webhooks)
+                .unwrap_or_default(),
             name: config.name,
             managed,
             hooks,
@@ -264,6 +273,10 @@ impl kubeapp_sdk::app::App for App {
         })]
     }
 
+    fn declared_webhooks(&self) -> Vec<String> {
+        self.declared_webhooks.clone()
+    }
+
     fn metric_collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
         let mut collectors = self.controller_metrics.collectors();
         collectors.extend(self.finalizer_metrics.collectors());
@@ -388,6 +401,45 @@ mod tests {
                     .watcher_fns(WatcherFns::new()),
             );
         App::new(config, offline_client()).expect("valid")
+    }
+
+    /// A kind of the manifest's group, for apps checked against a manifest.
+    #[derive(
+        kube::CustomResource,
+        Clone,
+        Debug,
+        serde::Deserialize,
+        serde::Serialize,
+        schemars::JsonSchema,
+    )]
+    #[kube(group = "shop.example.com", version = "v1", kind = "Page", namespaced)]
+    struct PageSpec {
+        title: String,
+    }
+
+    #[tokio::test]
+    async fn the_manifests_webhooks_are_declared_to_the_runner() {
+        assert!(app().declared_webhooks().is_empty(), "no manifest, none");
+        let manifest = ManifestData::from_yaml(
+            "appName: shop\ngroup: shop.example.com\nversions:\n  - name: v1\n    kinds:\n      - kind: Page\n        admission:\n          validation: {operations: [CREATE]}\n          mutation: {operations: [CREATE]}\n",
+        )
+        .expect("manifest");
+        let pages = ManagedKind::<Page>::new()
+            .reconcile_fn(|_ctx, _request| async { Ok(ReconcileResult::done()) })
+            .validate_fn(|_request| async { Ok(()) })
+            .mutate_fn(|request| async move {
+                request
+                    .object
+                    .ok_or_else(|| AdmissionError::denied("no object"))
+            });
+        let app = App::new(
+            AppConfig::new("shop")
+                .manifest(manifest)
+                .managed_kind(pages),
+            offline_client(),
+        )
+        .expect("valid against its manifest");
+        assert_eq!(app.declared_webhooks(), ["Page: validation, mutation"]);
     }
 
     #[tokio::test]

@@ -29,33 +29,6 @@ pub const SERVICE_NAME: &str = "kubeapp-example-reconciler-webhook";
 /// The port of that Service (the apiserver's default for webhooks).
 pub const SERVICE_PORT: u16 = 443;
 
-/// The webhook capabilities `manifest` declares, one entry per kind, e.g.
-/// `Template: validation, mutation, conversion`; empty when none.
-pub fn declared(manifest: &ManifestData) -> Vec<String> {
-    manifest
-        .kinds()
-        .iter()
-        .filter_map(|kind| {
-            let admission = kind
-                .versions
-                .iter()
-                .filter_map(|v| v.kind.admission.as_ref());
-            let mut capabilities = Vec::new();
-            if admission.clone().any(|a| a.supports_any_validation()) {
-                capabilities.push("validation");
-            }
-            if admission.clone().any(|a| a.supports_any_mutation()) {
-                capabilities.push("mutation");
-            }
-            if kind.conversion && kind.versions.len() > 1 {
-                capabilities.push("conversion");
-            }
-            (!capabilities.is_empty())
-                .then(|| format!("{}: {}", kind.kind, capabilities.join(", ")))
-        })
-        .collect()
-}
-
 /// The webhook server's settings from `run`'s flags; `None` when the manifest needs no webhooks
 /// and no certificate was given.
 ///
@@ -80,7 +53,7 @@ pub fn server_config(
              webhook server needs both"
         ),
         (None, None) => {
-            let declared = declared(manifest);
+            let declared = manifest.declared_webhooks();
             if declared.is_empty() {
                 return Ok(None);
             }
@@ -112,7 +85,7 @@ pub fn endpoint(
             "the manifest declares webhooks ({}): pass --webhook-ca-file (or set \
              WEBHOOK_CA_FILE) with the CA certificate (PEM) that signed the webhook server's \
              certificate, so that the apiserver trusts it",
-            declared(manifest).join("; ")
+            manifest.declared_webhooks().join("; ")
         );
     };
     let ca = read_ca(ca_file)?;
@@ -160,7 +133,7 @@ mod tests {
     #[test]
     fn the_example_declares_all_three_capabilities() {
         assert_eq!(
-            declared(&manifest()),
+            manifest().declared_webhooks(),
             ["Template: validation, mutation, conversion"]
         );
     }

@@ -36,6 +36,17 @@ pub enum RunnerError {
         #[source]
         source: prometheus::Error,
     },
+    /// An app declares webhooks but no webhook server is configured.
+    #[error(
+        "app {app} declares webhooks ({declared}) but the runner has no webhook server: configure \
+         RunnerConfig::webhook with a TLS certificate and key"
+    )]
+    WebhooksRequired {
+        /// The app.
+        app: String,
+        /// What it declares, e.g. `Widget: validation, conversion`.
+        declared: String,
+    },
     /// The runner's own collectors (the Kubernetes client metrics) could not be registered.
     #[error("registering the runner's metrics: {0}")]
     RunnerMetrics(#[source] crate::metrics::MetricsError),

@@ -28,6 +28,10 @@
 //!   whoever registered it. Collectors that already carry a prefix of their own get both (so
 //!   register the controller's metrics without a namespace into a prefixed runner registry).
 //!
+//! - **Webhooks** (HTTPS, [`RunnerConfig::webhook`]) are served when configured, and required
+//!   when any app declares webhooks ([`App::declared_webhooks`]): the start then fails with
+//!   [`RunnerError::WebhooksRequired`] naming the app and what it declares.
+//!
 //! # Stopping
 //!
 //! - **Signals.** [`Runner::run`] installs SIGTERM and SIGINT handlers before it starts anything,
@@ -292,6 +296,7 @@ impl Runner {
     }
 
     async fn run_with(mut self, mut stop: StopSource<'_>) -> Result<(), RunnerError> {
+        self.check_webhooks()?;
         self.register_app_collectors()?;
         let addr = self.bind().await?;
         let Self {
@@ -407,6 +412,26 @@ impl Runner {
     }
 
     /// Registers every app's collectors; "already registered" is accepted.
+    /// An app whose manifest declares webhooks needs the webhook server: without it the
+    /// apiserver's admission or conversion calls would fail, so the start fails instead.
+    fn check_webhooks(&self) -> Result<(), RunnerError> {
+        if self.config.webhook.is_some() {
+            return Ok(());
+        }
+        match self
+            .apps
+            .iter()
+            .map(|app| (app, app.declared_webhooks()))
+            .find(|(_, declared)| !declared.is_empty())
+        {
+            Some((app, declared)) => Err(RunnerError::WebhooksRequired {
+                app: app.name().to_string(),
+                declared: declared.join("; "),
+            }),
+            None => Ok(()),
+        }
+    }
+
     fn register_app_collectors(&self) -> Result<(), RunnerError> {
         for app in &self.apps {
             for collector in app.metric_collectors() {

@@ -412,6 +412,35 @@ impl ManifestData {
             .filter_map(|kind| by_kind.remove(kind))
             .collect()
     }
+
+    /// The webhooks the manifest declares, one entry per kind that has any, as
+    /// `Kind: validation, mutation, conversion` (in that order, only those declared; conversion
+    /// counts only for a kind in more than one version). Empty when the app needs no webhook
+    /// server.
+    pub fn declared_webhooks(&self) -> Vec<String> {
+        self.kinds()
+            .iter()
+            .filter_map(|kind| {
+                let admission = || {
+                    kind.versions
+                        .iter()
+                        .filter_map(|v| v.kind.admission.as_ref())
+                };
+                let mut capabilities = Vec::new();
+                if admission().any(AdmissionCapabilities::supports_any_validation) {
+                    capabilities.push("validation");
+                }
+                if admission().any(AdmissionCapabilities::supports_any_mutation) {
+                    capabilities.push("mutation");
+                }
+                if kind.conversion && kind.versions.len() > 1 {
+                    capabilities.push("conversion");
+                }
+                (!capabilities.is_empty())
+                    .then(|| format!("{}: {}", kind.kind, capabilities.join(", ")))
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

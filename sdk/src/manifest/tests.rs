@@ -305,3 +305,22 @@ fn a_group_without_a_dot_is_invalid_because_crds_need_a_domain() {
         "{problems:?}"
     );
 }
+
+#[test]
+fn declared_webhooks_name_each_kind_and_its_capabilities() {
+    assert_eq!(
+        manifest().declared_webhooks(),
+        ["Gadget: validation, mutation"]
+    );
+    let converted = ManifestData::from_yaml(
+        "appName: a\ngroup: a.example.com\nversions:\n  - name: v1\n    kinds:\n      - kind: Part\n        conversion: true\n  - name: v2\n    kinds:\n      - kind: Part\n        conversion: true\n",
+    )
+    .expect("valid manifest");
+    assert_eq!(converted.declared_webhooks(), ["Part: conversion"]);
+    // Conversion of a kind that exists in one version only needs no webhook.
+    let single = ManifestData::from_yaml(
+        "appName: a\ngroup: a.example.com\nversions:\n  - name: v1\n    kinds:\n      - kind: Part\n        conversion: true\n",
+    )
+    .expect("valid manifest");
+    assert!(single.declared_webhooks().is_empty());
+}
