@@ -70,6 +70,9 @@ pub struct RunResult {
     pub objects: usize,
     /// From the first create until every object was done, in seconds.
     pub seconds: f64,
+    /// From the first create until the last create was answered, in seconds: no contender can
+    /// finish before, so a contender close to it is held back by the creates, not by itself.
+    pub create_seconds: f64,
     /// Watch events about the objects in that time (every contender's watch got the same).
     pub events: u64,
     /// `events / seconds`.
@@ -250,11 +253,11 @@ pub async fn run_once(
     if let Err(problem) = waited {
         return Err(failed(&process, problem));
     }
-    match creates.await {
-        Ok(Ok(())) => {}
+    let create_seconds = match creates.await {
+        Ok(Ok(elapsed)) => elapsed.as_secs_f64(),
         Ok(Err(error)) => return Err(failed(&process, format!("a create failed: {error}"))),
         Err(error) => return Err(failed(&process, format!("the creates panicked: {error}"))),
-    }
+    };
 
     wait_quiet(&audit_log).await;
     let peak_rss = process
@@ -310,6 +313,7 @@ pub async fn run_once(
         contender: contender.name().to_string(),
         objects,
         seconds,
+        create_seconds,
         events: progress.events,
         events_per_second: progress.events as f64 / seconds,
         objects_per_second: objects_f / seconds,
@@ -342,11 +346,13 @@ async fn create(api: &Api<BenchObject>, name: &str) -> Result<(), kube::Error> {
     api.create(&PostParams::default(), &object).await.map(drop)
 }
 
+/// Creates the measured objects; returns how long that took.
 async fn create_all(
     api: Api<BenchObject>,
     objects: usize,
     concurrency: usize,
-) -> Result<(), kube::Error> {
+) -> Result<Duration, kube::Error> {
+    let started = Instant::now();
     let mut creates = futures::stream::iter(0..objects)
         .map(|index| {
             let api = api.clone();
@@ -356,7 +362,7 @@ async fn create_all(
     while let Some(result) = creates.next().await {
         result?;
     }
-    Ok(())
+    Ok(started.elapsed())
 }
 
 /// Waits until `done(progress)`, failing when the contender exits or `timeout` passes.

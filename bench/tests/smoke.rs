@@ -80,6 +80,7 @@ fn the_rust_contenders_and_the_floor_reconcile_everything_and_the_json_has_every
         let name = &contender["contender"];
         for field in [
             "seconds",
+            "create_seconds",
             "events_per_second",
             "objects_per_second",
             "peak_rss_mib",

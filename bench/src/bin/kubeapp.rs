@@ -2,17 +2,23 @@
 //! behind the opinionated wrapper (the default: it adds the finalizer `bench.kubeapp.dev/finalizer`), run in
 //! the `Runner` as a real operator would be. The logic: when `status.observedGeneration`
 //! differs from `metadata.generation`, merge-patch the status subresource so they are equal.
+//!
+//! Diagnostic only (never set by the tool): `KUBEAPP_BENCH_CONFLICT_BASE_DELAY_MS` replaces the
+//! wrapper's wait before re-reading after a conflicting finalizer patch (default 50 ms), to show
+//! how much of the run that wait costs.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser as _;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
+use kubeapp::operator::opinionated::ConflictRetry;
 use kubeapp::operator::{
-    ControllerConfig, InformerOptions, ReconcileAction, ReconcileError, ReconcileResult, Runner,
-    RunnerConfig, TypedReconcileRequest,
+    ControllerConfig, InformerOptions, OpinionatedOptions, ReconcileAction, ReconcileError,
+    ReconcileResult, Runner, RunnerConfig, TypedReconcileRequest,
 };
 use kubeapp::sdk::manifest::ManifestData;
 use kubeapp::simple::{App, AppConfig, ManagedKind};
@@ -36,6 +42,15 @@ async fn main() -> anyhow::Result<()> {
         .manifest(manifest)
         .managed_kind(objects)
         .controller(ControllerConfig::default().max_concurrent_workers(args.workers));
+    let config = match conflict_base_delay()? {
+        Some(base_delay) => config.opinionated_options(
+            OpinionatedOptions::default().conflict_retry(ConflictRetry {
+                base_delay,
+                ..ConflictRetry::default()
+            }),
+        ),
+        None => config,
+    };
     let app = App::new(config, client).context("building the app")?;
     let metrics_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, args.metrics_port));
     Runner::new(RunnerConfig::default().metrics_addr(metrics_addr))
@@ -44,6 +59,19 @@ async fn main() -> anyhow::Result<()> {
         .run()
         .await
         .context("running the operator")
+}
+
+/// The diagnostic override of the conflict wait, if set.
+fn conflict_base_delay() -> anyhow::Result<Option<Duration>> {
+    match std::env::var("KUBEAPP_BENCH_CONFLICT_BASE_DELAY_MS") {
+        Ok(ms) => {
+            let ms: u64 = ms
+                .parse()
+                .with_context(|| format!("KUBEAPP_BENCH_CONFLICT_BASE_DELAY_MS={ms:?}"))?;
+            Ok(Some(Duration::from_millis(ms)))
+        }
+        Err(_) => Ok(None),
+    }
 }
 
 async fn reconcile(
