@@ -1,0 +1,273 @@
+//! Counting an operator's API requests from kube-apiserver's audit log.
+//!
+//! Why the audit log: it is the only place that records every request with the identity that
+//! sent it, so the operator's requests can be told from the tool's own without guessing. Every
+//! contender connects with the test control plane's admin kubeconfig (user `admin`); the tool
+//! itself creates objects and watches through another identity ([`DRIVER_USER`]). The
+//! [`POLICY_YAML`] logs only `admin`'s requests, at the `Metadata` level, one event per request
+//! at `ResponseComplete` (plus `ResponseStarted` for watches, which may never complete); the
+//! requests counted for a run are the distinct audit IDs whose `requestReceivedTimestamp` lies in
+//! the run's window. Discovery and other non-resource requests are counted too: they are the
+//! operator's.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::BufRead as _;
+use std::path::{Path, PathBuf};
+
+use jiff::Timestamp;
+use serde::Deserialize;
+
+/// The user every contender connects as (the test control plane's admin).
+pub const OPERATOR_USER: &str = "admin";
+
+/// The user the tool drives the benchmark as (creates, watch, checks).
+pub const DRIVER_USER: &str = "kubeapp-bench-driver";
+
+/// The audit policy: `admin`'s requests at `Metadata` level, nothing else.
+pub const POLICY_YAML: &str = "\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    users: [admin]
+  - level: None
+";
+
+/// Reading or parsing the audit log failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// The log could not be read.
+    #[error("reading the audit log {path}: {source}")]
+    Io {
+        /// The log file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A line is not an audit event.
+    #[error("{path}:{line}: not an audit event: {source}")]
+    Parse {
+        /// The log file.
+        path: PathBuf,
+        /// The 1-based line number.
+        line: usize,
+        /// The cause.
+        source: serde_json::Error,
+    },
+}
+
+/// The requests of one identity in a time window.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct RequestCounts {
+    /// Distinct requests.
+    pub total: u64,
+    /// Requests answered 409 Conflict (handled by retrying; reported, not an error).
+    pub conflicts: u64,
+    /// Requests answered with any other code >= 400.
+    pub errors: u64,
+    /// Requests by `verb resource[/subresource] code` (code `-` while a watch is still open).
+    pub by_kind: BTreeMap<String, u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Event {
+    #[serde(rename = "auditID")]
+    audit_id: String,
+    verb: String,
+    #[serde(default)]
+    request_uri: String,
+    user: User,
+    #[serde(default)]
+    object_ref: Option<ObjectRef>,
+    #[serde(default)]
+    response_status: Option<ResponseStatus>,
+    request_received_timestamp: Timestamp,
+}
+
+#[derive(Deserialize)]
+struct User {
+    #[serde(default)]
+    username: String,
+}
+
+#[derive(Deserialize)]
+struct ObjectRef {
+    #[serde(default)]
+    resource: String,
+    #[serde(default)]
+    subresource: String,
+}
+
+#[derive(Deserialize)]
+struct ResponseStatus {
+    #[serde(default)]
+    code: u16,
+}
+
+impl Event {
+    fn kind(&self) -> String {
+        let target = match &self.object_ref {
+            Some(r) if !r.resource.is_empty() && !r.subresource.is_empty() => {
+                format!("{}/{}", r.resource, r.subresource)
+            }
+            Some(r) if !r.resource.is_empty() => r.resource.clone(),
+            _ => self
+                .request_uri
+                .split('?')
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+        };
+        let code = self
+            .response_status
+            .as_ref()
+            .map_or_else(|| "-".to_string(), |s| s.code.to_string());
+        format!("{} {target} {code}", self.verb)
+    }
+}
+
+/// Counts `user`'s requests received in `[from, to]` in the JSON audit log at `path`.
+///
+/// # Errors
+///
+/// When the file cannot be read or a line is not an audit event.
+pub fn count_requests(
+    path: &Path,
+    user: &str,
+    from: Timestamp,
+    to: Timestamp,
+) -> Result<RequestCounts, AuditError> {
+    let io = |source| AuditError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut seen = HashSet::new();
+    let mut counts = RequestCounts::default();
+    for (index, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(io)?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let event: Event = serde_json::from_str(&line).map_err(|source| AuditError::Parse {
+            path: path.to_path_buf(),
+            line: index + 1,
+            source,
+        })?;
+        let received = event.request_received_timestamp;
+        if event.user.username != user || received < from || received > to {
+            continue;
+        }
+        // A watch has a ResponseStarted and (once closed) a ResponseComplete event: count it once.
+        if !seen.insert(event.audit_id.clone()) {
+            continue;
+        }
+        counts.total += 1;
+        match event.response_status.as_ref().map(|s| s.code) {
+            Some(409) => counts.conflicts += 1,
+            Some(code) if code >= 400 => counts.errors += 1,
+            _ => {}
+        }
+        *counts.by_kind.entry(event.kind()).or_default() += 1;
+    }
+    Ok(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(id: &str, user: &str, verb: &str, sub: &str, code: Option<u16>, at: &str) -> String {
+        let status = code.map_or(String::new(), |c| {
+            format!(r#","responseStatus":{{"code":{c}}}"#)
+        });
+        format!(
+            r#"{{"kind":"Event","auditID":"{id}","stage":"ResponseComplete","requestURI":"/apis/x","verb":"{verb}","user":{{"username":"{user}"}},"objectRef":{{"resource":"benchobjects","subresource":"{sub}"}},"requestReceivedTimestamp":"{at}"{status}}}"#
+        )
+    }
+
+    #[test]
+    fn counts_one_users_requests_in_the_window_once_each() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.log");
+        let lines = [
+            line(
+                "a",
+                "admin",
+                "patch",
+                "status",
+                Some(200),
+                "2026-01-01T00:00:01.000000Z",
+            ),
+            line(
+                "b",
+                "admin",
+                "patch",
+                "",
+                Some(409),
+                "2026-01-01T00:00:02.000000Z",
+            ),
+            line(
+                "c",
+                "admin",
+                "get",
+                "",
+                Some(404),
+                "2026-01-01T00:00:03.000000Z",
+            ),
+            line(
+                "d",
+                "other",
+                "patch",
+                "",
+                Some(200),
+                "2026-01-01T00:00:03.000000Z",
+            ),
+            line(
+                "e",
+                "admin",
+                "patch",
+                "",
+                Some(200),
+                "2026-01-01T00:00:09.000000Z",
+            ),
+            line(
+                "f",
+                "admin",
+                "watch",
+                "",
+                None,
+                "2026-01-01T00:00:04.000000Z",
+            ),
+            line(
+                "f",
+                "admin",
+                "watch",
+                "",
+                Some(200),
+                "2026-01-01T00:00:04.000000Z",
+            ),
+        ];
+        std::fs::write(&path, lines.join("\n")).expect("write");
+        let from: Timestamp = "2026-01-01T00:00:00Z".parse().expect("ts");
+        let to: Timestamp = "2026-01-01T00:00:05Z".parse().expect("ts");
+        let counts = count_requests(&path, "admin", from, to).expect("counts");
+        assert_eq!(counts.total, 4);
+        assert_eq!(counts.conflicts, 1);
+        assert_eq!(counts.errors, 1);
+        assert_eq!(counts.by_kind["patch benchobjects/status 200"], 1);
+        assert_eq!(counts.by_kind["watch benchobjects -"], 1);
+    }
+
+    #[test]
+    fn a_line_that_is_no_event_is_an_error_naming_the_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.log");
+        std::fs::write(&path, "{}\n").expect("write");
+        let err = count_requests(&path, "admin", Timestamp::MIN, Timestamp::MAX)
+            .expect_err("not an event");
+        assert!(err.to_string().contains("audit.log:1"), "{err}");
+    }
+}

@@ -1,0 +1,96 @@
+//! The kubeapp contender: a `kubeapp::simple::App` with one managed kind whose reconciler runs
+//! behind the opinionated wrapper (the default: it adds the finalizer `bench.kubeapp.dev/finalizer`), run in
+//! the `Runner` as a real operator would be. The logic: when `status.observedGeneration`
+//! differs from `metadata.generation`, merge-patch the status subresource so they are equal.
+//!
+//! Diagnostic only (never set by the tool): `KUBEAPP_BENCH_CONFLICT_BASE_DELAY_MS` replaces the
+//! wrapper's wait before re-reading after a conflicting finalizer patch (default 50 ms), to show
+//! how much of the run that wait costs.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser as _;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use kubeapp::operator::opinionated::ConflictRetry;
+use kubeapp::operator::{
+    ControllerConfig, InformerOptions, OpinionatedOptions, ReconcileAction, ReconcileError,
+    ReconcileResult, Runner, RunnerConfig, TypedReconcileRequest,
+};
+use kubeapp::sdk::manifest::ManifestData;
+use kubeapp::simple::{App, AppConfig, ManagedKind};
+use kubeapp_bench::contender_cli::{ContenderArgs, client_from, init_logs};
+use kubeapp_bench::kind::{APP_NAME, BenchObject, FINALIZER, MANIFEST_YAML, status_patch};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    init_logs();
+    let args = ContenderArgs::parse();
+    let client = client_from(&args.kubeconfig).await?;
+    let manifest = ManifestData::from_yaml(MANIFEST_YAML).context("the bench manifest")?;
+    let objects = ManagedKind::<BenchObject>::new()
+        .options(InformerOptions::default().namespace(&args.namespace))
+        .finalizer(FINALIZER)
+        .reconcile_fn({
+            let client = client.clone();
+            move |_ctx, request| reconcile(client.clone(), request)
+        });
+    let config = AppConfig::new(APP_NAME)
+        .manifest(manifest)
+        .managed_kind(objects)
+        .controller(ControllerConfig::default().max_concurrent_workers(args.workers));
+    let config = match conflict_base_delay()? {
+        Some(base_delay) => config.opinionated_options(
+            OpinionatedOptions::default().conflict_retry(ConflictRetry {
+                base_delay,
+                ..ConflictRetry::default()
+            }),
+        ),
+        None => config,
+    };
+    let app = App::new(config, client).context("building the app")?;
+    let metrics_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, args.metrics_port));
+    Runner::new(RunnerConfig::default().metrics_addr(metrics_addr))
+        .context("configuring the runner")?
+        .with_app(Arc::new(app))
+        .run()
+        .await
+        .context("running the operator")
+}
+
+/// The diagnostic override of the conflict wait, if set.
+fn conflict_base_delay() -> anyhow::Result<Option<Duration>> {
+    match std::env::var("KUBEAPP_BENCH_CONFLICT_BASE_DELAY_MS") {
+        Ok(ms) => {
+            let ms: u64 = ms
+                .parse()
+                .with_context(|| format!("KUBEAPP_BENCH_CONFLICT_BASE_DELAY_MS={ms:?}"))?;
+            Ok(Some(Duration::from_millis(ms)))
+        }
+        Err(_) => Ok(None),
+    }
+}
+
+async fn reconcile(
+    client: Client,
+    request: TypedReconcileRequest<BenchObject>,
+) -> Result<ReconcileResult, ReconcileError> {
+    let object = &request.object;
+    if request.action == ReconcileAction::Deleted || object.is_reconciled() {
+        return Ok(ReconcileResult::done());
+    }
+    let generation = object.metadata.generation.unwrap_or_default();
+    let api: Api<BenchObject> =
+        Api::namespaced(client, object.namespace().as_deref().unwrap_or_default());
+    api.patch_status(
+        &object.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(status_patch(generation)),
+    )
+    .await
+    .map_err(ReconcileError::new)?;
+    Ok(ReconcileResult::done())
+}

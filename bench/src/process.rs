@@ -1,0 +1,165 @@
+//! A contender running as a child process: started with its output in a log file, its peak
+//! resident memory read from `/proc`, killed when the run ends or the tool goes away.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+/// Starting or inspecting a contender process failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    /// The binary could not be started.
+    #[error("starting {binary}: {source}")]
+    Spawn {
+        /// The binary.
+        binary: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The log file could not be created.
+    #[error("creating the log file {path}: {source}")]
+    Log {
+        /// The log file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// `/proc/<pid>/status` could not be read or has no `VmHWM` line.
+    #[error("reading the peak RSS of process {pid} from /proc/{pid}/status: {reason}")]
+    PeakRss {
+        /// The process.
+        pid: u32,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+/// A running contender; killed when dropped.
+#[derive(Debug)]
+pub struct ContenderProcess {
+    child: tokio::process::Child,
+    pid: u32,
+    log: PathBuf,
+}
+
+impl ContenderProcess {
+    /// Starts `binary` with `args`, stdout and stderr appended to `log`.
+    ///
+    /// # Errors
+    ///
+    /// When the log cannot be created or the binary not started.
+    pub fn spawn(binary: &Path, args: &[String], log: &Path) -> Result<Self, ProcessError> {
+        let log_error = |source| ProcessError::Log {
+            path: log.to_path_buf(),
+            source,
+        };
+        let out = std::fs::File::create(log).map_err(log_error)?;
+        let err = out.try_clone().map_err(log_error)?;
+        let child = tokio::process::Command::new(binary)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|source| ProcessError::Spawn {
+                binary: binary.to_path_buf(),
+                source,
+            })?;
+        let pid = child.id().ok_or_else(|| ProcessError::Spawn {
+            binary: binary.to_path_buf(),
+            source: std::io::Error::other("the process exited at once"),
+        })?;
+        Ok(Self {
+            child,
+            pid,
+            log: log.to_path_buf(),
+        })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The log file.
+    pub fn log(&self) -> &Path {
+        &self.log
+    }
+
+    /// `Some(status)` once the process has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// The peak resident set size so far, in bytes (`VmHWM`).
+    ///
+    /// # Errors
+    ///
+    /// When the process is gone or the file has no `VmHWM` line.
+    pub fn peak_rss_bytes(&self) -> Result<u64, ProcessError> {
+        let path = format!("/proc/{}/status", self.pid);
+        let status = std::fs::read_to_string(&path).map_err(|e| ProcessError::PeakRss {
+            pid: self.pid,
+            reason: e.to_string(),
+        })?;
+        parse_vm_hwm(&status).ok_or_else(|| ProcessError::PeakRss {
+            pid: self.pid,
+            reason: "no VmHWM line".to_string(),
+        })
+    }
+
+    /// The last `lines` lines of the log, for error messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        tail(&self.log, lines)
+    }
+
+    /// Kills the process (SIGKILL) and waits for it.
+    pub async fn kill(mut self) {
+        // Already gone is fine: the run has what it needed.
+        let _ = self.child.kill().await;
+    }
+}
+
+/// The `VmHWM` of a `/proc/<pid>/status` text, in bytes.
+pub fn parse_vm_hwm(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let mut fields = line["VmHWM:".len()..].split_whitespace();
+    let value: u64 = fields.next()?.parse().ok()?;
+    match fields.next() {
+        Some("kB") => Some(value * 1024),
+        _ => None,
+    }
+}
+
+/// The last `lines` lines of a file (empty when it cannot be read).
+pub fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vm_hwm_is_read_in_bytes() {
+        let status = "Name:\tx\nVmPeak:\t  100 kB\nVmHWM:\t    2048 kB\nVmRSS:\t 1000 kB\n";
+        assert_eq!(parse_vm_hwm(status), Some(2048 * 1024));
+        assert_eq!(parse_vm_hwm("Name:\tx\n"), None);
+    }
+
+    #[tokio::test]
+    async fn the_peak_rss_of_a_running_child_is_readable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let process = ContenderProcess::spawn(
+            Path::new("sleep"),
+            &["30".to_string()],
+            &dir.path().join("sleep.log"),
+        )
+        .expect("spawn sleep");
+        let rss = process.peak_rss_bytes().expect("VmHWM");
+        assert!(rss > 0);
+        process.kill().await;
+    }
+}

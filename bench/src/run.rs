@@ -1,0 +1,422 @@
+//! One measured run of one contender on a fresh control plane.
+//!
+//! 1. Start kube-apiserver + etcd (`TestEnv`) with an audit log of the operators' requests
+//!    ([`crate::audit`]), install the bench CRD, create a namespace, and an identity for the tool.
+//! 2. Start the tool's watch ([`crate::tracker`]) and the contender (admin kubeconfig, the
+//!    namespace, the worker count, a free metrics port).
+//! 3. Create the object `warmup` and wait until it is done: the contender has listed, watched and
+//!    written at least once. Only then does the clock start.
+//! 4. Create the N objects with a fixed concurrency; stop the clock when the watch has seen every
+//!    one done (status `observedGeneration` = `metadata.generation` and the finalizer present).
+//! 5. Wait until the contender's requests stop (the audit log stays the same size for a second,
+//!    15 s at most), read its peak RSS, check with a fresh list that every object is done, and
+//!    that the contender is still running; stop it; count its requests from the first create on.
+//!
+//! A run fails (and yields no figure) when an object is not done in time, the contender exits,
+//! any create fails, or any request of the contender is answered with an error other than 409.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use jiff::Timestamp;
+use kube::api::{Api, ListParams, PostParams};
+use kubeapp::sdk::testenv::{TestEnv, TestEnvError};
+
+use crate::audit::{self, AuditError, RequestCounts};
+use crate::contender::Contender;
+use crate::kind::{BenchObject, BenchSpec};
+use crate::process::{ContenderProcess, ProcessError};
+use crate::tracker::{Progress, Tracker, WARMUP};
+
+/// How long the warm-up object may take at most (less when the run's timeout is shorter).
+const WARMUP_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long the audit log must stay unchanged to count as quiet.
+const QUIET: Duration = Duration::from_secs(1);
+/// The longest wait for quiet.
+const QUIET_TIMEOUT: Duration = Duration::from_secs(15);
+/// How often a wait checks that the contender is still alive.
+const POLL: Duration = Duration::from_millis(200);
+/// The payload of every object, so that objects have a realistic size (256 bytes).
+const PAYLOAD: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\
+                       0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\
+                       0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\
+                       0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// What every run of a benchmark shares.
+#[derive(Clone, Debug)]
+pub struct RunSettings {
+    /// Objects created and reconciled.
+    pub objects: usize,
+    /// Objects each contender handles at once.
+    pub workers: usize,
+    /// Creates in flight at once.
+    pub create_concurrency: usize,
+    /// How long the N objects may take.
+    pub timeout: Duration,
+    /// Where runs keep their audit logs and contender logs.
+    pub work_dir: PathBuf,
+    /// Keep a successful run's files (failed runs always keep them).
+    pub keep_files: bool,
+}
+
+/// The figures of one successful run.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct RunResult {
+    /// The contender.
+    pub contender: String,
+    /// Objects created and reconciled.
+    pub objects: usize,
+    /// From the first create until every object was done, in seconds.
+    pub seconds: f64,
+    /// From the first create until the last create was answered, in seconds: no contender can
+    /// finish before, so a contender close to it is held back by the creates, not by itself.
+    pub create_seconds: f64,
+    /// Watch events about the objects in that time (every contender's watch got the same).
+    pub events: u64,
+    /// `events / seconds`.
+    pub events_per_second: f64,
+    /// `objects / seconds`.
+    pub objects_per_second: f64,
+    /// The contender's peak resident set size (`VmHWM`), in MiB.
+    pub peak_rss_mib: f64,
+    /// The contender's API requests from the first create until it was stopped.
+    pub requests: RequestCounts,
+    /// `requests.total / objects`.
+    pub requests_per_object: f64,
+    /// Objects found done by the final list.
+    pub reconciled: usize,
+    /// Objects found carrying the finalizer by the final list.
+    pub with_finalizer: usize,
+}
+
+/// A run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The control plane did not start or a setup call failed.
+    #[error("{contender}: the test control plane: {source}")]
+    TestEnv {
+        /// The contender.
+        contender: Contender,
+        /// The cause.
+        source: TestEnvError,
+    },
+    /// A file of the run could not be written.
+    #[error("{contender}: writing {path}: {source}")]
+    Io {
+        /// The contender.
+        contender: Contender,
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The contender process could not be started or inspected.
+    #[error("{contender}: {source}")]
+    Process {
+        /// The contender.
+        contender: Contender,
+        /// The cause.
+        source: ProcessError,
+    },
+    /// A request of the tool failed.
+    #[error("{contender}: {action}: {source}")]
+    Kube {
+        /// The contender.
+        contender: Contender,
+        /// What the tool was doing.
+        action: &'static str,
+        /// The cause.
+        source: kube::Error,
+    },
+    /// The audit log could not be read.
+    #[error("{contender}: {source}")]
+    Audit {
+        /// The contender.
+        contender: Contender,
+        /// The cause.
+        source: AuditError,
+    },
+    /// The contender did not do its job.
+    #[error(
+        "{contender}: {problem}\n(files kept in {dir})\nlast lines of the contender's log:\n{log}"
+    )]
+    Failed {
+        /// The contender.
+        contender: Contender,
+        /// What was wrong.
+        problem: String,
+        /// The run's directory.
+        dir: PathBuf,
+        /// The tail of the contender's log.
+        log: String,
+    },
+}
+
+/// Runs `contender` (the program at `binary`) once; `label` names the run's directory.
+///
+/// # Errors
+///
+/// See [`RunError`]: any failure, including a contender that did not reconcile everything.
+pub async fn run_once(
+    contender: Contender,
+    binary: &Path,
+    label: &str,
+    settings: &RunSettings,
+) -> Result<RunResult, RunError> {
+    let dir = settings.work_dir.join(label);
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| RunError::Io {
+            contender,
+            path,
+            source,
+        }
+    };
+    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    let policy = dir.join("audit-policy.yaml");
+    std::fs::write(&policy, audit::POLICY_YAML).map_err(io(&policy))?;
+    let audit_log = dir.join("audit.log");
+    let test_env = |source| RunError::TestEnv { contender, source };
+    let env = TestEnv::builder()
+        .apiserver_arg(format!("--audit-policy-file={}", policy.display()))
+        .apiserver_arg(format!("--audit-log-path={}", audit_log.display()))
+        .apiserver_arg("--audit-log-format=json")
+        .apiserver_arg("--audit-log-mode=blocking")
+        // No rotation: lumberjack's default would rotate at 100 MB, mid-run at 20,000 objects.
+        .apiserver_arg("--audit-log-maxsize=100000")
+        .start()
+        .await
+        .map_err(test_env)?;
+    env.install_crd::<BenchObject>().await.map_err(test_env)?;
+    let namespace = env.create_namespace("bench").await.map_err(test_env)?;
+    let driver = env
+        .identity(audit::DRIVER_USER, &["system:masters"])
+        .await
+        .map_err(test_env)?;
+    let api: Api<BenchObject> = Api::namespaced(driver.client.clone(), &namespace);
+    let tracker = Tracker::start(api.clone());
+
+    let args = vec![
+        "--kubeconfig".to_string(),
+        env.kubeconfig_path().display().to_string(),
+        "--namespace".to_string(),
+        namespace.clone(),
+        "--workers".to_string(),
+        settings.workers.to_string(),
+        "--metrics-port".to_string(),
+        free_port().map_err(io(&dir))?.to_string(),
+    ];
+    let log = dir.join("contender.log");
+    let mut process = ContenderProcess::spawn(binary, &args, &log)
+        .map_err(|source| RunError::Process { contender, source })?;
+    let failed = |process: &ContenderProcess, problem: String| RunError::Failed {
+        contender,
+        problem,
+        dir: dir.clone(),
+        log: process.log_tail(30),
+    };
+
+    create(&api, WARMUP)
+        .await
+        .map_err(|source| RunError::Kube {
+            contender,
+            action: "creating the warm-up object",
+            source,
+        })?;
+    if let Err(problem) = wait_for(
+        &tracker,
+        &mut process,
+        WARMUP_TIMEOUT.min(settings.timeout),
+        |p| p.warmup_done,
+    )
+    .await
+    {
+        return Err(failed(&process, format!("warm-up: {problem}")));
+    }
+
+    let from = Timestamp::now();
+    let started = Instant::now();
+    let creates = tokio::spawn(create_all(
+        api.clone(),
+        settings.objects,
+        settings.create_concurrency,
+    ));
+    let objects = settings.objects;
+    let waited = wait_for(&tracker, &mut process, settings.timeout, |p| {
+        p.done >= objects
+    })
+    .await;
+    let seconds = started.elapsed().as_secs_f64();
+    let progress = tracker.progress();
+    if let Err(problem) = waited {
+        return Err(failed(&process, problem));
+    }
+    let create_seconds = match creates.await {
+        Ok(Ok(elapsed)) => elapsed.as_secs_f64(),
+        Ok(Err(error)) => return Err(failed(&process, format!("a create failed: {error}"))),
+        Err(error) => return Err(failed(&process, format!("the creates panicked: {error}"))),
+    };
+
+    wait_quiet(&audit_log).await;
+    let peak_rss = process
+        .peak_rss_bytes()
+        .map_err(|source| RunError::Process { contender, source })?;
+    if let Some(status) = process.exited() {
+        return Err(failed(&process, format!("the contender exited ({status})")));
+    }
+    let (reconciled, with_finalizer, total) =
+        final_check(&api).await.map_err(|source| RunError::Kube {
+            contender,
+            action: "listing the objects",
+            source,
+        })?;
+    let to = Timestamp::now();
+    let log_tail = process.log_tail(30);
+    process.kill().await;
+    drop(tracker);
+    drop(env);
+
+    let requests = audit::count_requests(&audit_log, audit::OPERATOR_USER, from, to)
+        .map_err(|source| RunError::Audit { contender, source })?;
+    let mut problems = Vec::new();
+    if total != objects + 1 {
+        problems.push(format!("{total} objects listed, {} expected", objects + 1));
+    }
+    if reconciled != objects + 1 || with_finalizer != objects + 1 {
+        problems.push(format!(
+            "of {} objects, {reconciled} reconciled and {with_finalizer} with the finalizer",
+            objects + 1
+        ));
+    }
+    if requests.errors > 0 {
+        problems.push(format!(
+            "{} requests of the contender failed; requests by kind: {:?}",
+            requests.errors, requests.by_kind
+        ));
+    }
+    if !problems.is_empty() {
+        return Err(RunError::Failed {
+            contender,
+            problem: problems.join("; "),
+            dir,
+            log: log_tail,
+        });
+    }
+    if !settings.keep_files {
+        // Best effort: a leftover directory costs disk, not correctness.
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let objects_f = objects as f64;
+    Ok(RunResult {
+        contender: contender.name().to_string(),
+        objects,
+        seconds,
+        create_seconds,
+        events: progress.events,
+        events_per_second: progress.events as f64 / seconds,
+        objects_per_second: objects_f / seconds,
+        peak_rss_mib: peak_rss as f64 / (1024.0 * 1024.0),
+        requests_per_object: requests.total as f64 / objects_f,
+        requests,
+        reconciled: reconciled - 1,
+        with_finalizer: with_finalizer - 1,
+    })
+}
+
+fn free_port() -> Result<u16, std::io::Error> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+}
+
+/// The name of measured object `index`.
+pub fn object_name(index: usize) -> String {
+    format!("obj-{index:05}")
+}
+
+async fn create(api: &Api<BenchObject>, name: &str) -> Result<(), kube::Error> {
+    let object = BenchObject::new(
+        name,
+        BenchSpec {
+            payload: PAYLOAD.to_string(),
+        },
+    );
+    api.create(&PostParams::default(), &object).await.map(drop)
+}
+
+/// Creates the measured objects; returns how long that took.
+async fn create_all(
+    api: Api<BenchObject>,
+    objects: usize,
+    concurrency: usize,
+) -> Result<Duration, kube::Error> {
+    let started = Instant::now();
+    let mut creates = futures::stream::iter(0..objects)
+        .map(|index| {
+            let api = api.clone();
+            async move { create(&api, &object_name(index)).await }
+        })
+        .buffer_unordered(concurrency.max(1));
+    while let Some(result) = creates.next().await {
+        result?;
+    }
+    Ok(started.elapsed())
+}
+
+/// Waits until `done(progress)`, failing when the contender exits or `timeout` passes.
+async fn wait_for(
+    tracker: &Tracker,
+    process: &mut ContenderProcess,
+    timeout: Duration,
+    done: impl Fn(&Progress) -> bool,
+) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    let mut progress = tracker.subscribe();
+    loop {
+        if let Ok(result) = tokio::time::timeout(POLL, progress.wait_for(&done)).await {
+            return result
+                .map(drop)
+                .map_err(|_| "the tracker stopped".to_string());
+        }
+        if let Some(status) = process.exited() {
+            return Err(format!("the contender exited ({status})"));
+        }
+        if Instant::now() >= deadline {
+            let p = tracker.progress();
+            return Err(format!(
+                "not done within {timeout:?}: {} objects done, {} watch events, warm-up done: {}",
+                p.done, p.events, p.warmup_done
+            ));
+        }
+    }
+}
+
+/// Waits until the audit log has not grown for [`QUIET`] ([`QUIET_TIMEOUT`] at most): the
+/// contender has stopped sending requests (its trailing no-op reconciles and late patches are
+/// then counted).
+async fn wait_quiet(audit_log: &Path) {
+    let size = || std::fs::metadata(audit_log).map(|m| m.len()).unwrap_or(0);
+    let deadline = Instant::now() + QUIET_TIMEOUT;
+    let mut last = size();
+    let mut since = Instant::now();
+    while Instant::now() < deadline {
+        tokio::time::sleep(POLL).await;
+        let now = size();
+        if now != last {
+            last = now;
+            since = Instant::now();
+        } else if since.elapsed() >= QUIET {
+            return;
+        }
+    }
+}
+
+/// `(reconciled, with finalizer, total)` from a fresh list.
+async fn final_check(api: &Api<BenchObject>) -> Result<(usize, usize, usize), kube::Error> {
+    let list = api.list(&ListParams::default()).await?;
+    let reconciled = list.items.iter().filter(|o| o.is_reconciled()).count();
+    let with_finalizer = list.items.iter().filter(|o| o.has_finalizer()).count();
+    Ok((reconciled, with_finalizer, list.items.len()))
+}

@@ -1,0 +1,204 @@
+//! Smoke test of the benchmark tool: the Rust contenders and the floor, 30 objects each, against
+//! real control planes; and a contender that does nothing must fail the run. No timing is
+//! asserted, and the Go contender is left out (building it takes minutes).
+//!
+//! The tool and the contender binaries are the ones cargo builds for this package's tests
+//! (`target/<profile>/kubeapp-bench*`); the test never runs cargo itself.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const OBJECTS: u64 = 30;
+const CONTENDERS: [&str; 3] = ["kubeapp", "kube-runtime", "floor"];
+
+/// The tool, built by cargo next to this test; fails loudly when it is missing.
+fn tool() -> PathBuf {
+    let tool = PathBuf::from(env!("CARGO_BIN_EXE_kubeapp-bench"));
+    assert!(
+        tool.is_file(),
+        "the benchmark tool {} is missing: build it with `cargo build -p kubeapp-bench --bins` \
+         (same profile and target dir as the tests)",
+        tool.display()
+    );
+    tool
+}
+
+fn run_tool(args: &[&str]) -> Output {
+    Command::new(tool())
+        .args(args)
+        .output()
+        .expect("run kubeapp-bench")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn the_rust_contenders_and_the_floor_reconcile_everything_and_the_json_has_every_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("report.json");
+    let work = dir.path().join("work");
+    let output = run_tool(&[
+        "--objects",
+        &OBJECTS.to_string(),
+        "--contenders",
+        &CONTENDERS.join(","),
+        "--json",
+        json.to_str().expect("UTF-8 path"),
+        "--work-dir",
+        work.to_str().expect("UTF-8 path"),
+    ]);
+    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+    assert!(
+        output.status.success(),
+        "kubeapp-bench failed ({}):\n{stderr}\n{stdout}",
+        output.status
+    );
+    for name in CONTENDERS {
+        assert!(
+            stdout.contains(&format!("| {name} |")),
+            "{name} missing from:\n{stdout}"
+        );
+    }
+    assert!(
+        stdout.contains("| kubeapp / floor |"),
+        "no ratio row:\n{stdout}"
+    );
+
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("the JSON report")).expect("JSON");
+    assert_eq!(report["settings"]["objects"], OBJECTS);
+    assert!(report["machine"]["cpus"].as_u64().expect("cpus") > 0);
+    let contenders = report["contenders"].as_array().expect("contenders");
+    let names: Vec<&str> = contenders
+        .iter()
+        .map(|c| c["contender"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, CONTENDERS);
+    for contender in contenders {
+        let name = &contender["contender"];
+        for field in [
+            "seconds",
+            "create_seconds",
+            "events_per_second",
+            "objects_per_second",
+            "peak_rss_mib",
+            "requests_per_object",
+            "conflicts_per_object",
+        ] {
+            let value = contender[field].as_f64();
+            assert!(
+                value.is_some_and(|v| v.is_finite() && v >= 0.0),
+                "{name}: {field} is {value:?}"
+            );
+        }
+        assert!(
+            contender["peak_rss_mib"].as_f64().expect("rss") > 0.0,
+            "{name}: no RSS"
+        );
+        // Every contender writes at least the finalizer and the status of every object.
+        assert!(
+            contender["requests_per_object"].as_f64().expect("requests") >= 2.0,
+            "{name}: fewer than two requests per object"
+        );
+        let runs = contender["runs"].as_array().expect("runs");
+        assert_eq!(runs.len(), 1, "{name}: one round");
+        let run = &runs[0];
+        assert_eq!(run["objects"], OBJECTS, "{name}");
+        assert_eq!(
+            run["reconciled"], OBJECTS,
+            "{name}: not every object reconciled"
+        );
+        assert_eq!(
+            run["with_finalizer"], OBJECTS,
+            "{name}: not every object has the finalizer"
+        );
+        assert_eq!(run["requests"]["errors"], 0, "{name}: failed requests");
+        assert!(
+            run["events"].as_u64().expect("events") >= 2 * OBJECTS,
+            "{name}: a create and at least one write per object are events"
+        );
+        assert!(
+            run["requests"]["by_kind"]["patch benchobjects/status 200"].as_u64() >= Some(OBJECTS),
+            "{name}: status patches {}",
+            run["requests"]["by_kind"]
+        );
+    }
+    let ratios = report["ratios"].as_array().expect("ratios");
+    let ratio_names: Vec<&str> = ratios
+        .iter()
+        .map(|r| r["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(ratio_names, ["kubeapp / kube-runtime", "kubeapp / floor"]);
+    for ratio in ratios {
+        for field in [
+            "time",
+            "events_per_second",
+            "peak_rss",
+            "requests_per_object",
+        ] {
+            assert!(ratio[field].as_f64().is_some_and(f64::is_finite), "{ratio}");
+        }
+    }
+}
+
+/// A directory holding a "floor" that never writes anything.
+fn idle_contender(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).expect("bin dir");
+    let fake = bin.join("kubeapp-bench-floor");
+    std::fs::write(&fake, "#!/bin/sh\nexec sleep 600\n").expect("write the fake");
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    bin
+}
+
+#[test]
+fn a_contender_that_reconciles_nothing_fails_the_run_and_writes_no_report() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = idle_contender(dir.path());
+    let json = dir.path().join("report.json");
+    let work = dir.path().join("work");
+    let output = run_tool(&[
+        "--objects",
+        "5",
+        "--contenders",
+        "floor",
+        "--timeout-secs",
+        "5",
+        "--bin-dir",
+        bin.to_str().expect("UTF-8 path"),
+        "--json",
+        json.to_str().expect("UTF-8 path"),
+        "--work-dir",
+        work.to_str().expect("UTF-8 path"),
+    ]);
+    let stderr = text(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "an idle contender passed:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("floor: warm-up: not done within 5s"),
+        "unexpected failure:\n{stderr}"
+    );
+    assert!(!json.exists(), "a failed benchmark wrote a report");
+}
+
+#[test]
+fn a_missing_contender_binary_names_the_build_command() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = run_tool(&[
+        "--contenders",
+        "kubeapp",
+        "--bin-dir",
+        dir.path().to_str().expect("UTF-8 path"),
+    ]);
+    let stderr = text(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("cargo build --release -p kubeapp-bench --bins"),
+        "{stderr}"
+    );
+}
