@@ -203,7 +203,8 @@ fn noted(mut state: ReconcileState, note: Option<&str>) -> ReconcileState {
 
 impl<R: Reconciler> OpinionatedReconciler<R> {
     /// Runs `change` after a successful downstream call. On failure the error carries the state
-    /// with `note`, so the retry only re-tries the patch.
+    /// with `note`, so the retry only re-tries the patch. `trust_event_copy`: whether the patch
+    /// may start from the event's copy (see the [finalizer module](super::finalizer)).
     async fn patch_after(
         &self,
         ctx: &HandlerContext,
@@ -211,14 +212,16 @@ impl<R: Reconciler> OpinionatedReconciler<R> {
         result: ReconcileResult,
         change: FinalizerChange<'_>,
         note: &str,
+        trust_event_copy: bool,
     ) -> Result<ReconcileResult, ReconcileError> {
         let state = result
             .state
             .clone()
             .unwrap_or_else(|| request.state.clone());
+        let trusted = trust_event_copy && ctx.attempt() == 0;
         match self
             .patcher
-            .apply(ctx, request.object.metadata(), ctx.attempt() == 0, change)
+            .apply(ctx, request.object.metadata(), trusted, change)
             .await
         {
             Ok(_) => Ok(ReconcileResult {
@@ -252,7 +255,7 @@ impl<R: Reconciler> OpinionatedReconciler<R> {
                 } else {
                     (add, PENDING_ADD)
                 };
-                self.patch_after(ctx, &request, ReconcileResult::done(), change, note)
+                self.patch_after(ctx, &request, ReconcileResult::done(), change, note, false)
                     .await
             }
             ReconcileDecision::DeleteEvent => {
@@ -277,7 +280,9 @@ impl<R: Reconciler> OpinionatedReconciler<R> {
                     }
                     self.delivered.set(&id, Progress::DeleteHandled);
                 }
-                self.patch_after(ctx, &request, result, remove, PENDING_REMOVAL)
+                // Cleanup at deletion rarely writes the object itself: the event's copy is
+                // likely current.
+                self.patch_after(ctx, &request, result, remove, PENDING_REMOVAL, true)
                     .await
             }
             ReconcileDecision::IgnoreDeleting => Ok(ReconcileResult::done()),
@@ -290,7 +295,10 @@ impl<R: Reconciler> OpinionatedReconciler<R> {
             }
             ReconcileDecision::Create => {
                 let result = self.inner.reconcile(ctx, request.clone()).await?;
-                self.patch_after(ctx, &request, result, add, PENDING_ADD)
+                // A reconciler that just handled a new object has most likely written it (its
+                // status, say), so a patch under the event's resourceVersion would only earn a
+                // 409 and a re-read: reading first costs one GET instead of a 409 plus a GET.
+                self.patch_after(ctx, &request, result, add, PENDING_ADD, false)
                     .await
             }
             ReconcileDecision::AddFinalizer => {
@@ -301,6 +309,7 @@ impl<R: Reconciler> OpinionatedReconciler<R> {
                     ReconcileResult::done().with_state(state),
                     add,
                     PENDING_ADD,
+                    true,
                 )
                 .await
             }

@@ -21,9 +21,12 @@
 //!
 //! The first attempt computes the new list from the event's copy of the object, which saves a
 //! read when nothing else wrote meanwhile; a retry of a handler call (whose copy is known to be
-//! old) starts from a fresh read. On a conflict the object is read again, the list is computed
-//! again from the fresh copy, and the patch is retried after a short backoff
-//! ([`ConflictRetry`]); the wait ends early when the handler context is cancelled. Other
+//! old), and the opinionated reconciler's patch after a successful downstream call (which has most
+//! likely written the object), start from a fresh read. On a conflict the object is read again,
+//! the list is computed again from the fresh copy, and the patch is retried: at once when the
+//! conflict was on the caller's copy (it was merely old), after a short backoff
+//! ([`ConflictRetry`]) when it was on a fresh read (a race with another writer); the wait ends
+//! early when the handler context is cancelled. Other
 //! controllers' finalizers are never removed or reordered: the new list is the current list
 //! minus ours, plus ours at the end.
 //!

@@ -192,6 +192,8 @@ impl FinalizerPatcher {
             (trusted && known.resource_version.is_some()).then(|| known.clone());
         let mut conflicts = 0u32;
         loop {
+            // Whether this attempt works from the caller's copy rather than a fresh read.
+            let from_known = current.is_some();
             let meta = match current.take() {
                 Some(meta) => meta,
                 None => match api.get_opt(&key.name).await {
@@ -239,10 +241,16 @@ impl FinalizerPatcher {
                             attempts: conflicts + 1,
                         });
                     }
-                    let delay = self.retry.delay(conflicts);
+                    // A conflict on the caller's copy only says that copy was old: re-read at
+                    // once. A conflict on a fresh read is a race with another writer: back off.
+                    let delay = if from_known {
+                        Duration::ZERO
+                    } else {
+                        self.retry.delay(conflicts)
+                    };
                     conflicts += 1;
                     tracing::debug!(?delay, conflicts, "finalizer patch conflicted; re-reading");
-                    if !backoff(ctx, delay).await {
+                    if !delay.is_zero() && !backoff(ctx, delay).await {
                         return Err(FinalizerPatchError::Cancelled {
                             kind: kind.to_string(),
                             object: key.clone(),
