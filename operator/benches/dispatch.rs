@@ -165,7 +165,9 @@ fn print_table() {
         return;
     }
     println!();
-    println!("Dispatch on one core: median events/s over all iterations (Criterion's warm-up included)");
+    println!(
+        "Dispatch on one core: median events/s over all iterations (Criterion's warm-up included)"
+    );
     println!(
         "| group | handlers | workers | events/iter | kubeapp ev/s | kube-runtime 1r ev/s | kubeapp / kube-runtime |"
     );

@@ -2,8 +2,12 @@
 //! each handler call's outcome schedules next.
 //!
 //! Every handler call runs under [`KindRuntime::guarded`]: its future is polled inside
-//! `catch_unwind` (a panic becomes [`HandlerError::Panicked`]), under the optional event timeout
-//! (the future is dropped when it runs out), and against the controller's hard stop.
+//! `catch_unwind` (a panic becomes [`HandlerError::Panicked`]) and under the optional event
+//! timeout (the future is dropped when it runs out). The controller's hard stop drops the whole
+//! worker, and with it the call in flight (see [`kind`](super::kind)).
+//!
+//! Spans are made only when a subscriber records them (see [`wanted`]); metrics use handles whose
+//! labels were resolved once per kind.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -12,48 +16,70 @@ use futures::FutureExt;
 use tokio::time::Instant;
 use tracing::{Instrument, Span};
 
-use super::lanes::{CallEnd, HandlerId, KindRuntime, Queued, RetryEntry, RetryWork, Running};
+use super::kind::{KindRuntime, Running};
+use super::lanes::{HandlerId, LaneKey, Queued, RetryEntry, RetryWork};
 use crate::handler::{HandlerContext, HandlerError, panic_message};
 use crate::informer::InformerEvent;
-use crate::object::ObjectKey;
-use crate::reconciler::{ReconcileRequest, ReconcileState, Reconciler};
+use crate::object::KubeObject;
+use crate::reconciler::{ReconcileAction, ReconcileRequest, ReconcileState, Reconciler};
 use crate::watcher::Watcher;
 
+/// How a handler call ended, after its retry (if any) was scheduled.
+enum CallEnd {
+    Done,
+    Requeued,
+    Retrying,
+    GaveUp,
+}
+
+/// The lane a worker holds while it dispatches one of its items.
+#[derive(Clone, Copy)]
+pub(super) struct Held<'a> {
+    pub(super) slot: usize,
+    pub(super) key: &'a LaneKey,
+    pub(super) run: &'a Arc<Running>,
+}
+
 impl KindRuntime {
-    fn event_span(&self, event: &InformerEvent, key: &ObjectKey) -> Span {
-        let info = self.info.get().cloned().unwrap_or_default();
-        let namespace = key.namespace.as_deref().unwrap_or("");
+    fn event_span(&self, event: &InformerEvent, key: &LaneKey) -> Span {
+        let (group, version) = self.info.get().map_or(("", ""), |info| {
+            (info.group.as_str(), info.version.as_str())
+        });
+        let namespace = key.namespace().unwrap_or("");
         macro_rules! event_span {
             ($name:literal) => {
                 tracing::info_span!(
                     $name,
                     kind = %self.name,
-                    group = %info.group,
-                    version = %info.version,
+                    group = %group,
+                    version = %version,
                     namespace = %namespace,
-                    name = %key.name,
+                    name = %key.name(),
                     event_type = event.action().metric_label(),
                 )
             };
         }
-        match event {
+        wanted(match event {
             InformerEvent::Add(_) => event_span!("informer-event-add"),
             InformerEvent::Update { .. } | InformerEvent::Resync(_) => {
                 event_span!("informer-event-update")
             }
             InformerEvent::Delete(_) => event_span!("informer-event-delete"),
-        }
+        })
     }
 
+    /// Runs one event through the kind's watchers, then its reconcilers. `had_retries`: whether
+    /// the lane had retries pending (when not, there is no dequeue decision to make).
     pub(super) async fn dispatch_event(
         self: &Arc<Self>,
-        key: &ObjectKey,
+        held: Held<'_>,
         queued: Queued,
-        run: &Arc<Running>,
+        had_retries: bool,
+        ctx: &HandlerContext,
     ) {
-        let span = self.event_span(&queued.event, key);
+        let span = self.event_span(&queued.event, held.key);
         let action = queued.event.action();
-        let metrics = self.metrics.action(action).clone();
+        let metrics = self.metrics.action(action);
         async {
             metrics.ongoing_events.inc();
             let started = Instant::now();
@@ -61,21 +87,25 @@ impl KindRuntime {
             if queued.for_watchers {
                 for (index, watcher) in handlers.watchers.iter().enumerate() {
                     let handler = HandlerId::Watcher(index);
-                    self.dequeue_check(key, handler, action, queued.event.object().as_ref());
-                    self.call_watcher(key, handler, watcher, &queued.event, 0, run)
+                    if had_retries {
+                        self.dequeue_check(held, handler, action, queued.event.object().as_ref());
+                    }
+                    self.call_watcher(held, handler, watcher.as_ref(), &queued.event, ctx)
                         .await;
                 }
             }
             if let Some((reconcile_action, object)) = &queued.reconcile {
                 for (index, reconciler) in handlers.reconcilers.iter().enumerate() {
                     let handler = HandlerId::Reconciler(index);
-                    self.dequeue_check(key, handler, *reconcile_action, object.as_ref());
+                    if had_retries {
+                        self.dequeue_check(held, handler, *reconcile_action, object.as_ref());
+                    }
                     let request = ReconcileRequest {
                         action: *reconcile_action,
                         object: object.clone(),
                         state: ReconcileState::new(),
                     };
-                    self.call_reconciler(key, handler, reconciler, request, 0, run)
+                    self.call_reconciler(held, handler, reconciler.as_ref(), request, ctx)
                         .await;
                 }
             }
@@ -88,36 +118,38 @@ impl KindRuntime {
         .await;
     }
 
+    /// Runs one due retry (or requeue) through its handler and counts how it ended.
     pub(super) async fn run_retry(
         self: &Arc<Self>,
-        key: &ObjectKey,
+        held: Held<'_>,
         handler: HandlerId,
         entry: RetryEntry,
-        run: &Arc<Running>,
+        ctx: &HandlerContext,
     ) {
-        let span = tracing::info_span!(
+        let span = wanted(tracing::info_span!(
             "controller-retry",
             kind = %self.name,
-            namespace = %key.namespace.as_deref().unwrap_or(""),
-            name = %key.name,
+            namespace = %held.key.namespace().unwrap_or(""),
+            name = %held.key.name(),
             %handler,
             attempt = entry.attempt,
             event_type = entry.work.action().metric_label(),
-        );
+        ));
         let handlers = self.handlers();
+        let ctx = ctx.with_attempt(entry.attempt);
         let end = async {
             match (handler, entry.work) {
                 (HandlerId::Watcher(index), RetryWork::Watch(event)) => {
                     let watcher = handlers.watchers.get(index)?;
                     Some(
-                        self.call_watcher(key, handler, watcher, &event, entry.attempt, run)
+                        self.call_watcher(held, handler, watcher.as_ref(), &event, &ctx)
                             .await,
                     )
                 }
                 (HandlerId::Reconciler(index), RetryWork::Reconcile(request)) => {
                     let reconciler = handlers.reconcilers.get(index)?;
                     Some(
-                        self.call_reconciler(key, handler, reconciler, request, entry.attempt, run)
+                        self.call_reconciler(held, handler, reconciler.as_ref(), request, &ctx)
                             .await,
                     )
                 }
@@ -137,70 +169,53 @@ impl KindRuntime {
         counter.inc();
     }
 
-    fn context(&self, attempt: u32, run: &Running) -> HandlerContext {
-        HandlerContext {
-            kind: Arc::clone(&self.name),
-            attempt,
-            stop: run.stop.clone(),
-        }
-    }
-
-    /// Runs one handler future with panic containment, the event timeout and the hard stop.
-    async fn guarded<T>(
-        &self,
-        call: impl Future<Output = T>,
-        run: &Running,
-    ) -> Result<T, HandlerError> {
+    /// Runs one handler future with panic containment and the event timeout.
+    async fn guarded<T>(&self, call: impl Future<Output = T>) -> Result<T, HandlerError> {
         let caught = AssertUnwindSafe(call).catch_unwind();
-        let timed = async {
-            let outcome = match self.config.event_timeout {
-                Some(limit) => tokio::time::timeout(limit, caught)
-                    .await
-                    .map_err(|_| HandlerError::TimedOut(limit))?,
-                None => caught.await,
-            };
-            outcome.map_err(|payload| HandlerError::Panicked(panic_message(payload.as_ref())))
+        let outcome = match self.config.event_timeout {
+            Some(limit) => tokio::time::timeout(limit, caught)
+                .await
+                .map_err(|_| HandlerError::TimedOut(limit))?,
+            None => caught.await,
         };
-        tokio::select! {
-            result = timed => result,
-            () = run.hard_stop.cancelled() => Err(HandlerError::Cancelled),
-        }
+        outcome.map_err(|payload| HandlerError::Panicked(panic_message(payload.as_ref())))
     }
 
+    /// Calls a watcher (through `&dyn Watcher`: the blanket impl for `Arc<W>` would box a second
+    /// future around the handler's own).
     async fn call_watcher(
         self: &Arc<Self>,
-        key: &ObjectKey,
+        held: Held<'_>,
         handler: HandlerId,
-        watcher: &Arc<dyn Watcher>,
+        watcher: &dyn Watcher,
         event: &InformerEvent,
-        attempt: u32,
-        run: &Arc<Running>,
+        ctx: &HandlerContext,
     ) -> CallEnd {
-        let span = tracing::info_span!(
+        let attempt = ctx.attempt();
+        let span = wanted(tracing::info_span!(
             "controller-event-watch",
             %handler,
             attempt,
             error = tracing::field::Empty,
             otel.status_code = tracing::field::Empty,
-        );
+        ));
         let metrics = self.metrics.action(event.action());
-        let ctx = self.context(attempt, run);
         metrics.ongoing_processes.inc();
         let started = Instant::now();
         let call = async {
             match event {
-                InformerEvent::Add(object) => watcher.add(&ctx, object.clone()).await,
+                InformerEvent::Add(object) => watcher.add(ctx, object.clone()).await,
                 InformerEvent::Update { old, new } => {
-                    watcher.update(&ctx, old.clone(), new.clone()).await
+                    watcher.update(ctx, old.clone(), new.clone()).await
                 }
-                InformerEvent::Delete(object) => watcher.delete(&ctx, object.clone()).await,
+                InformerEvent::Delete(object) => watcher.delete(ctx, object.clone()).await,
                 InformerEvent::Resync(object) => {
-                    watcher.update(&ctx, object.clone(), object.clone()).await
+                    watcher.update(ctx, object.clone(), object.clone()).await
                 }
             }
         };
         let result = self
-            .guarded(call, run)
+            .guarded(call)
             .instrument(span.clone())
             .await
             .and_then(|r| r.map_err(HandlerError::failed));
@@ -214,34 +229,35 @@ impl KindRuntime {
                 metrics.watcher_errors.inc();
                 mark_error(&span, &error);
                 let work = RetryWork::Watch(event.clone());
-                self.retry_or_give_up(key, handler, work, attempt, error, run)
+                self.retry_or_give_up(held, handler, work, attempt, error)
             }
         }
     }
 
+    /// Calls a reconciler (through `&dyn Reconciler`, as for watchers) and schedules what its
+    /// result asks for.
     async fn call_reconciler(
         self: &Arc<Self>,
-        key: &ObjectKey,
+        held: Held<'_>,
         handler: HandlerId,
-        reconciler: &Arc<dyn Reconciler>,
+        reconciler: &dyn Reconciler,
         request: ReconcileRequest,
-        attempt: u32,
-        run: &Arc<Running>,
+        ctx: &HandlerContext,
     ) -> CallEnd {
-        let span = tracing::info_span!(
+        let attempt = ctx.attempt();
+        let span = wanted(tracing::info_span!(
             "controller-event-reconcile",
             %handler,
             attempt,
             action = %request.action,
             error = tracing::field::Empty,
             otel.status_code = tracing::field::Empty,
-        );
+        ));
         let metrics = self.metrics.action(request.action);
-        let ctx = self.context(attempt, run);
         metrics.ongoing_processes.inc();
         let started = Instant::now();
         let result = self
-            .guarded(reconciler.reconcile(&ctx, request.clone()), run)
+            .guarded(reconciler.reconcile(ctx, request.clone()))
             .instrument(span.clone())
             .await;
         metrics
@@ -257,6 +273,9 @@ impl KindRuntime {
             ),
             Err(error) => (Some(error), None, None),
         };
+        if error.is_none() && requeue_after.is_none() {
+            return CallEnd::Done;
+        }
         // The latest attempt's state is what the next attempt gets.
         let next = ReconcileRequest {
             state: state.unwrap_or(request.state),
@@ -271,7 +290,7 @@ impl KindRuntime {
             (error, Some(delay)) => {
                 if let Some(error) = &error {
                     tracing::warn!(
-                        kind = %self.name, object = %key, %handler, %error, ?delay,
+                        kind = %self.name, object = %held.key, %handler, %error, ?delay,
                         "reconcile failed and asked to requeue; requeue decides when it runs again"
                     );
                 }
@@ -282,34 +301,29 @@ impl KindRuntime {
                     work: RetryWork::Reconcile(next),
                     error,
                 };
-                self.schedule(key, handler, entry, run);
+                self.schedule(held.slot, held.key, handler, entry, held.run);
                 CallEnd::Requeued
             }
-            (Some(error), None) => self.retry_or_give_up(
-                key,
-                handler,
-                RetryWork::Reconcile(next),
-                attempt,
-                error,
-                run,
-            ),
+            (Some(error), None) => {
+                self.retry_or_give_up(held, handler, RetryWork::Reconcile(next), attempt, error)
+            }
         }
     }
 
     fn retry_or_give_up(
         self: &Arc<Self>,
-        key: &ObjectKey,
+        held: Held<'_>,
         handler: HandlerId,
         work: RetryWork,
         attempt: u32,
         error: HandlerError,
-        run: &Arc<Running>,
     ) -> CallEnd {
-        let namespace = key.namespace.as_deref().unwrap_or("");
-        if run.stop.is_cancelled() {
+        let namespace = held.key.namespace().unwrap_or("");
+        let name = held.key.name();
+        if held.run.stop.is_cancelled() {
             // Stopping: pending retries are dropped anyway, and the next start lists again.
             tracing::info!(
-                kind = %self.name, namespace, name = %key.name, %handler, %error,
+                kind = %self.name, namespace, name, %handler, %error,
                 "handler failed while the controller stops; not retried"
             );
             return CallEnd::GaveUp;
@@ -317,7 +331,7 @@ impl KindRuntime {
         match self.config.retry_policy.delay(&error, attempt) {
             Some(delay) => {
                 tracing::warn!(
-                    kind = %self.name, namespace, name = %key.name, %handler, attempt, %error, ?delay,
+                    kind = %self.name, namespace, name, %handler, attempt, %error, ?delay,
                     "handler failed; will retry"
                 );
                 let entry = RetryEntry {
@@ -326,18 +340,61 @@ impl KindRuntime {
                     work,
                     error: Some(error),
                 };
-                self.schedule(key, handler, entry, run);
+                self.schedule(held.slot, held.key, handler, entry, held.run);
                 CallEnd::Retrying
             }
             None => {
                 tracing::error!(
-                    kind = %self.name, namespace, name = %key.name, %handler, attempt, %error,
+                    kind = %self.name, namespace, name, %handler, attempt, %error,
                     "handler failed; giving up after the retry policy's last attempt"
                 );
                 self.metrics.retries_given_up.inc();
                 CallEnd::GaveUp
             }
         }
+    }
+
+    /// Applies the dequeue policy to `handler`'s pending retry before a new event reaches it.
+    fn dequeue_check(
+        &self,
+        held: Held<'_>,
+        handler: HandlerId,
+        new_action: ReconcileAction,
+        new_object: &dyn KubeObject,
+    ) {
+        // Taken out so that the user's policy runs outside the lock; nothing else touches this
+        // handler's retry meanwhile, because only the lane's holder does.
+        let Some(entry) = self.take_retry(held.slot, handler) else {
+            return;
+        };
+        let drop_it = match &self.config.dequeue_policy {
+            None => true,
+            Some(policy) => policy.should_dequeue(
+                new_action,
+                new_object,
+                entry.work.action(),
+                entry.work.object().as_ref(),
+                entry.error.as_ref(),
+            ),
+        };
+        if drop_it {
+            self.metrics.retries_pending.dec();
+            tracing::debug!(kind = %self.name, object = %held.key, %handler, "newer event drops the pending retry");
+        } else {
+            self.restore_retry(held.slot, handler, entry);
+        }
+    }
+}
+
+/// `span` when a subscriber records it, else [`Span::none`]. A span no subscriber wants is still
+/// created "disabled"; with no subscriber set at all, tracing's `log` fallback then logs every
+/// enter and exit of it, on every poll of the instrumented future, which costs more than a no-op
+/// handler call. `Span::none()` does nothing.
+fn wanted(span: Span) -> Span {
+    if span.is_disabled() {
+        Span::none()
+    } else {
+        span
     }
 }
 

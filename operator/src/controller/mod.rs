@@ -59,6 +59,7 @@
 //! See [`InformerController`] for a runnable example.
 
 mod dispatch;
+mod kind;
 mod lanes;
 mod retry;
 #[cfg(test)]
@@ -69,7 +70,6 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
-use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -82,7 +82,7 @@ pub use self::retry::{RetryDequeuePolicy, RetryPolicy};
 #[doc(no_inline)]
 pub use crate::handler::HandlerError;
 
-use self::lanes::{KindRuntime, Running};
+use self::kind::{KindRuntime, Running};
 
 /// Settings of an [`InformerController`]; `ControllerConfig::default()` gives the contract's
 /// defaults.
@@ -397,6 +397,17 @@ impl InformerController {
             run.hard_stop.cancel();
             run.tracker.wait().await;
         }
+        let kinds: Vec<Arc<KindRuntime>> = self
+            .shared
+            .kinds
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for kind in kinds {
+            kind.clear();
+        }
         *self
             .shared
             .state
@@ -432,23 +443,6 @@ fn default_metrics() -> ControllerMetrics {
 
 /// Pulls events from `informer` into `runtime`'s lanes until the controller stops.
 fn spawn_informer(runtime: Arc<KindRuntime>, informer: Informer, run: &Arc<Running>) {
-    let run_for_task = Arc::clone(run);
-    run.tracker.spawn(async move {
-        let run = run_for_task;
-        let mut events = informer.into_events(runtime.metrics.clone());
-        loop {
-            let next = tokio::select! {
-                biased;
-                () = run.stop.cancelled() => None,
-                next = events.next() => next,
-            };
-            let Some(event) = next else {
-                break;
-            };
-            if !runtime.enqueue(event, &run).await {
-                break;
-            }
-        }
-        tracing::debug!(kind = %runtime.name, "informer intake ended");
-    });
+    let events = informer.into_events(runtime.metrics.clone());
+    run.tracker.spawn(runtime.intake(events, Arc::clone(run)));
 }
