@@ -6,7 +6,7 @@
 //! timeout (the future is dropped when it runs out). The controller's hard stop drops the whole
 //! worker, and with it the call in flight (see [`kind`](super::kind)).
 //!
-//! Spans are made only when a subscriber records them (see [`wanted`]); metrics use handles whose
+//! Spans are made only when a subscriber records them (see `info_span_if_recorded`); metrics use handles whose
 //! labels were resolved once per kind.
 
 use std::panic::AssertUnwindSafe;
@@ -16,13 +16,28 @@ use futures::FutureExt;
 use tokio::time::Instant;
 use tracing::{Instrument, Span};
 
-use super::kind::{KindRuntime, Running};
+use super::kind::{Handlers, KindRuntime, Running};
 use super::lanes::{HandlerId, LaneKey, Queued, RetryEntry, RetryWork};
 use crate::handler::{HandlerContext, HandlerError, panic_message};
 use crate::informer::InformerEvent;
 use crate::object::KubeObject;
 use crate::reconciler::{ReconcileAction, ReconcileRequest, ReconcileState, Reconciler};
 use crate::watcher::Watcher;
+
+/// An info span when a subscriber may record it, else [`Span::none`] without making one. With no
+/// subscriber set at all (`has_been_set` is what tracing's own macros check), tracing's `log`
+/// fallback would format the fields of every span made and log its drop, and every enter and exit
+/// of it on every poll of the instrumented future; with a subscriber, [`wanted`] drops the spans
+/// it does not record.
+macro_rules! info_span_if_recorded {
+    ($($args:tt)*) => {
+        if tracing::dispatcher::has_been_set() {
+            wanted(tracing::info_span!($($args)*))
+        } else {
+            Span::none()
+        }
+    };
+}
 
 /// How a handler call ended, after its retry (if any) was scheduled.
 enum CallEnd {
@@ -48,7 +63,7 @@ impl KindRuntime {
         let namespace = key.namespace().unwrap_or("");
         macro_rules! event_span {
             ($name:literal) => {
-                tracing::info_span!(
+                info_span_if_recorded!(
                     $name,
                     kind = %self.name,
                     group = %group,
@@ -59,13 +74,13 @@ impl KindRuntime {
                 )
             };
         }
-        wanted(match event {
+        match event {
             InformerEvent::Add(_) => event_span!("informer-event-add"),
             InformerEvent::Update { .. } | InformerEvent::Resync(_) => {
                 event_span!("informer-event-update")
             }
             InformerEvent::Delete(_) => event_span!("informer-event-delete"),
-        })
+        }
     }
 
     /// Runs one event through the kind's watchers, then its reconcilers. `had_retries`: whether
@@ -76,6 +91,7 @@ impl KindRuntime {
         queued: Queued,
         had_retries: bool,
         ctx: &HandlerContext,
+        handlers: &Handlers,
     ) {
         let span = self.event_span(&queued.event, held.key);
         let action = queued.event.action();
@@ -83,15 +99,18 @@ impl KindRuntime {
         async {
             metrics.ongoing_events.inc();
             let started = Instant::now();
-            let handlers = self.handlers();
+            // One clock read per handler: each call's end is the next one's start.
+            let mut clock = started;
             if queued.for_watchers {
                 for (index, watcher) in handlers.watchers.iter().enumerate() {
                     let handler = HandlerId::Watcher(index);
                     if had_retries {
                         self.dequeue_check(held, handler, action, queued.event.object().as_ref());
                     }
-                    self.call_watcher(held, handler, watcher.as_ref(), &queued.event, ctx)
-                        .await;
+                    clock = self
+                        .call_watcher(held, handler, watcher.as_ref(), &queued.event, ctx, clock)
+                        .await
+                        .1;
                 }
             }
             if let Some((reconcile_action, object)) = &queued.reconcile {
@@ -105,13 +124,15 @@ impl KindRuntime {
                         object: object.clone(),
                         state: ReconcileState::new(),
                     };
-                    self.call_reconciler(held, handler, reconciler.as_ref(), request, ctx)
-                        .await;
+                    clock = self
+                        .call_reconciler(held, handler, reconciler.as_ref(), request, ctx, clock)
+                        .await
+                        .1;
                 }
             }
             metrics
                 .event_duration
-                .observe(started.elapsed().as_secs_f64());
+                .observe((clock - started).as_secs_f64());
             metrics.ongoing_events.dec();
         }
         .instrument(span)
@@ -125,8 +146,9 @@ impl KindRuntime {
         handler: HandlerId,
         entry: RetryEntry,
         ctx: &HandlerContext,
+        handlers: &Handlers,
     ) {
-        let span = wanted(tracing::info_span!(
+        let span = info_span_if_recorded!(
             "controller-retry",
             kind = %self.name,
             namespace = %held.key.namespace().unwrap_or(""),
@@ -134,24 +156,28 @@ impl KindRuntime {
             %handler,
             attempt = entry.attempt,
             event_type = entry.work.action().metric_label(),
-        ));
-        let handlers = self.handlers();
+        );
         let ctx = ctx.with_attempt(entry.attempt);
+        let started = Instant::now();
         let end = async {
             match (handler, entry.work) {
                 (HandlerId::Watcher(index), RetryWork::Watch(event)) => {
                     let watcher = handlers.watchers.get(index)?;
-                    Some(
-                        self.call_watcher(held, handler, watcher.as_ref(), &event, &ctx)
-                            .await,
-                    )
+                    let call =
+                        self.call_watcher(held, handler, watcher.as_ref(), &event, &ctx, started);
+                    Some(call.await.0)
                 }
                 (HandlerId::Reconciler(index), RetryWork::Reconcile(request)) => {
                     let reconciler = handlers.reconcilers.get(index)?;
-                    Some(
-                        self.call_reconciler(held, handler, reconciler.as_ref(), request, &ctx)
-                            .await,
-                    )
+                    let call = self.call_reconciler(
+                        held,
+                        handler,
+                        reconciler.as_ref(),
+                        request,
+                        &ctx,
+                        started,
+                    );
+                    Some(call.await.0)
                 }
                 _ => None,
             }
@@ -182,7 +208,8 @@ impl KindRuntime {
     }
 
     /// Calls a watcher (through `&dyn Watcher`: the blanket impl for `Arc<W>` would box a second
-    /// future around the handler's own).
+    /// future around the handler's own). `started` is when the call began; returns how it ended
+    /// and when.
     async fn call_watcher(
         self: &Arc<Self>,
         held: Held<'_>,
@@ -190,18 +217,18 @@ impl KindRuntime {
         watcher: &dyn Watcher,
         event: &InformerEvent,
         ctx: &HandlerContext,
-    ) -> CallEnd {
+        started: Instant,
+    ) -> (CallEnd, Instant) {
         let attempt = ctx.attempt();
-        let span = wanted(tracing::info_span!(
+        let span = info_span_if_recorded!(
             "controller-event-watch",
             %handler,
             attempt,
             error = tracing::field::Empty,
             otel.status_code = tracing::field::Empty,
-        ));
+        );
         let metrics = self.metrics.action(event.action());
         metrics.ongoing_processes.inc();
-        let started = Instant::now();
         let call = async {
             match event {
                 InformerEvent::Add(object) => watcher.add(ctx, object.clone()).await,
@@ -219,11 +246,12 @@ impl KindRuntime {
             .instrument(span.clone())
             .await
             .and_then(|r| r.map_err(HandlerError::failed));
+        let ended = Instant::now();
         metrics
             .watcher_duration
-            .observe(started.elapsed().as_secs_f64());
+            .observe((ended - started).as_secs_f64());
         metrics.ongoing_processes.dec();
-        match result {
+        let end = match result {
             Ok(()) => CallEnd::Done,
             Err(error) => {
                 metrics.watcher_errors.inc();
@@ -231,11 +259,12 @@ impl KindRuntime {
                 let work = RetryWork::Watch(event.clone());
                 self.retry_or_give_up(held, handler, work, attempt, error)
             }
-        }
+        };
+        (end, ended)
     }
 
     /// Calls a reconciler (through `&dyn Reconciler`, as for watchers) and schedules what its
-    /// result asks for.
+    /// result asks for. `started` is when the call began; returns how it ended and when.
     async fn call_reconciler(
         self: &Arc<Self>,
         held: Held<'_>,
@@ -243,26 +272,31 @@ impl KindRuntime {
         reconciler: &dyn Reconciler,
         request: ReconcileRequest,
         ctx: &HandlerContext,
-    ) -> CallEnd {
+        started: Instant,
+    ) -> (CallEnd, Instant) {
         let attempt = ctx.attempt();
-        let span = wanted(tracing::info_span!(
+        let span = info_span_if_recorded!(
             "controller-event-reconcile",
             %handler,
             attempt,
             action = %request.action,
             error = tracing::field::Empty,
             otel.status_code = tracing::field::Empty,
-        ));
+        );
         let metrics = self.metrics.action(request.action);
         metrics.ongoing_processes.inc();
-        let started = Instant::now();
+        // What the next attempt needs if this one fails or requeues. The state is copied only when
+        // there is one (an empty map costs a little to copy and to drop).
+        let (action, object) = (request.action, request.object.clone());
+        let kept_state = (!request.state.is_empty()).then(|| request.state.clone());
         let result = self
-            .guarded(reconciler.reconcile(ctx, request.clone()))
+            .guarded(reconciler.reconcile(ctx, request))
             .instrument(span.clone())
             .await;
+        let ended = Instant::now();
         metrics
             .reconciler_duration
-            .observe(started.elapsed().as_secs_f64());
+            .observe((ended - started).as_secs_f64());
         metrics.ongoing_processes.dec();
         let (error, requeue_after, state) = match result {
             Ok(Ok(result)) => (None, result.requeue_after, result.state),
@@ -274,18 +308,19 @@ impl KindRuntime {
             Err(error) => (Some(error), None, None),
         };
         if error.is_none() && requeue_after.is_none() {
-            return CallEnd::Done;
+            return (CallEnd::Done, ended);
         }
         // The latest attempt's state is what the next attempt gets.
         let next = ReconcileRequest {
-            state: state.unwrap_or(request.state),
-            ..request
+            action,
+            object,
+            state: state.or(kept_state).unwrap_or_default(),
         };
         if let Some(error) = &error {
             metrics.reconciler_errors.inc();
             mark_error(&span, error);
         }
-        match (error, requeue_after) {
+        let end = match (error, requeue_after) {
             (None, None) => CallEnd::Done,
             (error, Some(delay)) => {
                 if let Some(error) = &error {
@@ -307,7 +342,8 @@ impl KindRuntime {
             (Some(error), None) => {
                 self.retry_or_give_up(held, handler, RetryWork::Reconcile(next), attempt, error)
             }
-        }
+        };
+        (end, ended)
     }
 
     fn retry_or_give_up(
@@ -386,10 +422,8 @@ impl KindRuntime {
     }
 }
 
-/// `span` when a subscriber records it, else [`Span::none`]. A span no subscriber wants is still
-/// created "disabled"; with no subscriber set at all, tracing's `log` fallback then logs every
-/// enter and exit of it, on every poll of the instrumented future, which costs more than a no-op
-/// handler call. `Span::none()` does nothing.
+/// `span` when the subscriber records it, else [`Span::none`]: instrumenting a future with
+/// `Span::none()` costs nothing per poll.
 fn wanted(span: Span) -> Span {
     if span.is_disabled() {
         Span::none()

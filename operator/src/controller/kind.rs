@@ -11,6 +11,7 @@
 //! The intake pulls events from the kind's informers and stops pulling while
 //! `max_pending_events` events wait or run (the backlog); a handled event frees its place.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 
 use futures::StreamExt;
@@ -57,11 +58,35 @@ struct State {
     intake_waiting: bool,
 }
 
+/// A worker's copy of the kind's handlers, refreshed when one was added.
+#[derive(Default)]
+struct HandlersCache {
+    version: Option<u64>,
+    handlers: Arc<Handlers>,
+}
+
+impl HandlersCache {
+    fn current(&mut self, kind: &KindRuntime) -> &Handlers {
+        // The version is read before the handlers: a handler added in between bumps it again,
+        // and the next event reads them anew.
+        let version = kind.handlers_version.load(Ordering::Acquire);
+        if self.version != Some(version) {
+            self.handlers = kind.handlers();
+            self.version = Some(version);
+        }
+        &self.handlers
+    }
+}
+
 /// Everything the controller keeps for one kind.
 pub(crate) struct KindRuntime {
     pub name: Arc<str>,
     pub info: OnceLock<KindInfo>,
     handlers: RwLock<Arc<Handlers>>,
+    /// Bumped when a handler is added, so that workers re-read `handlers` only then.
+    handlers_version: AtomicU64,
+    /// Whether any watcher is registered (what the intake needs to know per event).
+    has_watchers: AtomicBool,
     state: Mutex<State>,
     worker_limit: OnceLock<usize>,
     /// Wakes a parked worker (one permit per lane that became ready while a worker was idle).
@@ -78,6 +103,8 @@ impl KindRuntime {
             name: Arc::from(name),
             info: OnceLock::new(),
             handlers: RwLock::default(),
+            handlers_version: AtomicU64::new(0),
+            has_watchers: AtomicBool::new(false),
             state: Mutex::default(),
             worker_limit: OnceLock::new(),
             work_ready: Notify::new(),
@@ -124,7 +151,10 @@ impl KindRuntime {
             reconcilers: slot.reconcilers.clone(),
         };
         change(&mut next);
+        self.has_watchers
+            .store(!next.watchers.is_empty(), Ordering::Release);
         *slot = Arc::new(next);
+        self.handlers_version.fetch_add(1, Ordering::Release);
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -162,7 +192,7 @@ impl KindRuntime {
     /// Queues `event` in its object's lane once the backlog has room. Returns false when the
     /// controller stopped meanwhile (the event is dropped).
     async fn enqueue(self: &Arc<Self>, event: InformerEvent, run: &Arc<Running>) -> bool {
-        let for_watchers = !self.handlers().watchers.is_empty();
+        let for_watchers = self.has_watchers.load(Ordering::Acquire);
         let max = self.config.max_pending_events;
         let mut event = Some(event);
         loop {
@@ -223,6 +253,7 @@ impl KindRuntime {
     /// One worker: takes ready work until the controller stops.
     async fn work(self: Arc<Self>, run: Arc<Running>) {
         let ctx = HandlerContext::of_kind(Arc::clone(&self.name), run.stop.clone());
+        let mut handlers = HandlersCache::default();
         loop {
             if run.stop.is_cancelled() {
                 return;
@@ -257,12 +288,15 @@ impl KindRuntime {
             let event = match work {
                 Work::Event(queued) => {
                     self.metrics.queue_depth.dec();
-                    self.dispatch_event(held, queued, had_retries, &ctx).await;
+                    let handlers = handlers.current(&self);
+                    self.dispatch_event(held, queued, had_retries, &ctx, handlers)
+                        .await;
                     true
                 }
                 Work::Retry(handler, entry) => {
                     self.metrics.retries_pending.dec();
-                    self.run_retry(held, handler, entry, &ctx).await;
+                    let handlers = handlers.current(&self);
+                    self.run_retry(held, handler, entry, &ctx, handlers).await;
                     false
                 }
             };

@@ -11,12 +11,12 @@
 //!
 //! Everything here is synchronous and runs under the kind's lock; the tasks around it live in
 //! [`kind`](super::kind). Lanes sit in a slab whose slots are reused with their queue's allocation,
-//! and the map from object to slot is consulted once when an event arrives and once when its lane
-//! is released, so the steady state allocates nothing per event.
+//! and the index from object to slot hashes an object's key once per event (a released lane is
+//! found by its stored hash and slot), so the steady state allocates nothing per event.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 
 use tokio::time::Instant;
 
@@ -139,6 +139,8 @@ pub(super) struct RetryEntry {
 struct Lane {
     /// `None` while the slot is free.
     key: Option<LaneKey>,
+    /// The hash of `key` in the index.
+    hash: u64,
     queue: VecDeque<Queued>,
     retries: BTreeMap<HandlerId, RetryEntry>,
     /// In the ready queue or held by a worker.
@@ -194,7 +196,9 @@ type KeyHasher = foldhash::fast::RandomState;
 pub(super) struct Lanes {
     slots: Vec<Lane>,
     free: Vec<usize>,
-    index: HashMap<LaneKey, usize, KeyHasher>,
+    /// The slots of the lanes in use, by the hash of their key.
+    index: hashbrown::HashTable<usize>,
+    hasher: KeyHasher,
     ready: VecDeque<usize>,
     /// Events pushed and not yet handled (or merged away): what `max_pending_events` bounds.
     pub(super) backlog: usize,
@@ -203,23 +207,24 @@ pub(super) struct Lanes {
 impl Lanes {
     /// The slot of `key`'s lane, made when missing.
     fn slot_of(&mut self, key: LaneKey) -> usize {
-        use std::collections::hash_map::Entry;
-        match self.index.entry(key) {
-            Entry::Occupied(entry) => *entry.get(),
-            Entry::Vacant(entry) => {
-                let key = entry.key().clone();
-                let slot = match self.free.pop() {
-                    Some(slot) => slot,
-                    None => {
-                        self.slots.push(Lane::default());
-                        self.slots.len() - 1
-                    }
-                };
-                self.slots[slot].key = Some(key);
-                entry.insert(slot);
-                slot
-            }
+        let hash = self.hasher.hash_one(&key);
+        let Self {
+            slots, free, index, ..
+        } = self;
+        if let Some(&slot) = index.find(hash, |&slot| slots[slot].key.as_ref() == Some(&key)) {
+            return slot;
         }
+        let slot = match free.pop() {
+            Some(slot) => slot,
+            None => {
+                slots.push(Lane::default());
+                slots.len() - 1
+            }
+        };
+        slots[slot].key = Some(key);
+        slots[slot].hash = hash;
+        index.insert_unique(hash, slot, |&slot| slots[slot].hash);
+        slot
     }
 
     /// Queues `event` in its object's lane, merging it with the waiting reconcile request (see
@@ -322,8 +327,10 @@ impl Lanes {
         if lane.active || !lane.queue.is_empty() || !lane.retries.is_empty() {
             return;
         }
-        if let Some(key) = lane.key.take() {
-            self.index.remove(&key);
+        if lane.key.take().is_some() {
+            if let Ok(entry) = self.index.find_entry(lane.hash, |&used| used == slot) {
+                entry.remove();
+            }
             self.free.push(slot);
         }
     }
@@ -331,7 +338,12 @@ impl Lanes {
     /// Puts an idle lane with due work back in the ready queue (a retry timer fired). Returns
     /// true when it did: a worker must be woken for it.
     pub(super) fn wake(&mut self, key: &LaneKey) -> bool {
-        let Some(&slot) = self.index.get(key) else {
+        let hash = self.hasher.hash_one(key);
+        let slots = &self.slots;
+        let Some(&slot) = self
+            .index
+            .find(hash, |&slot| slots[slot].key.as_ref() == Some(key))
+        else {
             return false;
         };
         let lane = &mut self.slots[slot];
