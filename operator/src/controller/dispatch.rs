@@ -13,7 +13,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures::FutureExt;
-use tokio::time::Instant;
+use std::time::Instant;
 use tracing::{Instrument, Span};
 
 use super::kind::{Handlers, KindRuntime, Running};
@@ -331,7 +331,7 @@ impl KindRuntime {
                 }
                 let attempt = if error.is_some() { attempt + 1 } else { 0 };
                 let entry = RetryEntry {
-                    due: Instant::now() + delay,
+                    due: tokio::time::Instant::now() + delay,
                     attempt,
                     work: RetryWork::Reconcile(next),
                     error,
@@ -371,7 +371,7 @@ impl KindRuntime {
                     "handler failed; will retry"
                 );
                 let entry = RetryEntry {
-                    due: Instant::now() + delay,
+                    due: tokio::time::Instant::now() + delay,
                     attempt: attempt + 1,
                     work,
                     error: Some(error),
