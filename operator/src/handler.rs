@@ -27,6 +27,8 @@ pub enum HandlerError {
     #[error("handler timed out after {0:?}")]
     TimedOut(Duration),
     /// The controller stopped and its grace period ran out while the handler was still running.
+    /// The `InformerController` itself drops such a call with its worker and reports nothing;
+    /// wrappers and custom runners may use this variant.
     #[error("handler cancelled: the controller stopped")]
     Cancelled,
 }

@@ -9,10 +9,11 @@
 //!   keyed by (kind, handler, namespace, name).
 //! - **Per-object ordering.** The events of one object are handled in the order the informer
 //!   produced them and never concurrently with each other, and that includes retries and requeues:
-//!   each object has one lane, and one task at a time works on a lane.
+//!   each object has one lane, and one worker at a time works on a lane.
 //! - **No head-of-line blocking.** Objects do not share queues: a slow or failing object only holds
-//!   its own lane and one worker permit. Up to `max_concurrent_workers` (default 10) objects of a
-//!   kind are handled at once; a free permit goes to whichever object has work.
+//!   its own lane and one worker. Up to `max_concurrent_workers` (default 10) objects of a kind are
+//!   handled at once, by as many long-lived worker tasks; a free worker takes the lane that has
+//!   waited longest for one (a lane with more work goes to the back of the line after each item).
 //! - **Panics are contained.** A panic in a handler is caught (`catch_unwind` on the handler's
 //!   future), becomes that call's [`HandlerError::Panicked`] with the panic message, and is
 //!   retried by policy.
