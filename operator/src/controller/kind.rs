@@ -9,7 +9,8 @@
 //! and the steady state spawns no task and takes no semaphore per event.
 //!
 //! The intake pulls events from the kind's informers and stops pulling while
-//! `max_pending_events` events wait or run (the backlog); a handled event frees its place.
+//! `max_pending_events` events for watchers wait or run (the backlog); a handled event frees its
+//! place. Events with reconcile work only do not count: they merge while they wait.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
@@ -185,12 +186,17 @@ impl KindRuntime {
             if !self.enqueue(event, &run).await {
                 break;
             }
+            if !self.has_watchers.load(Ordering::Relaxed) {
+                // Events without watcher work never wait for room: an informer with events always
+                // ready would otherwise keep this thread to itself.
+                tokio::task::consume_budget().await;
+            }
         }
         tracing::debug!(kind = %self.name, "informer intake ended");
     }
 
-    /// Queues `event` in its object's lane once the backlog has room. Returns false when the
-    /// controller stopped meanwhile (the event is dropped).
+    /// Queues `event` in its object's lane (an event for watchers once the backlog has room).
+    /// Returns false when the controller stopped meanwhile (the event is dropped).
     async fn enqueue(self: &Arc<Self>, event: InformerEvent, run: &Arc<Running>) -> bool {
         let for_watchers = self.has_watchers.load(Ordering::Acquire);
         let max = self.config.max_pending_events;
@@ -203,7 +209,7 @@ impl KindRuntime {
             }
             {
                 let mut state = self.state();
-                if state.lanes.backlog < max {
+                if !for_watchers || state.lanes.backlog < max {
                     let Some(event) = event.take() else {
                         return false;
                     };
@@ -285,13 +291,14 @@ impl KindRuntime {
                 key: &key,
                 run: &run,
             };
-            let event = match work {
+            let counted = match work {
                 Work::Event(queued) => {
                     self.metrics.queue_depth.dec();
+                    let counted = queued.for_watchers;
                     let handlers = handlers.current(&self);
                     self.dispatch_event(held, queued, had_retries, &ctx, handlers)
                         .await;
-                    true
+                    counted
                 }
                 Work::Retry(handler, entry) => {
                     self.metrics.retries_pending.dec();
@@ -302,8 +309,8 @@ impl KindRuntime {
             };
             {
                 let mut state = self.state();
-                state.lanes.finish(slot, event);
-                if event && state.intake_waiting {
+                state.lanes.finish(slot, counted);
+                if counted && state.intake_waiting {
                     state.intake_waiting = false;
                     self.room.notify_waiters();
                 }

@@ -184,7 +184,7 @@ pub(super) struct Taken {
 pub(super) struct Pushed {
     /// The lane went from idle to ready: a worker must be woken (or started) for it.
     pub(super) became_ready: bool,
-    /// How many waiting events the push merged away (their place in the backlog is free).
+    /// How many waiting events the push merged away (0 or 1; never one for watchers).
     pub(super) merged_away: usize,
 }
 
@@ -200,7 +200,8 @@ pub(super) struct Lanes {
     index: hashbrown::HashTable<usize>,
     hasher: KeyHasher,
     ready: VecDeque<usize>,
-    /// Events pushed and not yet handled (or merged away): what `max_pending_events` bounds.
+    /// Events for watchers pushed and not yet handled: what `max_pending_events` bounds. Events
+    /// without watcher work do not count: they merge, so they are bounded by the objects.
     pub(super) backlog: usize,
 }
 
@@ -256,7 +257,9 @@ impl Lanes {
             for_watchers,
             reconcile: Some(reconcile),
         });
-        self.backlog = self.backlog + 1 - merged_away;
+        if for_watchers {
+            self.backlog += 1;
+        }
         let became_ready = !lane.active;
         if became_ready {
             lane.active = true;
@@ -303,10 +306,10 @@ impl Lanes {
         None
     }
 
-    /// Hands a held lane back after its item was dispatched; `event` says whether the item was an
-    /// event (which leaves the backlog now).
-    pub(super) fn finish(&mut self, slot: usize, event: bool) {
-        if event {
+    /// Hands a held lane back after its item was dispatched; `counted` says whether the item was
+    /// an event for watchers (which leaves the backlog now).
+    pub(super) fn finish(&mut self, slot: usize, counted: bool) {
+        if counted {
             self.backlog -= 1;
         }
         let Some(lane) = self.slots.get_mut(slot) else {
@@ -445,6 +448,7 @@ mod tests {
         lanes.finish(first.slot, true);
         let third = lanes.take().expect("a again");
         assert_eq!(rv(&third.work), "2");
+        assert_eq!(lanes.backlog, 2, "events for watchers count until handled");
         lanes.finish(third.slot, true);
         lanes.finish(second.slot, true);
         assert_eq!((lanes.backlog, lanes.queued(), lanes.in_use()), (0, 0, 0));
@@ -457,13 +461,13 @@ mod tests {
             lanes.push(InformerEvent::Add(cm(name, 1)), false);
             let taken = lanes.take().expect("work");
             assert_eq!(taken.slot, 0, "object {i} reuses slot 0");
-            lanes.finish(taken.slot, true);
+            lanes.finish(taken.slot, false);
         }
         assert_eq!(lanes.slots.len(), 1);
     }
 
     #[test]
-    fn waiting_reconcile_only_events_merge_and_leave_the_backlog() {
+    fn waiting_reconcile_only_events_merge_and_stay_out_of_the_backlog() {
         let mut lanes = Lanes::default();
         lanes.push(InformerEvent::Add(cm("a", 1)), false);
         let pushed = lanes.push(
@@ -474,7 +478,7 @@ mod tests {
             false,
         );
         assert_eq!(pushed.merged_away, 1);
-        assert_eq!((lanes.backlog, lanes.queued()), (1, 1));
+        assert_eq!((lanes.backlog, lanes.queued()), (0, 1));
         let taken = lanes.take().expect("the merged request");
         let Work::Event(queued) = &taken.work else {
             panic!("an event")

@@ -52,10 +52,12 @@
 //! re-creation).
 //!
 //! Events waiting for watchers are bounded per kind by [`ControllerConfig::max_pending_events`]
-//! (default 1000). When that many events of a kind wait, the controller stops pulling from the
-//! kind's informers until one is handled; the informer in turn stops reading its watch (see
-//! [`informer`](crate::informer)). A watcher slower than the event rate of one object therefore
-//! eventually pauses intake for its whole kind; other kinds are not affected.
+//! (default 1000; an event counts from its arrival until its handlers finished). When that many
+//! events of a kind wait, the controller stops pulling from the kind's informers until one is
+//! handled; the informer in turn stops reading its watch (see [`informer`](crate::informer)). A
+//! watcher slower than the event rate of one object therefore eventually pauses intake for its
+//! whole kind; other kinds are not affected. Events of a kind without watchers do not count and
+//! never pause intake: they merge, so they are bounded by the number of objects as said above.
 //!
 //! See [`InformerController`] for a runnable example.
 
@@ -120,7 +122,8 @@ impl ControllerConfig {
         self
     }
 
-    /// Events of one kind waiting to be handled before intake pauses (default 1000).
+    /// Events of one kind waiting for watchers (or being handled) before intake pauses (default
+    /// 1000). Events of a kind without watchers merge instead and do not count.
     #[must_use]
     pub fn max_pending_events(mut self, events: usize) -> Self {
         self.max_pending_events = events.max(1);
