@@ -241,11 +241,13 @@ impl KindRuntime {
                 }
             }
         };
-        let result = self
-            .guarded(call)
-            .instrument(span.clone())
-            .await
-            .and_then(|r| r.map_err(HandlerError::failed));
+        // Without a span, no `Instrumented` wrapper (its enter and exit on every poll).
+        let result = if span.is_none() {
+            self.guarded(call).await
+        } else {
+            self.guarded(call).instrument(span.clone()).await
+        }
+        .and_then(|r| r.map_err(HandlerError::failed));
         let ended = Instant::now();
         metrics
             .watcher_duration
@@ -289,10 +291,12 @@ impl KindRuntime {
         // there is one (an empty map costs a little to copy and to drop).
         let (action, object) = (request.action, request.object.clone());
         let kept_state = (!request.state.is_empty()).then(|| request.state.clone());
-        let result = self
-            .guarded(reconciler.reconcile(ctx, request))
-            .instrument(span.clone())
-            .await;
+        let call = reconciler.reconcile(ctx, request);
+        let result = if span.is_none() {
+            self.guarded(call).await
+        } else {
+            self.guarded(call).instrument(span.clone()).await
+        };
         let ended = Instant::now();
         metrics
             .reconciler_duration

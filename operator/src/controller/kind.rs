@@ -202,12 +202,10 @@ impl KindRuntime {
         let max = self.config.max_pending_events;
         let mut event = Some(event);
         loop {
-            // Made before the check, so a `notify_waiters` after the check still wakes it.
-            let room = self.room.notified();
             if run.stop.is_cancelled() {
                 return false;
             }
-            {
+            let room = {
                 let mut state = self.state();
                 if !for_watchers || state.lanes.backlog < max {
                     let Some(event) = event.take() else {
@@ -225,7 +223,10 @@ impl KindRuntime {
                     return true;
                 }
                 state.intake_waiting = true;
-            }
+                // Made under the lock, where workers free room and notify: a `notify_waiters`
+                // from now on wakes it.
+                self.room.notified()
+            };
             tokio::select! {
                 () = room => {}
                 () = run.stop.cancelled() => return false,
