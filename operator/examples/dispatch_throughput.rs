@@ -1,113 +1,132 @@
-//! Dispatch throughput of the `InformerController` on a synthetic event stream with no-op
-//! handlers: how many informer events per second go through per-object lanes, one watcher and one
-//! reconciler.
+//! Dispatch throughput of the `InformerController` on a synthetic event stream: how many informer
+//! events per second go through per-object lanes to the handlers (no-op by default), optionally
+//! next to kube-runtime's `Controller` on the same stream. One run of one scenario, so that it can
+//! be profiled (`valgrind --tool=callgrind`); the Criterion suite is `benches/dispatch.rs`.
 //!
 //! ```sh
-//! cargo run --release -p kubeapp-operator --example dispatch_throughput -- [objects] [events-per-object] [workers]
+//! cargo run --release -p kubeapp-operator --example dispatch_throughput -- \
+//!     [objects] [events-per-object] [workers] \
+//!     [--threads N] [--watchers N] [--reconcilers N] [--delay-ms N] [--kube-runtime]
 //! ```
+//!
+//! Defaults: 10000 objects x 20 events, 10 workers, 1 watcher and 1 reconciler, no delay, a
+//! multi-threaded runtime with one thread per core (`--threads 1` runs on one thread).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+#[path = "../benches/support/scenario.rs"]
+mod scenario;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kubeapp_operator::{
-    CancellationToken, ControllerConfig, Informer, InformerController, InformerEvent, KindInfo,
-    ReconcileResult, ReconcilerFn, WatcherFns, share,
-};
+use scenario::Scenario;
 
-fn object(name: &str, rv: usize) -> kubeapp_operator::SharedObject {
-    let mut cm = ConfigMap::default();
-    cm.metadata.name = Some(name.to_string());
-    cm.metadata.namespace = Some("bench".into());
-    cm.metadata.resource_version = Some(rv.to_string());
-    share(cm)
+struct Args {
+    scenario: Scenario,
+    threads: Option<usize>,
+    kube_runtime: bool,
 }
 
-#[tokio::main]
-async fn main() {
-    let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>().ok());
-    let objects = args.next().flatten().unwrap_or(10_000);
-    let per_object = args.next().flatten().unwrap_or(20);
-    let workers = args.next().flatten().unwrap_or(10);
-    let total = objects * per_object;
-
-    // Events interleaved across objects, as a busy informer produces them.
-    let names: Vec<String> = (0..objects).map(|i| format!("o{i}")).collect();
-    let mut events = Vec::with_capacity(total);
-    let mut last: Vec<_> = names.iter().map(|n| object(n, 0)).collect();
-    for step in 0..per_object {
-        for (i, name) in names.iter().enumerate() {
-            let new = object(name, step + 1);
-            events.push(if step == 0 {
-                InformerEvent::Add(new.clone())
-            } else {
-                InformerEvent::Update {
-                    old: last[i].clone(),
-                    new: new.clone(),
+fn parse_args() -> Result<Args, String> {
+    let mut scenario = Scenario {
+        watchers: 1,
+        reconcilers: 1,
+        workers: 10,
+        objects: 10_000,
+        per_object: 20,
+        delay: None,
+    };
+    let mut threads = None;
+    let mut kube_runtime = false;
+    let mut positional = 0;
+    let mut args = std::env::args().skip(1);
+    let number = |flag: &str, value: Option<String>| -> Result<usize, String> {
+        let value = value.ok_or_else(|| format!("{flag} needs a number"))?;
+        value
+            .parse()
+            .map_err(|_| format!("{flag}: {value:?} is not a number"))
+    };
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--threads" => threads = Some(number(&arg, args.next())?),
+            "--watchers" => scenario.watchers = number(&arg, args.next())?,
+            "--reconcilers" => scenario.reconcilers = number(&arg, args.next())?,
+            "--delay-ms" => {
+                let ms = number(&arg, args.next())?;
+                scenario.delay = (ms > 0).then(|| std::time::Duration::from_millis(ms as u64));
+            }
+            "--kube-runtime" => kube_runtime = true,
+            _ => {
+                let value = number(&format!("argument {}", positional + 1), Some(arg))?;
+                match positional {
+                    0 => scenario.objects = value,
+                    1 => scenario.per_object = value,
+                    2 => scenario.workers = value,
+                    _ => return Err("at most 3 positional arguments".into()),
                 }
-            });
-            last[i] = new;
+                positional += 1;
+            }
         }
     }
+    Ok(Args {
+        scenario,
+        threads,
+        kube_runtime,
+    })
+}
 
-    let watched = Arc::new(AtomicUsize::new(0));
-    let reconciled = Arc::new(AtomicUsize::new(0));
-    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-    let done_tx = Arc::new(std::sync::Mutex::new(Some(done_tx)));
-    let controller =
-        InformerController::new(ControllerConfig::default().max_concurrent_workers(workers));
-    controller.add_informer(
-        "configmaps",
-        Informer::from_stream(KindInfo::default(), futures::stream::iter(events)),
-    );
-    let counter = watched.clone();
-    let bump = move || {
-        if counter.fetch_add(1, Ordering::Relaxed) + 1 == total
-            && let Some(tx) = done_tx.lock().ok().and_then(|mut tx| tx.take())
-        {
-            let _ = tx.send(());
+fn main() {
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(error) => {
+            eprintln!("dispatch_throughput: {error}");
+            std::process::exit(2);
         }
     };
-    let (on_add, on_update) = (bump.clone(), bump);
-    controller.add_watcher(
-        "configmaps",
-        WatcherFns::<ConfigMap>::new()
-            .on_add(move |_, _| {
-                on_add();
-                async { Ok(()) }
-            })
-            .on_update(move |_, _, _| {
-                on_update();
-                async { Ok(()) }
-            }),
-    );
-    let counter = reconciled.clone();
-    controller.add_reconciler(
-        "configmaps",
-        ReconcilerFn::<ConfigMap, _>::new(move |_, _| {
-            counter.fetch_add(1, Ordering::Relaxed);
-            async { Ok(ReconcileResult::done()) }
-        }),
-    );
-
-    let stop = CancellationToken::new();
-    let started = Instant::now();
-    let running = tokio::spawn({
-        let (controller, stop) = (controller.clone(), stop.clone());
-        async move { controller.run(stop).await }
-    });
-    let _ = done_rx.await;
-    let elapsed = started.elapsed();
-    stop.cancel();
-    let _ = running.await;
+    let runtime = match args.threads {
+        Some(1) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        Some(threads) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build(),
+        None => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build(),
+    };
+    let runtime = match runtime {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("dispatch_throughput: cannot start the tokio runtime: {error}");
+            std::process::exit(1);
+        }
+    };
+    let s = args.scenario;
+    let threads = args
+        .threads
+        .map_or_else(|| "one per core".to_string(), |t| t.to_string());
+    let (system, elapsed, calls) = if args.kube_runtime {
+        let input = scenario::kube_runtime_input(&s);
+        let (elapsed, calls) = runtime.block_on(scenario::run_kube_runtime(&s, input));
+        ("kube-runtime Controller, 1 reconciler", elapsed, calls)
+    } else {
+        let input = scenario::kubeapp_input(&s);
+        let elapsed = runtime.block_on(scenario::run_kubeapp(&s, input));
+        ("kubeapp InformerController", elapsed, 0)
+    };
     #[allow(clippy::cast_precision_loss)]
-    let rate = total as f64 / elapsed.as_secs_f64();
+    let rate = s.events() as f64 / elapsed.as_secs_f64();
+    let calls = if args.kube_runtime {
+        format!("; reconcile calls {calls} (waiting requests merge)")
+    } else {
+        String::new()
+    };
     println!(
-        "{total} events ({objects} objects x {per_object}), {workers} workers: {:.3} s, {rate:.0} events/s; \
-         watcher calls {}, reconciler calls {} (waiting requests merge)",
+        "{system}: {} events ({} objects x {}), {} handlers, {} workers, delay {:?}, threads {threads}: \
+         {:.3} s, {rate:.0} events/s{calls}",
+        s.events(),
+        s.objects,
+        s.per_object,
+        s.handlers_label(),
+        s.workers,
+        s.delay.unwrap_or_default(),
         elapsed.as_secs_f64(),
-        watched.load(Ordering::Relaxed),
-        reconciled.load(Ordering::Relaxed),
     );
 }

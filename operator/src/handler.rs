@@ -27,6 +27,8 @@ pub enum HandlerError {
     #[error("handler timed out after {0:?}")]
     TimedOut(Duration),
     /// The controller stopped and its grace period ran out while the handler was still running.
+    /// The `InformerController` itself drops such a call with its worker and reports nothing;
+    /// wrappers and custom runners may use this variant.
     #[error("handler cancelled: the controller stopped")]
     Cancelled,
 }
@@ -40,30 +42,48 @@ impl HandlerError {
 
 /// What a handler call knows about its surroundings.
 ///
-/// Cheap to clone. [`cancelled`](Self::cancelled) resolves when the controller begins to stop:
-/// in-flight handlers are still allowed to finish (within the controller's grace period), and a
-/// long-running handler may use the signal to wrap up early.
+/// Cheap to clone (one reference count). [`cancelled`](Self::cancelled) resolves when the
+/// controller begins to stop: in-flight handlers are still allowed to finish (within the
+/// controller's grace period), and a long-running handler may use the signal to wrap up early.
 #[derive(Clone)]
 pub struct HandlerContext {
-    pub(crate) kind: Arc<str>,
-    pub(crate) attempt: u32,
-    pub(crate) stop: CancellationToken,
+    shared: Arc<ContextShared>,
+    attempt: u32,
+}
+
+/// What every call of one controller run shares, so that a clone per call is one reference count
+/// (a `CancellationToken` clone takes a lock).
+struct ContextShared {
+    kind: Arc<str>,
+    stop: CancellationToken,
 }
 
 impl HandlerContext {
     /// A context for calling a handler outside a controller (tests, wrappers): kind `kind`, first
     /// attempt, cancelled when `stop` is.
     pub fn new(kind: &str, stop: CancellationToken) -> Self {
+        Self::of_kind(Arc::from(kind), stop)
+    }
+
+    /// The first-attempt context of a controller's kind.
+    pub(crate) fn of_kind(kind: Arc<str>, stop: CancellationToken) -> Self {
         Self {
-            kind: Arc::from(kind),
+            shared: Arc::new(ContextShared { kind, stop }),
             attempt: 0,
-            stop,
+        }
+    }
+
+    /// The same context for attempt `attempt`.
+    pub(crate) fn with_attempt(&self, attempt: u32) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+            attempt,
         }
     }
 
     /// The kind key the handler was registered under.
     pub fn kind(&self) -> &str {
-        &self.kind
+        &self.shared.kind
     }
 
     /// 0 for the first call of an event, n for its n-th retry or requeue.
@@ -73,26 +93,26 @@ impl HandlerContext {
 
     /// True once the controller has begun to stop.
     pub fn is_cancelled(&self) -> bool {
-        self.stop.is_cancelled()
+        self.shared.stop.is_cancelled()
     }
 
     /// Resolves when the controller begins to stop.
     pub async fn cancelled(&self) {
-        self.stop.cancelled().await;
+        self.shared.stop.cancelled().await;
     }
 
     /// The underlying token, for `select!` and child tokens.
     pub fn cancellation_token(&self) -> &CancellationToken {
-        &self.stop
+        &self.shared.stop
     }
 }
 
 impl fmt::Debug for HandlerContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HandlerContext")
-            .field("kind", &self.kind)
+            .field("kind", &self.kind())
             .field("attempt", &self.attempt)
-            .field("cancelled", &self.stop.is_cancelled())
+            .field("cancelled", &self.is_cancelled())
             .finish()
     }
 }

@@ -13,6 +13,7 @@
 
 use std::future::Future;
 use std::marker::PhantomData;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -261,36 +262,80 @@ impl<K: KubeObject> WatcherFns<K> {
     }
 }
 
-#[async_trait]
-impl<K: KubeObject> Watcher for WatcherFns<K> {
-    async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        match &self.add {
-            Some(f) => f(ctx.clone(), expect_type(&object)?).await,
-            None => Ok(()),
-        }
+/// The future of a [`Watcher`] method as `#[async_trait]` declares it.
+type WatcherFuture<'a> = Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send + 'a>>;
+
+/// Calls a one-object closure, or succeeds when there is none.
+fn call_one<K: KubeObject>(
+    f: Option<&OneFn<K>>,
+    ctx: &HandlerContext,
+    object: &SharedObject,
+) -> BoxFuture {
+    match f {
+        None => Box::pin(std::future::ready(Ok(()))),
+        Some(f) => match expect_type(object) {
+            Ok(object) => f(ctx.clone(), object),
+            Err(error) => Box::pin(std::future::ready(Err(error))),
+        },
     }
-    async fn update(
-        &self,
-        ctx: &HandlerContext,
+}
+
+// Written out instead of `#[async_trait]`: the closures' futures are boxed already, and an
+// `async fn` here would box each call a second time.
+impl<K: KubeObject> Watcher for WatcherFns<K> {
+    fn add<'s, 'c, 'f>(&'s self, ctx: &'c HandlerContext, object: SharedObject) -> WatcherFuture<'f>
+    where
+        's: 'f,
+        'c: 'f,
+        Self: 'f,
+    {
+        call_one(self.add.as_ref(), ctx, &object)
+    }
+
+    fn update<'s, 'c, 'f>(
+        &'s self,
+        ctx: &'c HandlerContext,
         old: SharedObject,
         new: SharedObject,
-    ) -> Result<(), BoxError> {
-        match &self.update {
-            Some(f) => f(ctx.clone(), expect_type(&old)?, expect_type(&new)?).await,
-            None => Ok(()),
+    ) -> WatcherFuture<'f>
+    where
+        's: 'f,
+        'c: 'f,
+        Self: 'f,
+    {
+        let Some(f) = &self.update else {
+            return Box::pin(std::future::ready(Ok(())));
+        };
+        match (expect_type(&old), expect_type(&new)) {
+            (Ok(old), Ok(new)) => f(ctx.clone(), old, new),
+            (Err(error), _) | (_, Err(error)) => Box::pin(std::future::ready(Err(error))),
         }
     }
-    async fn delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        match &self.delete {
-            Some(f) => f(ctx.clone(), expect_type(&object)?).await,
-            None => Ok(()),
-        }
+
+    fn delete<'s, 'c, 'f>(
+        &'s self,
+        ctx: &'c HandlerContext,
+        object: SharedObject,
+    ) -> WatcherFuture<'f>
+    where
+        's: 'f,
+        'c: 'f,
+        Self: 'f,
+    {
+        call_one(self.delete.as_ref(), ctx, &object)
     }
-    async fn sync(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        match &self.sync {
-            Some(f) => f(ctx.clone(), expect_type(&object)?).await,
-            None => Ok(()),
-        }
+
+    fn sync<'s, 'c, 'f>(
+        &'s self,
+        ctx: &'c HandlerContext,
+        object: SharedObject,
+    ) -> WatcherFuture<'f>
+    where
+        's: 'f,
+        'c: 'f,
+        Self: 'f,
+    {
+        call_one(self.sync.as_ref(), ctx, &object)
     }
 }
 

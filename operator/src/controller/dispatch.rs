@@ -2,44 +2,86 @@
 //! each handler call's outcome schedules next.
 //!
 //! Every handler call runs under [`KindRuntime::guarded`]: its future is polled inside
-//! `catch_unwind` (a panic becomes [`HandlerError::Panicked`]), under the optional event timeout
-//! (the future is dropped when it runs out), and against the controller's hard stop.
+//! `catch_unwind` (a panic becomes [`HandlerError::Panicked`]) and under the optional event
+//! timeout (the future is dropped when it runs out). The controller's hard stop drops the whole
+//! worker, and with it the call in flight (see [`kind`](super::kind)).
+//!
+//! Spans are made only when a subscriber records them (see `info_span_if_recorded`); metrics use handles whose
+//! labels were resolved once per kind.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures::FutureExt;
-use tokio::time::Instant;
+use std::time::Instant;
 use tracing::{Instrument, Span};
 
-use super::lanes::{CallEnd, HandlerId, KindRuntime, Queued, RetryEntry, RetryWork, Running};
+use super::kind::{Handlers, KindRuntime, Running};
+use super::lanes::{HandlerId, LaneKey, Queued, RetryEntry, RetryWork};
 use crate::handler::{HandlerContext, HandlerError, panic_message};
 use crate::informer::InformerEvent;
-use crate::object::ObjectKey;
-use crate::reconciler::{ReconcileRequest, ReconcileState, Reconciler};
+use crate::object::KubeObject;
+use crate::reconciler::{ReconcileAction, ReconcileRequest, ReconcileState, Reconciler};
 use crate::watcher::Watcher;
 
-impl KindRuntime {
-    fn event_span(&self, event: &InformerEvent, key: &ObjectKey) -> Span {
-        let info = self.info.get().cloned().unwrap_or_default();
-        let namespace = key.namespace.as_deref().unwrap_or("");
-        // The object's Kind (as the contract names it); the registration name (often the plural,
-        // and the `kind` label of the metrics) goes in `informer`.
-        let kind = if info.kind.is_empty() {
-            &self.name
+/// An info span when a subscriber may record it, else [`Span::none`] without making one. With no
+/// subscriber set at all (`has_been_set` is what tracing's own macros check), tracing's `log`
+/// fallback would format the fields of every span made and log its drop, and every enter and exit
+/// of it on every poll of the instrumented future; with a subscriber, [`wanted`] drops the spans
+/// it does not record.
+macro_rules! info_span_if_recorded {
+    ($($args:tt)*) => {
+        if tracing::dispatcher::has_been_set() {
+            wanted(tracing::info_span!($($args)*))
         } else {
-            info.kind.as_str()
-        };
+            Span::none()
+        }
+    };
+}
+
+/// How a handler call ended, after its retry (if any) was scheduled.
+enum CallEnd {
+    Done,
+    Requeued,
+    Retrying,
+    GaveUp,
+}
+
+/// The lane a worker holds while it dispatches one of its items.
+#[derive(Clone, Copy)]
+pub(super) struct Held<'a> {
+    pub(super) slot: usize,
+    pub(super) key: &'a LaneKey,
+    pub(super) run: &'a Arc<Running>,
+}
+
+impl KindRuntime {
+    /// The object's Kind as the contract names it (the registration name, often the plural and
+    /// the `kind` label of the metrics, goes in the spans' `informer` field).
+    fn span_kind(&self) -> &str {
+        self.info
+            .get()
+            .map(|info| info.kind.as_str())
+            .filter(|kind| !kind.is_empty())
+            .unwrap_or(&self.name)
+    }
+
+    fn event_span(&self, event: &InformerEvent, key: &LaneKey) -> Span {
+        let (group, version) = self.info.get().map_or(("", ""), |info| {
+            (info.group.as_str(), info.version.as_str())
+        });
+        let kind = self.span_kind();
+        let namespace = key.namespace().unwrap_or("");
         macro_rules! event_span {
             ($name:literal) => {
-                tracing::info_span!(
+                info_span_if_recorded!(
                     $name,
                     kind = %kind,
                     informer = %self.name,
-                    group = %info.group,
-                    version = %info.version,
+                    group = %group,
+                    version = %version,
                     namespace = %namespace,
-                    name = %key.name,
+                    name = %key.name(),
                     event_type = event.action().metric_label(),
                 )
             };
@@ -53,88 +95,102 @@ impl KindRuntime {
         }
     }
 
+    /// Runs one event through the kind's watchers, then its reconcilers. `had_retries`: whether
+    /// the lane had retries pending (when not, there is no dequeue decision to make).
     pub(super) async fn dispatch_event(
         self: &Arc<Self>,
-        key: &ObjectKey,
+        held: Held<'_>,
         queued: Queued,
-        run: &Arc<Running>,
+        had_retries: bool,
+        ctx: &HandlerContext,
+        handlers: &Handlers,
     ) {
-        let span = self.event_span(&queued.event, key);
+        let span = self.event_span(&queued.event, held.key);
         let action = queued.event.action();
-        let metrics = self.metrics.action(action).clone();
+        let metrics = self.metrics.action(action);
         async {
             metrics.ongoing_events.inc();
             let started = Instant::now();
-            let handlers = self.handlers();
+            // One clock read per handler: each call's end is the next one's start.
+            let mut clock = started;
             if queued.for_watchers {
                 for (index, watcher) in handlers.watchers.iter().enumerate() {
                     let handler = HandlerId::Watcher(index);
-                    self.dequeue_check(key, handler, action, queued.event.object().as_ref());
-                    self.call_watcher(key, handler, watcher, &queued.event, 0, run)
-                        .await;
+                    if had_retries {
+                        self.dequeue_check(held, handler, action, queued.event.object().as_ref());
+                    }
+                    clock = self
+                        .call_watcher(held, handler, watcher.as_ref(), &queued.event, ctx, clock)
+                        .await
+                        .1;
                 }
             }
             if let Some((reconcile_action, object)) = &queued.reconcile {
                 for (index, reconciler) in handlers.reconcilers.iter().enumerate() {
                     let handler = HandlerId::Reconciler(index);
-                    self.dequeue_check(key, handler, *reconcile_action, object.as_ref());
+                    if had_retries {
+                        self.dequeue_check(held, handler, *reconcile_action, object.as_ref());
+                    }
                     let request = ReconcileRequest {
                         action: *reconcile_action,
                         object: object.clone(),
                         state: ReconcileState::new(),
                     };
-                    self.call_reconciler(key, handler, reconciler, request, 0, run)
-                        .await;
+                    clock = self
+                        .call_reconciler(held, handler, reconciler.as_ref(), request, ctx, clock)
+                        .await
+                        .1;
                 }
             }
             metrics
                 .event_duration
-                .observe(started.elapsed().as_secs_f64());
+                .observe((clock - started).as_secs_f64());
             metrics.ongoing_events.dec();
         }
         .instrument(span)
         .await;
     }
 
+    /// Runs one due retry (or requeue) through its handler and counts how it ended.
     pub(super) async fn run_retry(
         self: &Arc<Self>,
-        key: &ObjectKey,
+        held: Held<'_>,
         handler: HandlerId,
         entry: RetryEntry,
-        run: &Arc<Running>,
+        ctx: &HandlerContext,
+        handlers: &Handlers,
     ) {
-        let kind = self
-            .info
-            .get()
-            .map(|info| info.kind.as_str())
-            .filter(|kind| !kind.is_empty())
-            .unwrap_or(&self.name);
-        let span = tracing::info_span!(
+        let span = info_span_if_recorded!(
             "controller-retry",
-            kind = %kind,
+            kind = %self.span_kind(),
             informer = %self.name,
-            namespace = %key.namespace.as_deref().unwrap_or(""),
-            name = %key.name,
+            namespace = %held.key.namespace().unwrap_or(""),
+            name = %held.key.name(),
             %handler,
             attempt = entry.attempt,
             event_type = entry.work.action().metric_label(),
         );
-        let handlers = self.handlers();
+        let ctx = ctx.with_attempt(entry.attempt);
+        let started = Instant::now();
         let end = async {
             match (handler, entry.work) {
                 (HandlerId::Watcher(index), RetryWork::Watch(event)) => {
                     let watcher = handlers.watchers.get(index)?;
-                    Some(
-                        self.call_watcher(key, handler, watcher, &event, entry.attempt, run)
-                            .await,
-                    )
+                    let call =
+                        self.call_watcher(held, handler, watcher.as_ref(), &event, &ctx, started);
+                    Some(call.await.0)
                 }
                 (HandlerId::Reconciler(index), RetryWork::Reconcile(request)) => {
                     let reconciler = handlers.reconcilers.get(index)?;
-                    Some(
-                        self.call_reconciler(key, handler, reconciler, request, entry.attempt, run)
-                            .await,
-                    )
+                    let call = self.call_reconciler(
+                        held,
+                        handler,
+                        reconciler.as_ref(),
+                        request,
+                        &ctx,
+                        started,
+                    );
+                    Some(call.await.0)
                 }
                 _ => None,
             }
@@ -152,46 +208,32 @@ impl KindRuntime {
         counter.inc();
     }
 
-    fn context(&self, attempt: u32, run: &Running) -> HandlerContext {
-        HandlerContext {
-            kind: Arc::clone(&self.name),
-            attempt,
-            stop: run.stop.clone(),
-        }
-    }
-
-    /// Runs one handler future with panic containment, the event timeout and the hard stop.
-    async fn guarded<T>(
-        &self,
-        call: impl Future<Output = T>,
-        run: &Running,
-    ) -> Result<T, HandlerError> {
+    /// Runs one handler future with panic containment and the event timeout.
+    async fn guarded<T>(&self, call: impl Future<Output = T>) -> Result<T, HandlerError> {
         let caught = AssertUnwindSafe(call).catch_unwind();
-        let timed = async {
-            let outcome = match self.config.event_timeout {
-                Some(limit) => tokio::time::timeout(limit, caught)
-                    .await
-                    .map_err(|_| HandlerError::TimedOut(limit))?,
-                None => caught.await,
-            };
-            outcome.map_err(|payload| HandlerError::Panicked(panic_message(payload.as_ref())))
+        let outcome = match self.config.event_timeout {
+            Some(limit) => tokio::time::timeout(limit, caught)
+                .await
+                .map_err(|_| HandlerError::TimedOut(limit))?,
+            None => caught.await,
         };
-        tokio::select! {
-            result = timed => result,
-            () = run.hard_stop.cancelled() => Err(HandlerError::Cancelled),
-        }
+        outcome.map_err(|payload| HandlerError::Panicked(panic_message(payload.as_ref())))
     }
 
+    /// Calls a watcher (through `&dyn Watcher`: the blanket impl for `Arc<W>` would box a second
+    /// future around the handler's own). `started` is when the call began; returns how it ended
+    /// and when.
     async fn call_watcher(
         self: &Arc<Self>,
-        key: &ObjectKey,
+        held: Held<'_>,
         handler: HandlerId,
-        watcher: &Arc<dyn Watcher>,
+        watcher: &dyn Watcher,
         event: &InformerEvent,
-        attempt: u32,
-        run: &Arc<Running>,
-    ) -> CallEnd {
-        let span = tracing::info_span!(
+        ctx: &HandlerContext,
+        started: Instant,
+    ) -> (CallEnd, Instant) {
+        let attempt = ctx.attempt();
+        let span = info_span_if_recorded!(
             "controller-event-watch",
             %handler,
             attempt,
@@ -199,51 +241,56 @@ impl KindRuntime {
             otel.status_code = tracing::field::Empty,
         );
         let metrics = self.metrics.action(event.action());
-        let ctx = self.context(attempt, run);
         metrics.ongoing_processes.inc();
-        let started = Instant::now();
         let call = async {
             match event {
-                InformerEvent::Add(object) => watcher.add(&ctx, object.clone()).await,
+                InformerEvent::Add(object) => watcher.add(ctx, object.clone()).await,
                 InformerEvent::Update { old, new } => {
-                    watcher.update(&ctx, old.clone(), new.clone()).await
+                    watcher.update(ctx, old.clone(), new.clone()).await
                 }
-                InformerEvent::Delete(object) => watcher.delete(&ctx, object.clone()).await,
+                InformerEvent::Delete(object) => watcher.delete(ctx, object.clone()).await,
                 InformerEvent::Resync(object) => {
-                    watcher.update(&ctx, object.clone(), object.clone()).await
+                    watcher.update(ctx, object.clone(), object.clone()).await
                 }
             }
         };
-        let result = self
-            .guarded(call, run)
-            .instrument(span.clone())
-            .await
-            .and_then(|r| r.map_err(HandlerError::failed));
+        // Without a span, no `Instrumented` wrapper (its enter and exit on every poll).
+        let result = if span.is_none() {
+            self.guarded(call).await
+        } else {
+            self.guarded(call).instrument(span.clone()).await
+        }
+        .and_then(|r| r.map_err(HandlerError::failed));
+        let ended = Instant::now();
         metrics
             .watcher_duration
-            .observe(started.elapsed().as_secs_f64());
+            .observe((ended - started).as_secs_f64());
         metrics.ongoing_processes.dec();
-        match result {
+        let end = match result {
             Ok(()) => CallEnd::Done,
             Err(error) => {
                 metrics.watcher_errors.inc();
                 mark_error(&span, &error);
                 let work = RetryWork::Watch(event.clone());
-                self.retry_or_give_up(key, handler, work, attempt, error, run)
+                self.retry_or_give_up(held, handler, work, attempt, error)
             }
-        }
+        };
+        (end, ended)
     }
 
+    /// Calls a reconciler (through `&dyn Reconciler`, as for watchers) and schedules what its
+    /// result asks for. `started` is when the call began; returns how it ended and when.
     async fn call_reconciler(
         self: &Arc<Self>,
-        key: &ObjectKey,
+        held: Held<'_>,
         handler: HandlerId,
-        reconciler: &Arc<dyn Reconciler>,
+        reconciler: &dyn Reconciler,
         request: ReconcileRequest,
-        attempt: u32,
-        run: &Arc<Running>,
-    ) -> CallEnd {
-        let span = tracing::info_span!(
+        ctx: &HandlerContext,
+        started: Instant,
+    ) -> (CallEnd, Instant) {
+        let attempt = ctx.attempt();
+        let span = info_span_if_recorded!(
             "controller-event-reconcile",
             %handler,
             attempt,
@@ -252,16 +299,21 @@ impl KindRuntime {
             otel.status_code = tracing::field::Empty,
         );
         let metrics = self.metrics.action(request.action);
-        let ctx = self.context(attempt, run);
         metrics.ongoing_processes.inc();
-        let started = Instant::now();
-        let result = self
-            .guarded(reconciler.reconcile(&ctx, request.clone()), run)
-            .instrument(span.clone())
-            .await;
+        // What the next attempt needs if this one fails or requeues. The state is copied only when
+        // there is one (an empty map costs a little to copy and to drop).
+        let (action, object) = (request.action, request.object.clone());
+        let kept_state = (!request.state.is_empty()).then(|| request.state.clone());
+        let call = reconciler.reconcile(ctx, request);
+        let result = if span.is_none() {
+            self.guarded(call).await
+        } else {
+            self.guarded(call).instrument(span.clone()).await
+        };
+        let ended = Instant::now();
         metrics
             .reconciler_duration
-            .observe(started.elapsed().as_secs_f64());
+            .observe((ended - started).as_secs_f64());
         metrics.ongoing_processes.dec();
         let (error, requeue_after, state) = match result {
             Ok(Ok(result)) => (None, result.requeue_after, result.state),
@@ -272,59 +324,59 @@ impl KindRuntime {
             ),
             Err(error) => (Some(error), None, None),
         };
+        if error.is_none() && requeue_after.is_none() {
+            return (CallEnd::Done, ended);
+        }
         // The latest attempt's state is what the next attempt gets.
         let next = ReconcileRequest {
-            state: state.unwrap_or(request.state),
-            ..request
+            action,
+            object,
+            state: state.or(kept_state).unwrap_or_default(),
         };
         if let Some(error) = &error {
             metrics.reconciler_errors.inc();
             mark_error(&span, error);
         }
-        match (error, requeue_after) {
+        let end = match (error, requeue_after) {
             (None, None) => CallEnd::Done,
             (error, Some(delay)) => {
                 if let Some(error) = &error {
                     tracing::warn!(
-                        kind = %self.name, object = %key, %handler, %error, ?delay,
+                        kind = %self.name, object = %held.key, %handler, %error, ?delay,
                         "reconcile failed and asked to requeue; requeue decides when it runs again"
                     );
                 }
                 let attempt = if error.is_some() { attempt + 1 } else { 0 };
                 let entry = RetryEntry {
-                    due: Instant::now() + delay,
+                    due: tokio::time::Instant::now() + delay,
                     attempt,
                     work: RetryWork::Reconcile(next),
                     error,
                 };
-                self.schedule(key, handler, entry, run);
+                self.schedule(held.slot, held.key, handler, entry, held.run);
                 CallEnd::Requeued
             }
-            (Some(error), None) => self.retry_or_give_up(
-                key,
-                handler,
-                RetryWork::Reconcile(next),
-                attempt,
-                error,
-                run,
-            ),
-        }
+            (Some(error), None) => {
+                self.retry_or_give_up(held, handler, RetryWork::Reconcile(next), attempt, error)
+            }
+        };
+        (end, ended)
     }
 
     fn retry_or_give_up(
         self: &Arc<Self>,
-        key: &ObjectKey,
+        held: Held<'_>,
         handler: HandlerId,
         work: RetryWork,
         attempt: u32,
         error: HandlerError,
-        run: &Arc<Running>,
     ) -> CallEnd {
-        let namespace = key.namespace.as_deref().unwrap_or("");
-        if run.stop.is_cancelled() {
+        let namespace = held.key.namespace().unwrap_or("");
+        let name = held.key.name();
+        if held.run.stop.is_cancelled() {
             // Stopping: pending retries are dropped anyway, and the next start lists again.
             tracing::info!(
-                kind = %self.name, namespace, name = %key.name, %handler, %error,
+                kind = %self.name, namespace, name, %handler, %error,
                 "handler failed while the controller stops; not retried"
             );
             return CallEnd::GaveUp;
@@ -332,27 +384,68 @@ impl KindRuntime {
         match self.config.retry_policy.delay(&error, attempt) {
             Some(delay) => {
                 tracing::warn!(
-                    kind = %self.name, namespace, name = %key.name, %handler, attempt, %error, ?delay,
+                    kind = %self.name, namespace, name, %handler, attempt, %error, ?delay,
                     "handler failed; will retry"
                 );
                 let entry = RetryEntry {
-                    due: Instant::now() + delay,
+                    due: tokio::time::Instant::now() + delay,
                     attempt: attempt + 1,
                     work,
                     error: Some(error),
                 };
-                self.schedule(key, handler, entry, run);
+                self.schedule(held.slot, held.key, handler, entry, held.run);
                 CallEnd::Retrying
             }
             None => {
                 tracing::error!(
-                    kind = %self.name, namespace, name = %key.name, %handler, attempt, %error,
+                    kind = %self.name, namespace, name, %handler, attempt, %error,
                     "handler failed; giving up after the retry policy's last attempt"
                 );
                 self.metrics.retries_given_up.inc();
                 CallEnd::GaveUp
             }
         }
+    }
+
+    /// Applies the dequeue policy to `handler`'s pending retry before a new event reaches it.
+    fn dequeue_check(
+        &self,
+        held: Held<'_>,
+        handler: HandlerId,
+        new_action: ReconcileAction,
+        new_object: &dyn KubeObject,
+    ) {
+        // Taken out so that the user's policy runs outside the lock; nothing else touches this
+        // handler's retry meanwhile, because only the lane's holder does.
+        let Some(entry) = self.take_retry(held.slot, handler) else {
+            return;
+        };
+        let drop_it = match &self.config.dequeue_policy {
+            None => true,
+            Some(policy) => policy.should_dequeue(
+                new_action,
+                new_object,
+                entry.work.action(),
+                entry.work.object().as_ref(),
+                entry.error.as_ref(),
+            ),
+        };
+        if drop_it {
+            self.metrics.retries_pending.dec();
+            tracing::debug!(kind = %self.name, object = %held.key, %handler, "newer event drops the pending retry");
+        } else {
+            self.restore_retry(held.slot, handler, entry);
+        }
+    }
+}
+
+/// `span` when the subscriber records it, else [`Span::none`]: instrumenting a future with
+/// `Span::none()` costs nothing per poll.
+fn wanted(span: Span) -> Span {
+    if span.is_disabled() {
+        Span::none()
+    } else {
+        span
     }
 }
 

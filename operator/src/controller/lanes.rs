@@ -1,37 +1,29 @@
-//! Per-object lanes: the queue, the retries and the one task that works on each object.
+//! Per-object lanes: each object's queued events and pending retries, and the queue of lanes that
+//! have work for a worker.
 //!
 //! Every object with pending work has a [`Lane`]: its queued events, its pending retries (at most
-//! one per handler) and an `active` flag. A lane is worked on by at most one task at a time, which
-//! takes one item (the oldest queued event, else a due retry), dispatches it, and repeats until the
-//! lane is empty; then the lane is removed (or kept, idle, while retries wait). Different lanes run
-//! concurrently, each item under one of the kind's worker permits. Retry timers wake their lane
-//! when due, so retries of different objects run in parallel.
+//! one per handler) and an `active` flag, set while the lane waits in the ready queue or a worker
+//! holds it. A lane is in the ready queue at most once and held by at most one worker, which takes
+//! one item (the oldest queued event, else a due retry), dispatches it, and hands the lane back
+//! ([`Lanes::finish`]): to the back of the ready queue if it has more runnable work, else idle (and
+//! released, if no retry waits). That is what keeps one object's work in order and never
+//! concurrent, while different objects run side by side.
+//!
+//! Everything here is synchronous and runs under the kind's lock; the tasks around it live in
+//! [`kind`](super::kind). Lanes sit in a slab whose slots are reused with their queue's allocation,
+//! and the index from object to slot hashes an object's key once per event (a released lane is
+//! found by its stored hash and slot), so the steady state allocates nothing per event.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::hash::{BuildHasher, Hash, Hasher};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
-use super::ControllerConfig;
 use crate::handler::HandlerError;
-use crate::informer::{InformerEvent, KindInfo};
-use crate::metrics::KindMetrics;
-use crate::object::{KubeObject, ObjectKey, SharedObject};
-use crate::reconciler::{ReconcileAction, ReconcileRequest, Reconciler};
-use crate::watcher::Watcher;
-
-/// What a running controller shares with its tasks.
-pub(crate) struct Running {
-    /// Cancelled when the controller begins to stop: no new events, handler contexts cancelled.
-    pub stop: CancellationToken,
-    /// Cancelled when the grace period ran out: in-flight handler futures are dropped.
-    pub hard_stop: CancellationToken,
-    /// Lane and informer tasks, awaited on stop.
-    pub tracker: TaskTracker,
-}
+use crate::informer::InformerEvent;
+use crate::object::SharedObject;
+use crate::reconciler::{ReconcileAction, ReconcileRequest};
 
 /// Which handler of a kind: watchers and reconcilers by registration index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -40,8 +32,8 @@ pub(crate) enum HandlerId {
     Reconciler(usize),
 }
 
-impl std::fmt::Display for HandlerId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Display for HandlerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Watcher(i) => write!(f, "watcher[{i}]"),
             Self::Reconciler(i) => write!(f, "reconciler[{i}]"),
@@ -49,11 +41,55 @@ impl std::fmt::Display for HandlerId {
     }
 }
 
-/// The handlers of a kind; replaced as a whole when one is added.
-#[derive(Default)]
-pub(crate) struct Handlers {
-    pub watchers: Vec<Arc<dyn Watcher>>,
-    pub reconcilers: Vec<Arc<dyn Reconciler>>,
+/// The identity of an object within its kind (namespace and name), read from one of its states:
+/// making or cloning a key copies no strings.
+#[derive(Clone)]
+pub(crate) struct LaneKey(SharedObject);
+
+impl LaneKey {
+    pub(crate) fn of(object: &SharedObject) -> Self {
+        Self(SharedObject::clone(object))
+    }
+
+    /// The namespace, `None` for cluster-scoped objects.
+    pub(crate) fn namespace(&self) -> Option<&str> {
+        self.0.metadata().namespace.as_deref()
+    }
+
+    /// The name (`""` for an object without one, which the API server never sends).
+    pub(crate) fn name(&self) -> &str {
+        self.0.metadata().name.as_deref().unwrap_or("")
+    }
+}
+
+impl PartialEq for LaneKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name() && self.namespace() == other.namespace()
+    }
+}
+
+impl Eq for LaneKey {}
+
+impl Hash for LaneKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.namespace().hash(state);
+        self.name().hash(state);
+    }
+}
+
+impl fmt::Display for LaneKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.namespace() {
+            Some(ns) => write!(f, "{ns}/{}", self.name()),
+            None => f.write_str(self.name()),
+        }
+    }
+}
+
+impl fmt::Debug for LaneKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
 }
 
 /// An event waiting in a lane.
@@ -63,8 +99,6 @@ pub(super) struct Queued {
     pub(super) for_watchers: bool,
     /// The reconcile request this event carries, `None` once a newer event took it over.
     pub(super) reconcile: Option<(ReconcileAction, SharedObject)>,
-    /// Held until the event is handled: bounds the events queued per kind.
-    _backlog: OwnedSemaphorePermit,
 }
 
 /// What a retry re-runs.
@@ -100,132 +134,109 @@ pub(super) struct RetryEntry {
     pub(super) error: Option<HandlerError>,
 }
 
+/// One object's pending work.
 #[derive(Default)]
-pub(super) struct Lane {
+struct Lane {
+    /// `None` while the slot is free.
+    key: Option<LaneKey>,
+    /// The hash of `key` in the index.
+    hash: u64,
     queue: VecDeque<Queued>,
     retries: BTreeMap<HandlerId, RetryEntry>,
+    /// In the ready queue or held by a worker.
     active: bool,
 }
 
 impl Lane {
-    fn runnable(&self, now: Instant) -> bool {
-        !self.queue.is_empty() || self.retries.values().any(|entry| entry.due <= now)
+    fn due_retry(&self) -> Option<HandlerId> {
+        if self.retries.is_empty() {
+            return None;
+        }
+        let now = Instant::now();
+        self.retries
+            .iter()
+            .find(|(_, entry)| entry.due <= now)
+            .map(|(handler, _)| *handler)
+    }
+
+    fn runnable(&self) -> bool {
+        !self.queue.is_empty() || self.due_retry().is_some()
     }
 }
 
+/// One item a worker took from a lane.
 pub(super) enum Work {
     Event(Queued),
     Retry(HandlerId, RetryEntry),
 }
 
-/// How a handler call ended, after its retry (if any) was scheduled.
-pub(super) enum CallEnd {
-    Done,
-    Requeued,
-    Retrying,
-    GaveUp,
+/// A lane held by a worker, with the item to dispatch.
+pub(super) struct Taken {
+    pub(super) slot: usize,
+    pub(super) key: LaneKey,
+    pub(super) work: Work,
+    /// Whether the lane had retries pending when the item was taken. Only the holder adds
+    /// retries, so when it had none, no new event can meet a pending retry of its handlers.
+    pub(super) had_retries: bool,
 }
 
-/// Everything the controller keeps for one kind.
-pub(crate) struct KindRuntime {
-    pub name: Arc<str>,
-    pub info: OnceLock<KindInfo>,
-    handlers: RwLock<Arc<Handlers>>,
-    lanes: Mutex<HashMap<ObjectKey, Lane>>,
-    workers: OnceLock<Arc<Semaphore>>,
-    backlog: Arc<Semaphore>,
-    pub metrics: KindMetrics,
-    pub(super) config: Arc<ControllerConfig>,
+/// What [`Lanes::push`] did with an event.
+pub(super) struct Pushed {
+    /// The lane went from idle to ready: a worker must be woken (or started) for it.
+    pub(super) became_ready: bool,
+    /// How many waiting events the push merged away (0 or 1; never one for watchers).
+    pub(super) merged_away: usize,
 }
 
-impl KindRuntime {
-    pub(crate) fn new(name: &str, config: Arc<ControllerConfig>, metrics: KindMetrics) -> Self {
-        Self {
-            name: Arc::from(name),
-            info: OnceLock::new(),
-            handlers: RwLock::default(),
-            lanes: Mutex::default(),
-            workers: OnceLock::new(),
-            backlog: Arc::new(Semaphore::new(config.max_pending_events.max(1))),
-            metrics,
-            config,
+/// Hashes lane keys (namespace and name strings) quickly, seeded per process.
+type KeyHasher = foldhash::fast::RandomState;
+
+/// Every lane of a kind, and the ready queue. See the [module docs](self).
+#[derive(Default)]
+pub(super) struct Lanes {
+    slots: Vec<Lane>,
+    free: Vec<usize>,
+    /// The slots of the lanes in use, by the hash of their key.
+    index: hashbrown::HashTable<usize>,
+    hasher: KeyHasher,
+    ready: VecDeque<usize>,
+    /// Events for watchers pushed and not yet handled: what `max_pending_events` bounds. Events
+    /// without watcher work do not count: they merge, so they are bounded by the objects.
+    pub(super) backlog: usize,
+}
+
+impl Lanes {
+    /// The slot of `key`'s lane, made when missing.
+    fn slot_of(&mut self, key: LaneKey) -> usize {
+        let hash = self.hasher.hash_one(&key);
+        let Self {
+            slots, free, index, ..
+        } = self;
+        if let Some(&slot) = index.find(hash, |&slot| slots[slot].key.as_ref() == Some(&key)) {
+            return slot;
         }
-    }
-
-    /// Sets the worker limit of this kind; the first caller decides.
-    pub(crate) fn init_workers(&self, workers: Option<usize>) {
-        let workers = workers.unwrap_or(self.config.max_concurrent_workers).max(1);
-        let _ = self.workers.set(Arc::new(Semaphore::new(workers)));
-    }
-
-    fn workers(&self) -> Arc<Semaphore> {
-        self.workers
-            .get_or_init(|| Arc::new(Semaphore::new(self.config.max_concurrent_workers.max(1))))
-            .clone()
-    }
-
-    pub(crate) fn handlers(&self) -> Arc<Handlers> {
-        self.handlers
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    pub(crate) fn add_watcher(&self, watcher: Arc<dyn Watcher>) {
-        let mut slot = self
-            .handlers
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        let mut next = Handlers {
-            watchers: slot.watchers.clone(),
-            reconcilers: slot.reconcilers.clone(),
+        let slot = match free.pop() {
+            Some(slot) => slot,
+            None => {
+                slots.push(Lane::default());
+                slots.len() - 1
+            }
         };
-        next.watchers.push(watcher);
-        *slot = Arc::new(next);
+        slots[slot].key = Some(key);
+        slots[slot].hash = hash;
+        index.insert_unique(hash, slot, |&slot| slots[slot].hash);
+        slot
     }
 
-    pub(crate) fn add_reconciler(&self, reconciler: Arc<dyn Reconciler>) {
-        let mut slot = self
-            .handlers
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        let mut next = Handlers {
-            watchers: slot.watchers.clone(),
-            reconcilers: slot.reconcilers.clone(),
-        };
-        next.reconcilers.push(reconciler);
-        *slot = Arc::new(next);
-    }
-
-    fn lanes(&self) -> MutexGuard<'_, HashMap<ObjectKey, Lane>> {
-        // A panic never happens while the lock is held (user code runs outside it), but if one
-        // did, the map is still consistent item by item.
-        self.lanes.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Queues `event` in its object's lane, waiting while the kind's backlog is full. Returns
-    /// false when the controller stopped meanwhile.
-    pub(crate) async fn enqueue(
-        self: &Arc<Self>,
-        event: InformerEvent,
-        run: &Arc<Running>,
-    ) -> bool {
-        let backlog = tokio::select! {
-            biased;
-            () = run.stop.cancelled() => return false,
-            permit = self.backlog.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => return false,
-            },
-        };
+    /// Queues `event` in its object's lane, merging it with the waiting reconcile request (see
+    /// the [controller docs](super)).
+    pub(super) fn push(&mut self, event: InformerEvent, for_watchers: bool) -> Pushed {
         let action = event.action();
-        self.metrics.action(action).events_total.inc();
-        let for_watchers = !self.handlers().watchers.is_empty();
-        let object = event.object().clone();
-        let key = ObjectKey::of(object.as_ref());
-        let mut lanes = self.lanes();
-        let lane = lanes.entry(key.clone()).or_default();
+        let object = SharedObject::clone(event.object());
+        let slot = self.slot_of(LaneKey::of(&object));
+        let lane = &mut self.slots[slot];
         let mut reconcile = (action, object);
+        let mut merged_away = 0;
         // Level-triggered merge: the newest event takes over the reconcile request of the last
         // waiting event of the same object, unless a Delete separates them.
         if let Some(position) = lane.queue.iter().rposition(|q| q.reconcile.is_some()) {
@@ -237,7 +248,7 @@ impl KindRuntime {
                 reconcile.0 = merged;
                 if !waiting.for_watchers {
                     lane.queue.remove(position);
-                    self.metrics.queue_depth.dec();
+                    merged_away = 1;
                 }
             }
         }
@@ -245,159 +256,235 @@ impl KindRuntime {
             event,
             for_watchers,
             reconcile: Some(reconcile),
-            _backlog: backlog,
         });
-        self.metrics.queue_depth.inc();
-        if !lane.active {
+        if for_watchers {
+            self.backlog += 1;
+        }
+        let became_ready = !lane.active;
+        if became_ready {
             lane.active = true;
-            self.spawn_lane(key, run);
+            self.ready.push_back(slot);
         }
-        true
+        Pushed {
+            became_ready,
+            merged_away,
+        }
     }
 
-    fn spawn_lane(self: &Arc<Self>, key: ObjectKey, run: &Arc<Running>) {
-        let this = Arc::clone(self);
-        let run_for_task = Arc::clone(run);
-        run.tracker
-            .spawn(async move { this.drive_lane(key, run_for_task).await });
-    }
-
-    /// Works on one lane until it is empty or the controller stops.
-    async fn drive_lane(self: Arc<Self>, key: ObjectKey, run: Arc<Running>) {
-        let workers = self.workers();
-        loop {
-            let permit = tokio::select! {
-                biased;
-                () = run.stop.cancelled() => None,
-                permit = workers.clone().acquire_owned() => permit.ok(),
+    /// The next item of the first ready lane: its oldest queued event, else a due retry. The
+    /// lane stays held (active, out of the ready queue) until [`finish`](Self::finish).
+    pub(super) fn take(&mut self) -> Option<Taken> {
+        while let Some(slot) = self.ready.pop_front() {
+            let lane = &mut self.slots[slot];
+            let had_retries = !lane.retries.is_empty();
+            let work = if let Some(queued) = lane.queue.pop_front() {
+                Some(Work::Event(queued))
+            } else if let Some(handler) = lane.due_retry()
+                && let Some(entry) = lane.retries.remove(&handler)
+            {
+                Some(Work::Retry(handler, entry))
+            } else {
+                None
             };
-            let Some(permit) = permit else {
-                self.park(&key);
-                return;
+            let Some(work) = work else {
+                // Nothing runnable after all (a retry not due yet): idle until woken.
+                lane.active = false;
+                self.release_if_empty(slot);
+                continue;
             };
-            let Some(work) = self.next_work(&key) else {
-                return;
+            // A lane in the ready queue always has its key.
+            let Some(key) = lane.key.clone() else {
+                continue;
             };
-            match work {
-                Work::Event(queued) => self.dispatch_event(&key, queued, &run).await,
-                Work::Retry(handler, entry) => self.run_retry(&key, handler, entry, &run).await,
-            }
-            drop(permit);
-            if run.stop.is_cancelled() {
-                self.park(&key);
-                return;
-            }
-        }
-    }
-
-    /// Marks the lane idle without taking more work (the controller is stopping).
-    fn park(&self, key: &ObjectKey) {
-        if let Some(lane) = self.lanes().get_mut(key) {
-            lane.active = false;
-        }
-    }
-
-    /// The next item of the lane: the oldest queued event, else a due retry. When there is none,
-    /// the lane goes idle (and away, if no retry waits).
-    fn next_work(&self, key: &ObjectKey) -> Option<Work> {
-        let mut lanes = self.lanes();
-        let lane = lanes.get_mut(key)?;
-        if let Some(queued) = lane.queue.pop_front() {
-            self.metrics.queue_depth.dec();
-            return Some(Work::Event(queued));
-        }
-        let now = Instant::now();
-        let due = lane
-            .retries
-            .iter()
-            .find(|(_, entry)| entry.due <= now)
-            .map(|(handler, _)| *handler);
-        if let Some(handler) = due
-            && let Some(entry) = lane.retries.remove(&handler)
-        {
-            self.metrics.retries_pending.dec();
-            return Some(Work::Retry(handler, entry));
-        }
-        lane.active = false;
-        if lane.retries.is_empty() {
-            lanes.remove(key);
+            return Some(Taken {
+                slot,
+                key,
+                work,
+                had_retries,
+            });
         }
         None
     }
 
-    /// Called by a retry timer: starts the lane's task if it is idle and has due work.
-    fn wake(self: &Arc<Self>, key: &ObjectKey, run: &Arc<Running>) {
-        if run.stop.is_cancelled() {
-            return;
+    /// Hands a held lane back after its item was dispatched; `counted` says whether the item was
+    /// an event for watchers (which leaves the backlog now).
+    pub(super) fn finish(&mut self, slot: usize, counted: bool) {
+        if counted {
+            self.backlog -= 1;
         }
-        let mut lanes = self.lanes();
-        if let Some(lane) = lanes.get_mut(key)
-            && !lane.active
-            && lane.runnable(Instant::now())
-        {
-            lane.active = true;
-            self.spawn_lane(key.clone(), run);
+        let Some(lane) = self.slots.get_mut(slot) else {
+            return;
+        };
+        if lane.runnable() {
+            self.ready.push_back(slot);
+        } else {
+            lane.active = false;
+            self.release_if_empty(slot);
         }
     }
 
-    pub(super) fn schedule(
-        self: &Arc<Self>,
-        key: &ObjectKey,
+    /// Frees an idle lane's slot when nothing waits in it; the queue keeps its allocation for
+    /// the slot's next object.
+    fn release_if_empty(&mut self, slot: usize) {
+        let lane = &mut self.slots[slot];
+        if lane.active || !lane.queue.is_empty() || !lane.retries.is_empty() {
+            return;
+        }
+        if lane.key.take().is_some() {
+            if let Ok(entry) = self.index.find_entry(lane.hash, |&used| used == slot) {
+                entry.remove();
+            }
+            self.free.push(slot);
+        }
+    }
+
+    /// Puts an idle lane with due work back in the ready queue (a retry timer fired). Returns
+    /// true when it did: a worker must be woken for it.
+    pub(super) fn wake(&mut self, key: &LaneKey) -> bool {
+        let hash = self.hasher.hash_one(key);
+        let slots = &self.slots;
+        let Some(&slot) = self
+            .index
+            .find(hash, |&slot| slots[slot].key.as_ref() == Some(key))
+        else {
+            return false;
+        };
+        let lane = &mut self.slots[slot];
+        if lane.active || !lane.runnable() {
+            return false;
+        }
+        lane.active = true;
+        self.ready.push_back(slot);
+        true
+    }
+
+    /// Stores a retry of a held lane; returns whether it replaced one of the same handler.
+    pub(super) fn insert_retry(
+        &mut self,
+        slot: usize,
         handler: HandlerId,
         entry: RetryEntry,
-        run: &Arc<Running>,
-    ) {
-        let due = entry.due;
-        {
-            let mut lanes = self.lanes();
-            let lane = lanes.entry(key.clone()).or_default();
-            if lane.retries.insert(handler, entry).is_none() {
-                self.metrics.retries_pending.inc();
-            }
-        }
-        let this = Arc::clone(self);
-        let run = Arc::clone(run);
-        let key = key.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                () = tokio::time::sleep_until(due) => this.wake(&key, &run),
-                () = run.stop.cancelled() => {}
-            }
-        });
+    ) -> bool {
+        self.slots[slot].retries.insert(handler, entry).is_some()
     }
 
-    /// Applies the dequeue policy to `handler`'s pending retry before a new event reaches it.
-    pub(super) fn dequeue_check(
-        &self,
-        key: &ObjectKey,
-        handler: HandlerId,
-        new_action: ReconcileAction,
-        new_object: &dyn KubeObject,
-    ) {
-        // Taken out so that the user's policy runs outside the lock; nothing else touches this
-        // handler's retry meanwhile, because only this lane's task does.
-        let Some(entry) = self
-            .lanes()
-            .get_mut(key)
-            .and_then(|lane| lane.retries.remove(&handler))
-        else {
-            return;
-        };
-        let drop_it = match &self.config.dequeue_policy {
-            None => true,
-            Some(policy) => policy.should_dequeue(
-                new_action,
-                new_object,
-                entry.work.action(),
-                entry.work.object().as_ref(),
-                entry.error.as_ref(),
-            ),
-        };
-        if drop_it {
-            self.metrics.retries_pending.dec();
-            tracing::debug!(kind = %self.name, object = %key, %handler, "newer event drops the pending retry");
-        } else if let Some(lane) = self.lanes().get_mut(key) {
-            lane.retries.insert(handler, entry);
+    /// Takes the pending retry of `handler` out of a held lane.
+    pub(super) fn take_retry(&mut self, slot: usize, handler: HandlerId) -> Option<RetryEntry> {
+        self.slots.get_mut(slot)?.retries.remove(&handler)
+    }
+
+    /// Events waiting in lanes (not counting the ones being dispatched).
+    #[cfg(test)]
+    pub(super) fn queued(&self) -> usize {
+        self.slots.iter().map(|lane| lane.queue.len()).sum()
+    }
+
+    /// Lanes in use (holding work or waiting retries).
+    #[cfg(test)]
+    pub(super) fn in_use(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Drops every queued event and pending retry (the controller stopped).
+    pub(super) fn clear(&mut self) {
+        *self = Self::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::share;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    fn cm(name: &str, rv: u32) -> SharedObject {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        cm.metadata.namespace = Some("ns".into());
+        cm.metadata.resource_version = Some(rv.to_string());
+        share(cm)
+    }
+
+    fn rv(work: &Work) -> String {
+        match work {
+            Work::Event(queued) => queued
+                .event
+                .object()
+                .metadata()
+                .resource_version
+                .clone()
+                .unwrap_or_default(),
+            Work::Retry(..) => "retry".into(),
         }
+    }
+
+    #[test]
+    fn a_lane_is_held_by_one_taker_and_keeps_its_order() {
+        let mut lanes = Lanes::default();
+        assert!(
+            lanes
+                .push(InformerEvent::Add(cm("a", 1)), true)
+                .became_ready
+        );
+        assert!(
+            !lanes
+                .push(InformerEvent::Add(cm("a", 2)), true)
+                .became_ready
+        );
+        assert!(
+            lanes
+                .push(InformerEvent::Add(cm("b", 3)), true)
+                .became_ready
+        );
+        let first = lanes.take().expect("a");
+        assert_eq!(
+            (first.key.to_string(), rv(&first.work)),
+            ("ns/a".into(), "1".into())
+        );
+        // `a` is held: the next taker gets `b`, not `a`'s second event.
+        let second = lanes.take().expect("b");
+        assert_eq!(rv(&second.work), "3");
+        assert!(lanes.take().is_none());
+        lanes.finish(first.slot, true);
+        let third = lanes.take().expect("a again");
+        assert_eq!(rv(&third.work), "2");
+        assert_eq!(lanes.backlog, 2, "events for watchers count until handled");
+        lanes.finish(third.slot, true);
+        lanes.finish(second.slot, true);
+        assert_eq!((lanes.backlog, lanes.queued(), lanes.in_use()), (0, 0, 0));
+    }
+
+    #[test]
+    fn released_slots_are_reused_for_other_objects() {
+        let mut lanes = Lanes::default();
+        for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
+            lanes.push(InformerEvent::Add(cm(name, 1)), false);
+            let taken = lanes.take().expect("work");
+            assert_eq!(taken.slot, 0, "object {i} reuses slot 0");
+            lanes.finish(taken.slot, false);
+        }
+        assert_eq!(lanes.slots.len(), 1);
+    }
+
+    #[test]
+    fn waiting_reconcile_only_events_merge_and_stay_out_of_the_backlog() {
+        let mut lanes = Lanes::default();
+        lanes.push(InformerEvent::Add(cm("a", 1)), false);
+        let pushed = lanes.push(
+            InformerEvent::Update {
+                old: cm("a", 1),
+                new: cm("a", 2),
+            },
+            false,
+        );
+        assert_eq!(pushed.merged_away, 1);
+        assert_eq!((lanes.backlog, lanes.queued()), (0, 1));
+        let taken = lanes.take().expect("the merged request");
+        let Work::Event(queued) = &taken.work else {
+            panic!("an event")
+        };
+        let (action, object) = queued.reconcile.as_ref().expect("a reconcile");
+        assert_eq!(*action, ReconcileAction::Created);
+        assert_eq!(object.metadata().resource_version.as_deref(), Some("2"));
     }
 }

@@ -9,10 +9,11 @@
 //!   keyed by (kind, handler, namespace, name).
 //! - **Per-object ordering.** The events of one object are handled in the order the informer
 //!   produced them and never concurrently with each other, and that includes retries and requeues:
-//!   each object has one lane, and one task at a time works on a lane.
+//!   each object has one lane, and one worker at a time works on a lane.
 //! - **No head-of-line blocking.** Objects do not share queues: a slow or failing object only holds
-//!   its own lane and one worker permit. Up to `max_concurrent_workers` (default 10) objects of a
-//!   kind are handled at once; a free permit goes to whichever object has work.
+//!   its own lane and one worker. Up to `max_concurrent_workers` (default 10) objects of a kind are
+//!   handled at once, by as many long-lived worker tasks; a free worker takes the lane that has
+//!   waited longest for one (a lane with more work goes to the back of the line after each item).
 //! - **Panics are contained.** A panic in a handler is caught (`catch_unwind` on the handler's
 //!   future), becomes that call's [`HandlerError::Panicked`] with the panic message, and is
 //!   retried by policy.
@@ -51,14 +52,17 @@
 //! re-creation).
 //!
 //! Events waiting for watchers are bounded per kind by [`ControllerConfig::max_pending_events`]
-//! (default 1000). When that many events of a kind wait, the controller stops pulling from the
-//! kind's informers until one is handled; the informer in turn stops reading its watch (see
-//! [`informer`](crate::informer)). A watcher slower than the event rate of one object therefore
-//! eventually pauses intake for its whole kind; other kinds are not affected.
+//! (default 1000; an event counts from its arrival until its handlers finished). When that many
+//! events of a kind wait, the controller stops pulling from the kind's informers until one is
+//! handled; the informer in turn stops reading its watch (see [`informer`](crate::informer)). A
+//! watcher slower than the event rate of one object therefore eventually pauses intake for its
+//! whole kind; other kinds are not affected. Events of a kind without watchers do not count and
+//! never pause intake: they merge, so they are bounded by the number of objects as said above.
 //!
 //! See [`InformerController`] for a runnable example.
 
 mod dispatch;
+mod kind;
 mod lanes;
 mod retry;
 #[cfg(test)]
@@ -69,7 +73,6 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
-use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -82,7 +85,7 @@ pub use self::retry::{RetryDequeuePolicy, RetryPolicy};
 #[doc(no_inline)]
 pub use crate::handler::HandlerError;
 
-use self::lanes::{KindRuntime, Running};
+use self::kind::{KindRuntime, Running};
 
 /// Settings of an [`InformerController`]; `ControllerConfig::default()` gives the contract's
 /// defaults.
@@ -119,7 +122,8 @@ impl ControllerConfig {
         self
     }
 
-    /// Events of one kind waiting to be handled before intake pauses (default 1000).
+    /// Events of one kind waiting for watchers (or being handled) before intake pauses (default
+    /// 1000). Events of a kind without watchers merge instead and do not count.
     #[must_use]
     pub fn max_pending_events(mut self, events: usize) -> Self {
         self.max_pending_events = events.max(1);
@@ -397,6 +401,17 @@ impl InformerController {
             run.hard_stop.cancel();
             run.tracker.wait().await;
         }
+        let kinds: Vec<Arc<KindRuntime>> = self
+            .shared
+            .kinds
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for kind in kinds {
+            kind.clear();
+        }
         *self
             .shared
             .state
@@ -432,23 +447,6 @@ fn default_metrics() -> ControllerMetrics {
 
 /// Pulls events from `informer` into `runtime`'s lanes until the controller stops.
 fn spawn_informer(runtime: Arc<KindRuntime>, informer: Informer, run: &Arc<Running>) {
-    let run_for_task = Arc::clone(run);
-    run.tracker.spawn(async move {
-        let run = run_for_task;
-        let mut events = informer.into_events(runtime.metrics.clone());
-        loop {
-            let next = tokio::select! {
-                biased;
-                () = run.stop.cancelled() => None,
-                next = events.next() => next,
-            };
-            let Some(event) = next else {
-                break;
-            };
-            if !runtime.enqueue(event, &run).await {
-                break;
-            }
-        }
-        tracing::debug!(kind = %runtime.name, "informer intake ended");
-    });
+    let events = informer.into_events(runtime.metrics.clone());
+    run.tracker.spawn(runtime.intake(events, Arc::clone(run)));
 }

@@ -695,6 +695,82 @@ async fn a_slow_watcher_applies_backpressure_on_intake() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_kind_without_watchers_never_pauses_intake_and_its_waiting_requests_merge() {
+    let log = Log::new();
+    let release = Arc::new(Semaphore::new(0));
+    let pulled = Arc::new(AtomicUsize::new(0));
+    let metrics = metrics();
+    let depth = metrics.for_kind(KIND).queue_depth;
+    let controller = InformerController::new(
+        ControllerConfig::default()
+            .max_pending_events(2)
+            .max_concurrent_workers(1)
+            .metrics(metrics.clone()),
+    );
+    // "blocker" holds the only worker; then 5 objects change 4 times each: 21 events, far more
+    // than the bound of 2.
+    let mut events = vec![add("blocker", 1)];
+    for rv in 1..=4 {
+        for object in ["a", "b", "c", "d", "e"] {
+            events.push(if rv == 1 {
+                add(object, 1)
+            } else {
+                update(object, rv - 1, rv, 1)
+            });
+        }
+    }
+    let counted = pulled.clone();
+    let stream = futures::stream::iter(events).inspect(move |_| {
+        counted.fetch_add(1, Ordering::SeqCst);
+    });
+    controller.add_informer(KIND, Informer::from_stream(KindInfo::default(), stream));
+    let (l, r) = (log.clone(), release.clone());
+    controller.add_reconciler(
+        KIND,
+        ReconcilerFn::<ConfigMap, _>::new(move |_, request| {
+            let (log, release) = (l.clone(), r.clone());
+            async move {
+                if name(&request.object) == "blocker" {
+                    let _permit = release.acquire().await?;
+                }
+                log.push(format!(
+                    "{} {} rv{}",
+                    request.action,
+                    name(&request.object),
+                    rv(&request.object)
+                ));
+                Ok(ReconcileResult::done())
+            }
+        }),
+    );
+    let stop = CancellationToken::new();
+    let running = tokio::spawn({
+        let (controller, stop) = (controller.clone(), stop.clone());
+        async move { controller.run(stop).await }
+    });
+    // Everything is pulled while the blocker runs, and each object's requests merged into one.
+    eventually("intake pulls the whole stream", || {
+        pulled.load(Ordering::SeqCst) == 21 && depth.get() == 5
+    })
+    .await;
+    release.add_permits(1);
+    let entries = log.wait_len(6).await;
+    assert_eq!(
+        entries,
+        [
+            "Created blocker rv1",
+            "Created a rv4",
+            "Created b rv4",
+            "Created c rv4",
+            "Created d rv4",
+            "Created e rv4",
+        ]
+    );
+    stop.cancel();
+    running.await.expect("no panic").expect("clean stop");
+}
+
+#[tokio::test(start_paused = true)]
 async fn handlers_and_informers_added_after_start_receive_later_events() {
     let log = Log::new();
     let h = Harness::start(ControllerConfig::default(), |c| {

@@ -38,10 +38,10 @@
 //! reports what changed meanwhile.
 
 mod cache;
+mod options;
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::stream::{BoxStream, StreamExt};
 use kube::Client;
@@ -56,6 +56,7 @@ use crate::object::{ObjectKey, SharedObject, share};
 use crate::reconciler::ReconcileAction;
 
 use self::cache::{InformerCache, Observed};
+pub use self::options::{InformerOptions, Transform};
 
 /// What an informer reports about one object.
 #[derive(Clone, Debug)]
@@ -94,125 +95,6 @@ impl InformerEvent {
             | Self::Resync(object)
             | Self::Update { new: object, .. } => object,
         }
-    }
-}
-
-/// A transform applied to each object before it is decoded and cached.
-pub type Transform = Arc<dyn Fn(&mut DynamicObject) + Send + Sync>;
-
-/// Options of one informer; `InformerOptions::default()` watches all namespaces.
-#[derive(Clone, Default)]
-pub struct InformerOptions {
-    namespace: Option<String>,
-    label_selector: Option<String>,
-    field_selector: Option<String>,
-    resync_interval: Option<Duration>,
-    page_size: Option<u32>,
-    streaming_list: bool,
-    max_concurrent_workers: Option<usize>,
-    keep_managed_fields: bool,
-    transform: Option<Transform>,
-}
-
-impl InformerOptions {
-    /// Watches only `namespace` (leave unset for cluster-scoped kinds).
-    #[must_use]
-    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.namespace = Some(namespace.into());
-        self
-    }
-
-    /// Watches only objects matching the label selector, e.g. `app=x,tier!=db`.
-    #[must_use]
-    pub fn labels(mut self, selector: impl Into<String>) -> Self {
-        self.label_selector = Some(selector.into());
-        self
-    }
-
-    /// Watches only objects matching the field selector, e.g. `metadata.name=x`.
-    #[must_use]
-    pub fn fields(mut self, selector: impl Into<String>) -> Self {
-        self.field_selector = Some(selector.into());
-        self
-    }
-
-    /// Re-emits every cached object as a Resync event at this interval (off by default).
-    #[must_use]
-    pub fn resync_interval(mut self, interval: Duration) -> Self {
-        self.resync_interval = Some(interval);
-        self
-    }
-
-    /// Objects per list page (kube-runtime's default is 500).
-    #[must_use]
-    pub fn page_size(mut self, page_size: u32) -> Self {
-        self.page_size = Some(page_size);
-        self
-    }
-
-    /// Uses a streaming list (a watch with `sendInitialEvents`) instead of paged lists.
-    #[must_use]
-    pub fn streaming_list(mut self) -> Self {
-        self.streaming_list = true;
-        self
-    }
-
-    /// How many objects of this kind the controller handles at once (the controller's
-    /// `max_concurrent_workers` otherwise). The first informer added for a kind decides.
-    #[must_use]
-    pub fn max_concurrent_workers(mut self, workers: usize) -> Self {
-        self.max_concurrent_workers = Some(workers);
-        self
-    }
-
-    /// Keeps `metadata.managedFields` (dropped by default).
-    #[must_use]
-    pub fn keep_managed_fields(mut self) -> Self {
-        self.keep_managed_fields = true;
-        self
-    }
-
-    /// Runs `transform` on each object before it is decoded and cached, e.g. to drop large fields.
-    #[must_use]
-    pub fn transform(
-        mut self,
-        transform: impl Fn(&mut DynamicObject) + Send + Sync + 'static,
-    ) -> Self {
-        self.transform = Some(Arc::new(transform));
-        self
-    }
-
-    fn watcher_config(&self) -> watcher::Config {
-        let mut config = watcher::Config::default();
-        if let Some(labels) = &self.label_selector {
-            config = config.labels(labels);
-        }
-        if let Some(fields) = &self.field_selector {
-            config = config.fields(fields);
-        }
-        if let Some(page_size) = self.page_size {
-            config = config.page_size(page_size);
-        }
-        if self.streaming_list {
-            config = config.streaming_lists();
-        }
-        config
-    }
-}
-
-impl fmt::Debug for InformerOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("InformerOptions")
-            .field("namespace", &self.namespace)
-            .field("label_selector", &self.label_selector)
-            .field("field_selector", &self.field_selector)
-            .field("resync_interval", &self.resync_interval)
-            .field("page_size", &self.page_size)
-            .field("streaming_list", &self.streaming_list)
-            .field("max_concurrent_workers", &self.max_concurrent_workers)
-            .field("keep_managed_fields", &self.keep_managed_fields)
-            .field("transform", &self.transform.is_some())
-            .finish()
     }
 }
 
@@ -293,6 +175,39 @@ impl Informer {
             synced: SyncedFlag::new(true),
             max_concurrent_workers: None,
             source: Box::new(move |_| events.boxed()),
+        }
+    }
+
+    /// An informer of the typed kind `K` over raw watch events you supply: a
+    /// `kube_runtime::watcher` stream set up your own way, or recorded traffic in tests and
+    /// benchmarks. The events go through the same cache, diff, `managedFields` rule, transform,
+    /// resync and per-object decoding as with [`Informer::new`]; the options' namespace, selectors,
+    /// page size and streaming list do not apply (the stream is chosen already), and nothing
+    /// reconnects when the stream ends. It reports synced after the stream's first complete list
+    /// (`Init` to `InitDone`).
+    pub fn from_watch_stream<K>(
+        info: KindInfo,
+        events: impl futures::Stream<Item = Result<Event<DynamicObject>, watcher::Error>>
+        + Send
+        + 'static,
+        options: InformerOptions,
+    ) -> Self
+    where
+        K: kube::Resource + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
+    {
+        let synced = SyncedFlag::new(false);
+        let flag = synced.clone();
+        let kind = info.kind.clone();
+        let max_concurrent_workers = options.max_concurrent_workers;
+        let decode = typed_decoder::<K>();
+        let source: Source = Box::new(move |metrics| {
+            informer_events(events.boxed(), options, decode, kind, flag, metrics)
+        });
+        Self {
+            info,
+            synced,
+            max_concurrent_workers,
+            source,
         }
     }
 
@@ -401,6 +316,7 @@ fn informer_events(
         raw,
         cache: InformerCache::default(),
         ready: std::collections::VecDeque::new(),
+        out: Vec::new(),
         resync,
         decode,
         options,
@@ -415,6 +331,8 @@ struct InformerState {
     raw: RawEvents,
     cache: InformerCache,
     ready: std::collections::VecDeque<InformerEvent>,
+    /// Scratch buffer for the events one observation implies (kept to reuse its allocation).
+    out: Vec<InformerEvent>,
     resync: Option<tokio::time::Interval>,
     decode: Decode,
     options: InformerOptions,
@@ -443,9 +361,8 @@ impl InformerState {
                 () = resync => None,
             };
             let Some(raw) = next else {
-                let mut out = Vec::new();
-                self.cache.resync(&mut out);
-                self.ready.extend(out);
+                self.cache.resync(&mut self.out);
+                self.ready.extend(self.out.drain(..));
                 continue;
             };
             match raw {
@@ -464,13 +381,12 @@ impl InformerState {
                             "re-listing (watch expired or reconnected); missed deletes follow as Delete"
                         );
                     }
-                    let mut out = Vec::new();
-                    if self.cache.apply(observed, &mut out) && !self.synced.is_synced() {
+                    if self.cache.apply(observed, &mut self.out) && !self.synced.is_synced() {
                         self.synced.set();
                         self.metrics.informer_synced.set(1);
                         tracing::info!(kind = %self.kind, "informer synced");
                     }
-                    self.ready.extend(out);
+                    self.ready.extend(self.out.drain(..));
                 }
             }
         }
@@ -529,130 +445,4 @@ impl InformerState {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use futures::StreamExt;
-    use k8s_openapi::api::core::v1::ConfigMap;
-
-    fn raw_cm(name: &str, rv: &str, data: serde_json::Value) -> DynamicObject {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": name,
-                "namespace": "ns",
-                "uid": format!("uid-{name}"),
-                "resourceVersion": rv,
-                "managedFields": [{ "manager": "kubectl", "operation": "Apply" }],
-            },
-            "data": data,
-        }))
-        .expect("a ConfigMap")
-    }
-
-    fn describe(event: &InformerEvent) -> String {
-        let cm = crate::object::downcast_shared::<ConfigMap>(event.object()).expect("ConfigMap");
-        format!(
-            "{} {} rv{} managedFields={}",
-            event.action(),
-            cm.metadata.name.as_deref().unwrap_or(""),
-            cm.metadata.resource_version.as_deref().unwrap_or(""),
-            cm.metadata.managed_fields.is_some()
-        )
-    }
-
-    /// Raw events, then a watch that stays open.
-    fn raw_stream(events: Vec<Event<DynamicObject>>) -> RawEvents {
-        futures::stream::iter(events.into_iter().map(Ok))
-            .chain(futures::stream::pending())
-            .boxed()
-    }
-
-    fn metrics() -> (ControllerMetrics, KindMetrics) {
-        let metrics = ControllerMetrics::unregistered(Some("informer_test")).expect("metrics");
-        let kind = metrics.for_kind("configmaps");
-        (metrics, kind)
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn undecodable_objects_are_reported_and_skipped_and_the_list_still_syncs() {
-        let (_, kind_metrics) = metrics();
-        let synced = SyncedFlag::new(false);
-        let raw = raw_stream(vec![
-            Event::Init,
-            Event::InitApply(raw_cm("good", "1", serde_json::json!({ "k": "v" }))),
-            // ConfigMap data values must be strings.
-            Event::InitApply(raw_cm("bad", "2", serde_json::json!({ "k": 1 }))),
-            Event::InitDone,
-            Event::Apply(raw_cm("later", "3", serde_json::json!({}))),
-        ]);
-        let mut events = informer_events(
-            raw,
-            InformerOptions::default(),
-            typed_decoder::<ConfigMap>(),
-            "ConfigMap".into(),
-            synced.clone(),
-            kind_metrics.clone(),
-        );
-        let first = events.next().await.expect("an event");
-        assert_eq!(describe(&first), "Created good rv1 managedFields=false");
-        let second = events.next().await.expect("an event");
-        assert_eq!(describe(&second), "Created later rv3 managedFields=false");
-        assert!(synced.is_synced());
-        assert_eq!(kind_metrics.decode_errors.get(), 1);
-        assert_eq!(kind_metrics.informer_synced.get(), 1);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn resync_reemits_every_cached_object_on_each_tick() {
-        let (_, kind_metrics) = metrics();
-        let raw = raw_stream(vec![
-            Event::Init,
-            Event::InitApply(raw_cm("a", "1", serde_json::json!({}))),
-            Event::InitApply(raw_cm("b", "2", serde_json::json!({}))),
-            Event::InitDone,
-        ]);
-        let options = InformerOptions::default()
-            .resync_interval(Duration::from_secs(30))
-            .keep_managed_fields()
-            .transform(|object| {
-                object.data["data"] = serde_json::json!({ "transformed": "yes" });
-            });
-        let started = tokio::time::Instant::now();
-        let events = informer_events(
-            raw,
-            options,
-            typed_decoder::<ConfigMap>(),
-            "ConfigMap".into(),
-            SyncedFlag::new(false),
-            kind_metrics,
-        );
-        let seen: Vec<(String, u64)> = events
-            .take(6)
-            .map(|event| {
-                let cm =
-                    crate::object::downcast_shared::<ConfigMap>(event.object()).expect("ConfigMap");
-                let transformed = cm
-                    .data
-                    .as_ref()
-                    .and_then(|d| d.get("transformed"))
-                    .is_some();
-                assert!(transformed, "the transform ran before caching");
-                (describe(&event), started.elapsed().as_secs())
-            })
-            .collect()
-            .await;
-        let text: Vec<String> = seen.iter().map(|(e, at)| format!("{e} at {at}s")).collect();
-        assert_eq!(
-            text,
-            [
-                "Created a rv1 managedFields=true at 0s",
-                "Created b rv2 managedFields=true at 0s",
-                "Resynced a rv1 managedFields=true at 30s",
-                "Resynced b rv2 managedFields=true at 30s",
-                "Resynced a rv1 managedFields=true at 60s",
-                "Resynced b rv2 managedFields=true at 60s",
-            ]
-        );
-    }
-}
+mod tests;

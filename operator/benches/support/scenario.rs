@@ -1,0 +1,320 @@
+//! One dispatch scenario, run through kubeapp's `InformerController` or through kube-runtime's
+//! `Controller`, on the same synthetic object stream.
+//!
+//! The stream: `objects` ConfigMaps, each changed `per_object` times, interleaved across objects
+//! (object 0 step 0, object 1 step 0, ..., object 0 step 1, ...) as a busy informer produces them.
+//! Step 0 is an Add, later steps are Updates; step `s` carries `generation = s + 1`.
+//!
+//! A run is complete when every watcher saw every event and every reconciler saw the last state
+//! of every object (waiting reconcile requests merge, so reconcilers run fewer times than there
+//! are events; the last state is delivered exactly once per reconciler and object). kube-runtime's
+//! run is complete when its `Controller::run` stream ends, which it does once the trigger stream
+//! ended and every queued reconcile ran.
+//!
+//! Shared by `benches/dispatch.rs` and `examples/dispatch_throughput.rs` (through `#[path]`).
+
+// Each includer uses a different part of this module.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube_runtime::controller::{Action, Config as KubeConfig, Controller};
+use kube_runtime::reflector::{self, store::Writer};
+use kube_runtime::watcher;
+use kubeapp_operator::{
+    CancellationToken, ControllerConfig, Informer, InformerController, InformerEvent, KindInfo,
+    ReconcileResult, ReconcilerFn, SharedObject, WatcherFns, share,
+};
+use tokio::time::Instant;
+
+/// What runs: handler counts, workers, stream size and how long each handler call takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scenario {
+    /// Watchers registered for the kind.
+    pub watchers: usize,
+    /// Reconcilers registered for the kind.
+    pub reconcilers: usize,
+    /// `max_concurrent_workers` (kubeapp) or `concurrency` (kube-runtime).
+    pub workers: usize,
+    /// Distinct objects in the stream.
+    pub objects: usize,
+    /// Events per object.
+    pub per_object: usize,
+    /// Each handler call awaits this long (`None`: returns at once).
+    pub delay: Option<Duration>,
+}
+
+impl Scenario {
+    /// Events in the stream.
+    pub fn events(&self) -> usize {
+        self.objects * self.per_object
+    }
+
+    /// A short label of the handler set, e.g. `3w+2r`.
+    pub fn handlers_label(&self) -> String {
+        match (self.watchers, self.reconcilers) {
+            (w, 0) => format!("{w}w"),
+            (0, r) => format!("{r}r"),
+            (w, r) => format!("{w}w+{r}r"),
+        }
+    }
+}
+
+/// The ConfigMap of `object` at `step`.
+fn config_map(object: usize, step: usize) -> ConfigMap {
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some(format!("object-{object}"));
+    cm.metadata.namespace = Some("bench".into());
+    cm.metadata.uid = Some(format!("uid-{object}"));
+    cm.metadata.resource_version = Some((step * 1_000_000 + object).to_string());
+    cm.metadata.generation = Some(i64::try_from(step + 1).unwrap_or(i64::MAX));
+    cm
+}
+
+/// The stream as kubeapp informer events (objects shared, as an informer shares them).
+pub fn kubeapp_input(s: &Scenario) -> Vec<InformerEvent> {
+    let mut last: Vec<SharedObject> = Vec::with_capacity(s.objects);
+    let mut events = Vec::with_capacity(s.events());
+    for step in 0..s.per_object {
+        for object in 0..s.objects {
+            let new = share(config_map(object, step));
+            if step == 0 {
+                events.push(InformerEvent::Add(new.clone()));
+                last.push(new);
+            } else {
+                let old = std::mem::replace(&mut last[object], new.clone());
+                events.push(InformerEvent::Update { old, new });
+            }
+        }
+    }
+    events
+}
+
+/// Counts down to zero and then signals once.
+struct Progress {
+    remaining: AtomicUsize,
+    done: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+}
+
+impl Progress {
+    fn new(count: usize) -> (Arc<Self>, tokio::sync::oneshot::Receiver<()>) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let progress = Arc::new(Self {
+            remaining: AtomicUsize::new(count),
+            done: Mutex::new(Some(tx)),
+        });
+        (progress, rx)
+    }
+
+    fn tick(&self) {
+        if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1
+            && let Some(tx) = self.done.lock().ok().and_then(|mut tx| tx.take())
+        {
+            let _ = tx.send(());
+        }
+    }
+}
+
+async fn handler_delay(delay: Option<Duration>) {
+    if let Some(delay) = delay {
+        tokio::time::sleep(delay).await;
+    }
+}
+
+fn tick_watcher(progress: &Arc<Progress>, delay: Option<Duration>) -> WatcherFns<ConfigMap> {
+    let (on_add, on_update, on_delete) = (progress.clone(), progress.clone(), progress.clone());
+    WatcherFns::new()
+        .on_add(move |_, _| {
+            let progress = on_add.clone();
+            async move {
+                handler_delay(delay).await;
+                progress.tick();
+                Ok(())
+            }
+        })
+        .on_update(move |_, _, _| {
+            let progress = on_update.clone();
+            async move {
+                handler_delay(delay).await;
+                progress.tick();
+                Ok(())
+            }
+        })
+        .on_delete(move |_, _| {
+            let progress = on_delete.clone();
+            async move {
+                handler_delay(delay).await;
+                progress.tick();
+                Ok(())
+            }
+        })
+}
+
+/// Runs `events` through a fresh `InformerController` on the current runtime; returns the time
+/// from `run` to completion.
+pub async fn run_kubeapp(s: &Scenario, events: Vec<InformerEvent>) -> Duration {
+    let (progress, done) = Progress::new(s.events() * s.watchers + s.objects * s.reconcilers);
+    let controller =
+        InformerController::new(ControllerConfig::default().max_concurrent_workers(s.workers));
+    controller.add_informer(
+        "configmaps",
+        Informer::from_stream(KindInfo::default(), futures::stream::iter(events)),
+    );
+    for _ in 0..s.watchers {
+        controller.add_watcher("configmaps", tick_watcher(&progress, s.delay));
+    }
+    let last_generation = i64::try_from(s.per_object).unwrap_or(i64::MAX);
+    for _ in 0..s.reconcilers {
+        let progress = progress.clone();
+        let delay = s.delay;
+        controller.add_reconciler(
+            "configmaps",
+            ReconcilerFn::<ConfigMap, _>::new(move |_, request| {
+                let last = request.object.metadata.generation == Some(last_generation);
+                let progress = progress.clone();
+                async move {
+                    handler_delay(delay).await;
+                    if last {
+                        progress.tick();
+                    }
+                    Ok(ReconcileResult::done())
+                }
+            }),
+        );
+    }
+    let stop = CancellationToken::new();
+    let started = Instant::now();
+    let running = tokio::spawn({
+        let (controller, stop) = (controller.clone(), stop.clone());
+        async move { controller.run(stop).await }
+    });
+    let _ = done.await;
+    let elapsed = started.elapsed();
+    stop.cancel();
+    let _ = running.await;
+    elapsed
+}
+
+/// kube-runtime's input: a store holding every object, and the trigger objects in stream order.
+pub struct KubeRuntimeInput {
+    store: reflector::Store<ConfigMap>,
+    _writer: Writer<ConfigMap>,
+    triggers: Vec<(usize, ConfigMap)>,
+}
+
+/// The stream for kube-runtime: the trigger objects (with their object index), and a store filled
+/// by hand with every object's last state (a reconcile reads its object from the store).
+pub fn kube_runtime_input(s: &Scenario) -> KubeRuntimeInput {
+    let (store, mut writer) = reflector::store::<ConfigMap>();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for object in 0..s.objects {
+        let last = config_map(object, s.per_object.saturating_sub(1));
+        writer.apply_watcher_event(&watcher::Event::InitApply(last));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    let mut triggers = Vec::with_capacity(s.events());
+    for step in 0..s.per_object {
+        for object in 0..s.objects {
+            triggers.push((object, config_map(object, step)));
+        }
+    }
+    KubeRuntimeInput {
+        store,
+        _writer: writer,
+        triggers,
+    }
+}
+
+/// The error type kube-runtime's reconciler signature asks for; never produced.
+#[derive(Debug, thiserror::Error)]
+#[error("never")]
+pub struct Never;
+
+/// The object index of a scenario ConfigMap (`object-{index}`).
+fn object_index(cm: &ConfigMap) -> usize {
+    cm.metadata
+        .name
+        .as_deref()
+        .and_then(|name| name.strip_prefix("object-"))
+        .and_then(|index| index.parse().ok())
+        .unwrap_or(usize::MAX)
+}
+
+/// What kube-runtime's reconciler shares: triggers pulled per object, calls made, completion.
+struct KubeRuntimeProgress {
+    pulled: Vec<AtomicUsize>,
+    per_object: usize,
+    calls: AtomicUsize,
+    progress: Arc<Progress>,
+}
+
+/// Runs the stream through `kube_runtime::Controller::for_stream` with a reconciler (the one
+/// handler kube-runtime has) on the current runtime; returns the time from `run` to completion,
+/// and the reconcile calls made.
+///
+/// kube-runtime's scheduler ends (dropping queued work) as soon as its trigger stream ends, so the
+/// stream stays open after the last trigger, and completion is detected instead: a reconcile that
+/// starts after an object's last trigger was pulled covers every trigger of that object (a
+/// trigger for a running object is held until it finished, one for a queued object merges into
+/// it), so the run is complete when each object had one such reconcile.
+pub async fn run_kube_runtime(s: &Scenario, input: KubeRuntimeInput) -> (Duration, usize) {
+    let KubeRuntimeInput {
+        store,
+        _writer,
+        triggers,
+    } = input;
+    let (progress, done) = Progress::new(s.objects);
+    let shared = Arc::new(KubeRuntimeProgress {
+        pulled: (0..s.objects).map(|_| AtomicUsize::new(0)).collect(),
+        per_object: s.per_object,
+        calls: AtomicUsize::new(0),
+        progress,
+    });
+    let concurrency = u16::try_from(s.workers).unwrap_or(u16::MAX);
+    let delay = s.delay;
+    let counted = shared.clone();
+    let trigger = futures::stream::iter(triggers)
+        .map(move |(index, cm)| {
+            counted.pulled[index].fetch_add(1, Ordering::AcqRel);
+            Ok(cm)
+        })
+        .chain(futures::stream::pending());
+    let started = Instant::now();
+    let run = Controller::for_stream(trigger, store)
+        .with_config(KubeConfig::default().concurrency(concurrency))
+        .run(
+            move |object, shared: Arc<KubeRuntimeProgress>| {
+                // Called when the reconcile starts: which triggers of the object it covers.
+                let index = object_index(&object);
+                let covered = shared
+                    .pulled
+                    .get(index)
+                    .map_or(0, |pulled| pulled.load(Ordering::Acquire));
+                async move {
+                    handler_delay(delay).await;
+                    shared.calls.fetch_add(1, Ordering::Relaxed);
+                    if covered == shared.per_object {
+                        shared.progress.tick();
+                    }
+                    Ok::<_, Never>(Action::await_change())
+                }
+            },
+            |_, _, _| Action::await_change(),
+            shared.clone(),
+        )
+        .for_each(|result| {
+            if let Err(error) = result {
+                eprintln!("kube-runtime: {error:?}");
+            }
+            std::future::ready(())
+        });
+    tokio::select! {
+        () = run => {}
+        _ = done => {}
+    }
+    (started.elapsed(), shared.calls.load(Ordering::Relaxed))
+}

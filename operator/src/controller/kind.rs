@@ -1,0 +1,377 @@
+//! Everything the controller keeps for one kind: its handlers, its lanes, the intake that queues
+//! informer events, and the worker tasks that dispatch them.
+//!
+//! Workers are long-lived tasks, started on demand up to the kind's `max_concurrent_workers`
+//! (when work becomes ready and no worker is idle) and kept until the controller stops. A worker
+//! takes one item of one ready lane, dispatches it, hands the lane back, and repeats; with nothing
+//! ready it parks until an event or a due retry makes a lane ready. So the number of objects being
+//! handled at once never exceeds the number of workers, a slow object holds only its own worker,
+//! and the steady state spawns no task and takes no semaphore per event.
+//!
+//! The intake pulls events from the kind's informers and stops pulling while
+//! `max_pending_events` events for watchers wait or run (the backlog); a handled event frees its
+//! place. Events with reconcile work only do not count: they merge while they wait.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::ControllerConfig;
+use super::dispatch::Held;
+use super::lanes::{HandlerId, LaneKey, Lanes, RetryEntry, Taken, Work};
+use crate::handler::HandlerContext;
+use crate::informer::{InformerEvent, KindInfo};
+use crate::metrics::KindMetrics;
+use crate::reconciler::Reconciler;
+use crate::watcher::Watcher;
+
+/// What a running controller shares with its tasks.
+pub(crate) struct Running {
+    /// Cancelled when the controller begins to stop: no new events, handler contexts cancelled.
+    pub stop: CancellationToken,
+    /// Cancelled when the grace period ran out: workers drop their in-flight handler futures.
+    pub hard_stop: CancellationToken,
+    /// Worker and informer tasks, awaited on stop.
+    pub tracker: TaskTracker,
+}
+
+/// The handlers of a kind; replaced as a whole when one is added.
+#[derive(Default)]
+pub(crate) struct Handlers {
+    pub watchers: Vec<Arc<dyn Watcher>>,
+    pub reconcilers: Vec<Arc<dyn Reconciler>>,
+}
+
+/// The lanes and the bookkeeping of the workers and intakes, under one lock.
+#[derive(Default)]
+struct State {
+    lanes: Lanes,
+    /// Worker tasks started.
+    workers: usize,
+    /// Workers parked (or about to park) waiting for work.
+    idle: usize,
+    /// An intake waits for room in the backlog.
+    intake_waiting: bool,
+}
+
+/// A worker's copy of the kind's handlers, refreshed when one was added.
+#[derive(Default)]
+struct HandlersCache {
+    version: Option<u64>,
+    handlers: Arc<Handlers>,
+}
+
+impl HandlersCache {
+    fn current(&mut self, kind: &KindRuntime) -> &Handlers {
+        // The version is read before the handlers: a handler added in between bumps it again,
+        // and the next event reads them anew.
+        let version = kind.handlers_version.load(Ordering::Acquire);
+        if self.version != Some(version) {
+            self.handlers = kind.handlers();
+            self.version = Some(version);
+        }
+        &self.handlers
+    }
+}
+
+/// Everything the controller keeps for one kind.
+pub(crate) struct KindRuntime {
+    pub name: Arc<str>,
+    pub info: OnceLock<KindInfo>,
+    handlers: RwLock<Arc<Handlers>>,
+    /// Bumped when a handler is added, so that workers re-read `handlers` only then.
+    handlers_version: AtomicU64,
+    /// Whether any watcher is registered (what the intake needs to know per event).
+    has_watchers: AtomicBool,
+    state: Mutex<State>,
+    worker_limit: OnceLock<usize>,
+    /// Wakes a parked worker (one permit per lane that became ready while a worker was idle).
+    work_ready: Notify,
+    /// Wakes intakes waiting for room in the backlog.
+    room: Notify,
+    pub metrics: KindMetrics,
+    pub(super) config: Arc<ControllerConfig>,
+}
+
+impl KindRuntime {
+    pub(crate) fn new(name: &str, config: Arc<ControllerConfig>, metrics: KindMetrics) -> Self {
+        Self {
+            name: Arc::from(name),
+            info: OnceLock::new(),
+            handlers: RwLock::default(),
+            handlers_version: AtomicU64::new(0),
+            has_watchers: AtomicBool::new(false),
+            state: Mutex::default(),
+            worker_limit: OnceLock::new(),
+            work_ready: Notify::new(),
+            room: Notify::new(),
+            metrics,
+            config,
+        }
+    }
+
+    /// Sets the worker limit of this kind; the first caller decides.
+    pub(crate) fn init_workers(&self, workers: Option<usize>) {
+        let workers = workers.unwrap_or(self.config.max_concurrent_workers).max(1);
+        let _ = self.worker_limit.set(workers);
+    }
+
+    fn worker_limit(&self) -> usize {
+        *self
+            .worker_limit
+            .get_or_init(|| self.config.max_concurrent_workers.max(1))
+    }
+
+    pub(crate) fn handlers(&self) -> Arc<Handlers> {
+        self.handlers
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn add_watcher(&self, watcher: Arc<dyn Watcher>) {
+        self.replace_handlers(|handlers| handlers.watchers.push(watcher));
+    }
+
+    pub(crate) fn add_reconciler(&self, reconciler: Arc<dyn Reconciler>) {
+        self.replace_handlers(|handlers| handlers.reconcilers.push(reconciler));
+    }
+
+    fn replace_handlers(&self, change: impl FnOnce(&mut Handlers)) {
+        let mut slot = self
+            .handlers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut next = Handlers {
+            watchers: slot.watchers.clone(),
+            reconcilers: slot.reconcilers.clone(),
+        };
+        change(&mut next);
+        self.has_watchers
+            .store(!next.watchers.is_empty(), Ordering::Release);
+        *slot = Arc::new(next);
+        self.handlers_version.fetch_add(1, Ordering::Release);
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic never happens while the lock is held (user code runs outside it), but if one
+        // did, the lanes are still consistent item by item.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Pulls `events` into the lanes until the stream ends or the controller stops.
+    pub(crate) async fn intake(
+        self: Arc<Self>,
+        mut events: BoxStream<'static, InformerEvent>,
+        run: Arc<Running>,
+    ) {
+        let stopped = run.stop.cancelled();
+        tokio::pin!(stopped);
+        loop {
+            // The stream first: while it has events ready, the stop future is not polled (each
+            // poll of it takes a lock); `enqueue` checks the stop for every event.
+            let next = tokio::select! {
+                biased;
+                next = events.next() => next,
+                () = &mut stopped => None,
+            };
+            let Some(event) = next else {
+                break;
+            };
+            if !self.enqueue(event, &run).await {
+                break;
+            }
+            if !self.has_watchers.load(Ordering::Relaxed) {
+                // Events without watcher work never wait for room: an informer with events always
+                // ready would otherwise keep this thread to itself.
+                tokio::task::consume_budget().await;
+            }
+        }
+        tracing::debug!(kind = %self.name, "informer intake ended");
+    }
+
+    /// Queues `event` in its object's lane (an event for watchers once the backlog has room).
+    /// Returns false when the controller stopped meanwhile (the event is dropped).
+    async fn enqueue(self: &Arc<Self>, event: InformerEvent, run: &Arc<Running>) -> bool {
+        let for_watchers = self.has_watchers.load(Ordering::Acquire);
+        let max = self.config.max_pending_events;
+        let mut event = Some(event);
+        loop {
+            if run.stop.is_cancelled() {
+                return false;
+            }
+            let room = {
+                let mut state = self.state();
+                if !for_watchers || state.lanes.backlog < max {
+                    let Some(event) = event.take() else {
+                        return false;
+                    };
+                    self.metrics.action(event.action()).events_total.inc();
+                    let pushed = state.lanes.push(event, for_watchers);
+                    self.metrics.queue_depth.inc();
+                    if pushed.merged_away > 0 {
+                        self.metrics.queue_depth.dec();
+                    }
+                    if pushed.became_ready {
+                        self.work_became_ready(&mut state, run);
+                    }
+                    return true;
+                }
+                state.intake_waiting = true;
+                // Made under the lock, where workers free room and notify: a `notify_waiters`
+                // from now on wakes it.
+                self.room.notified()
+            };
+            tokio::select! {
+                () = room => {}
+                () = run.stop.cancelled() => return false,
+            }
+        }
+    }
+
+    /// A lane became ready: wake a parked worker, or start one while below the limit.
+    fn work_became_ready(self: &Arc<Self>, state: &mut State, run: &Arc<Running>) {
+        if state.idle > 0 {
+            self.work_ready.notify_one();
+        } else if state.workers < self.worker_limit() {
+            state.workers += 1;
+            self.spawn_worker(run);
+        }
+    }
+
+    fn spawn_worker(self: &Arc<Self>, run: &Arc<Running>) {
+        let worker = Arc::clone(self).work(Arc::clone(run));
+        let hard_stop = run.hard_stop.clone();
+        run.tracker.spawn(async move {
+            // The worker first: the hard-stop future is polled only when the worker waits.
+            tokio::select! {
+                biased;
+                () = worker => {}
+                () = hard_stop.cancelled() => {}
+            }
+        });
+    }
+
+    /// One worker: takes ready work until the controller stops.
+    async fn work(self: Arc<Self>, run: Arc<Running>) {
+        let ctx = HandlerContext::of_kind(Arc::clone(&self.name), run.stop.clone());
+        let mut handlers = HandlersCache::default();
+        loop {
+            if run.stop.is_cancelled() {
+                return;
+            }
+            let taken = {
+                let mut state = self.state();
+                let taken = state.lanes.take();
+                if taken.is_none() {
+                    state.idle += 1;
+                }
+                taken
+            };
+            let Some(Taken {
+                slot,
+                key,
+                work,
+                had_retries,
+            }) = taken
+            else {
+                tokio::select! {
+                    () = self.work_ready.notified() => {}
+                    () = run.stop.cancelled() => return,
+                }
+                self.state().idle -= 1;
+                continue;
+            };
+            let held = Held {
+                slot,
+                key: &key,
+                run: &run,
+            };
+            let counted = match work {
+                Work::Event(queued) => {
+                    self.metrics.queue_depth.dec();
+                    let counted = queued.for_watchers;
+                    let handlers = handlers.current(&self);
+                    self.dispatch_event(held, queued, had_retries, &ctx, handlers)
+                        .await;
+                    counted
+                }
+                Work::Retry(handler, entry) => {
+                    self.metrics.retries_pending.dec();
+                    let handlers = handlers.current(&self);
+                    self.run_retry(held, handler, entry, &ctx, handlers).await;
+                    false
+                }
+            };
+            {
+                let mut state = self.state();
+                state.lanes.finish(slot, counted);
+                if counted && state.intake_waiting {
+                    state.intake_waiting = false;
+                    self.room.notify_waiters();
+                }
+            }
+            // Handlers that never wait would otherwise keep this thread to themselves.
+            tokio::task::consume_budget().await;
+        }
+    }
+
+    /// Called by a retry timer: puts the lane back in the ready queue when it has due work.
+    fn wake(self: &Arc<Self>, key: &LaneKey, run: &Arc<Running>) {
+        if run.stop.is_cancelled() {
+            return;
+        }
+        let mut state = self.state();
+        if state.lanes.wake(key) {
+            self.work_became_ready(&mut state, run);
+        }
+    }
+
+    /// Stores a retry (or requeue) of a lane the caller holds and starts its timer.
+    pub(super) fn schedule(
+        self: &Arc<Self>,
+        slot: usize,
+        key: &LaneKey,
+        handler: HandlerId,
+        entry: RetryEntry,
+        run: &Arc<Running>,
+    ) {
+        let due = entry.due;
+        if !self.state().lanes.insert_retry(slot, handler, entry) {
+            self.metrics.retries_pending.inc();
+        }
+        let this = Arc::clone(self);
+        let run = Arc::clone(run);
+        let key = key.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = tokio::time::sleep_until(due) => this.wake(&key, &run),
+                () = run.stop.cancelled() => {}
+            }
+        });
+    }
+
+    /// Takes `handler`'s pending retry out of a lane the caller holds.
+    pub(super) fn take_retry(&self, slot: usize, handler: HandlerId) -> Option<RetryEntry> {
+        self.state().lanes.take_retry(slot, handler)
+    }
+
+    /// Puts back a retry taken with [`take_retry`](Self::take_retry).
+    pub(super) fn restore_retry(&self, slot: usize, handler: HandlerId, entry: RetryEntry) {
+        self.state().lanes.insert_retry(slot, handler, entry);
+    }
+
+    /// Drops queued events and pending retries once the controller stopped.
+    pub(crate) fn clear(&self) {
+        let mut state = self.state();
+        state.lanes.clear();
+        state.workers = 0;
+        state.idle = 0;
+        state.intake_waiting = false;
+    }
+}

@@ -1,0 +1,167 @@
+//! Tests of the informer's event stream: decoding, skipping, resync, raw watch streams.
+
+use super::*;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use std::time::Duration;
+
+fn raw_cm(name: &str, rv: &str, data: serde_json::Value) -> DynamicObject {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": format!("uid-{name}"),
+            "resourceVersion": rv,
+            "managedFields": [{ "manager": "kubectl", "operation": "Apply" }],
+        },
+        "data": data,
+    }))
+    .expect("a ConfigMap")
+}
+
+fn describe(event: &InformerEvent) -> String {
+    let cm = crate::object::downcast_shared::<ConfigMap>(event.object()).expect("ConfigMap");
+    format!(
+        "{} {} rv{} managedFields={}",
+        event.action(),
+        cm.metadata.name.as_deref().unwrap_or(""),
+        cm.metadata.resource_version.as_deref().unwrap_or(""),
+        cm.metadata.managed_fields.is_some()
+    )
+}
+
+/// Raw events, then a watch that stays open.
+fn raw_stream(events: Vec<Event<DynamicObject>>) -> RawEvents {
+    futures::stream::iter(events.into_iter().map(Ok))
+        .chain(futures::stream::pending())
+        .boxed()
+}
+
+fn metrics() -> (ControllerMetrics, KindMetrics) {
+    let metrics = ControllerMetrics::unregistered(Some("informer_test")).expect("metrics");
+    let kind = metrics.for_kind("configmaps");
+    (metrics, kind)
+}
+
+#[tokio::test(start_paused = true)]
+async fn undecodable_objects_are_reported_and_skipped_and_the_list_still_syncs() {
+    let (_, kind_metrics) = metrics();
+    let synced = SyncedFlag::new(false);
+    let raw = raw_stream(vec![
+        Event::Init,
+        Event::InitApply(raw_cm("good", "1", serde_json::json!({ "k": "v" }))),
+        // ConfigMap data values must be strings.
+        Event::InitApply(raw_cm("bad", "2", serde_json::json!({ "k": 1 }))),
+        Event::InitDone,
+        Event::Apply(raw_cm("later", "3", serde_json::json!({}))),
+    ]);
+    let mut events = informer_events(
+        raw,
+        InformerOptions::default(),
+        typed_decoder::<ConfigMap>(),
+        "ConfigMap".into(),
+        synced.clone(),
+        kind_metrics.clone(),
+    );
+    let first = events.next().await.expect("an event");
+    assert_eq!(describe(&first), "Created good rv1 managedFields=false");
+    let second = events.next().await.expect("an event");
+    assert_eq!(describe(&second), "Created later rv3 managedFields=false");
+    assert!(synced.is_synced());
+    assert_eq!(kind_metrics.decode_errors.get(), 1);
+    assert_eq!(kind_metrics.informer_synced.get(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn resync_reemits_every_cached_object_on_each_tick() {
+    let (_, kind_metrics) = metrics();
+    let raw = raw_stream(vec![
+        Event::Init,
+        Event::InitApply(raw_cm("a", "1", serde_json::json!({}))),
+        Event::InitApply(raw_cm("b", "2", serde_json::json!({}))),
+        Event::InitDone,
+    ]);
+    let options = InformerOptions::default()
+        .resync_interval(Duration::from_secs(30))
+        .keep_managed_fields()
+        .transform(|object| {
+            object.data["data"] = serde_json::json!({ "transformed": "yes" });
+        });
+    let started = tokio::time::Instant::now();
+    let events = informer_events(
+        raw,
+        options,
+        typed_decoder::<ConfigMap>(),
+        "ConfigMap".into(),
+        SyncedFlag::new(false),
+        kind_metrics,
+    );
+    let seen: Vec<(String, u64)> = events
+        .take(6)
+        .map(|event| {
+            let cm =
+                crate::object::downcast_shared::<ConfigMap>(event.object()).expect("ConfigMap");
+            let transformed = cm
+                .data
+                .as_ref()
+                .and_then(|d| d.get("transformed"))
+                .is_some();
+            assert!(transformed, "the transform ran before caching");
+            (describe(&event), started.elapsed().as_secs())
+        })
+        .collect()
+        .await;
+    let text: Vec<String> = seen.iter().map(|(e, at)| format!("{e} at {at}s")).collect();
+    assert_eq!(
+        text,
+        [
+            "Created a rv1 managedFields=true at 0s",
+            "Created b rv2 managedFields=true at 0s",
+            "Resynced a rv1 managedFields=true at 30s",
+            "Resynced b rv2 managedFields=true at 30s",
+            "Resynced a rv1 managedFields=true at 60s",
+            "Resynced b rv2 managedFields=true at 60s",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_raw_watch_stream_goes_through_the_cache_and_syncs_after_its_first_list() {
+    let raw = futures::stream::iter(
+        [
+            Event::Init,
+            Event::InitApply(raw_cm("a", "1", serde_json::json!({}))),
+            Event::InitDone,
+            Event::Apply(raw_cm("a", "2", serde_json::json!({}))),
+            // Unchanged resourceVersion: nothing to report.
+            Event::Apply(raw_cm("a", "2", serde_json::json!({}))),
+            Event::Delete(raw_cm("a", "2", serde_json::json!({}))),
+        ]
+        .into_iter()
+        .map(Ok),
+    );
+    let informer = Informer::from_watch_stream::<ConfigMap>(
+        KindInfo::default(),
+        raw,
+        InformerOptions::default(),
+    );
+    let synced = informer.synced();
+    assert!(!synced.is_synced(), "not before the first list");
+    let events: Vec<String> = informer
+        .into_stream()
+        .expect("metrics")
+        .map(|event| describe(&event))
+        .collect()
+        .await;
+    assert_eq!(
+        events,
+        [
+            "Created a rv1 managedFields=false",
+            "Updated a rv2 managedFields=false",
+            "Deleted a rv2 managedFields=false",
+        ]
+    );
+    assert!(synced.is_synced());
+}
