@@ -8,6 +8,7 @@
 //! Every wait is a condition polled against a deadline; the operator's JSON log lines are what
 //! tell the test that a step is in flight.
 
+mod example_support;
 #[path = "example_watcher/support.rs"]
 mod support;
 

@@ -2,8 +2,7 @@
 //! as a child process, polling with deadlines, HTTP probes, Prometheus text, and the Probes,
 //! Events and RBAC objects the test works with.
 
-use std::future::Future;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -15,12 +14,12 @@ use kube::ResourceExt;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
+use crate::example_support as shared;
+pub use crate::example_support::{eventually, free_port, get};
+
+/// The example binary (and its package).
 pub const BINARY: &str = "kubeapp-example-watcher";
-pub const TIMEOUT: Duration = Duration::from_secs(60);
-pub const POLL: Duration = Duration::from_millis(100);
 pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(20);
 /// The app name: the Events' reportingController.
 pub const APP: &str = "probe-watcher";
@@ -31,71 +30,12 @@ pub const STEPS: &str = "probe_lifecycle_events_total";
 
 /// The example binary, next to this test's `deps/` directory; fails loudly when it was not built.
 pub fn binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("the test runs from target/<profile>/deps");
-    let binary = profile_dir.join(format!("{BINARY}{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        binary.is_file(),
-        "the example binary {} is missing: build it first with \
-         `cargo build -p kubeapp-example-watcher --all-features` (same profile and target dir as \
-         the tests), or run the tests with `cargo test --workspace --all-features`",
-        binary.display()
-    );
-    binary
+    shared::binary(BINARY, BINARY)
 }
 
 /// Runs the binary to completion with `args`; returns its stdout (and asserts success).
 pub fn output_of(args: &[&str]) -> String {
-    let output = std::process::Command::new(binary())
-        .args(args)
-        .output()
-        .expect("run the example binary");
-    assert!(
-        output.status.success(),
-        "{args:?} failed with {}: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("UTF-8 output")
-}
-
-/// Polls `probe` until it returns `Some`, failing with `what` (and `context()`) at the deadline.
-pub async fn eventually<T, F, Fut>(what: &str, context: impl Fn() -> String, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            panic!("{what}: not reached within {TIMEOUT:?}\n{}", context());
-        }
-        tokio::time::sleep(POLL).await;
-    }
-}
-
-/// `GET path` over HTTP/1.0; `None` when nothing answers (yet).
-pub async fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    let exchange = async {
-        let mut stream = TcpStream::connect(addr).await.ok()?;
-        let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await.ok()?;
-        Some(response)
-    };
-    let response = tokio::time::timeout(Duration::from_secs(10), exchange)
-        .await
-        .ok()??;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    let status = head.split(' ').nth(1)?.parse().ok()?;
-    Some((status, body.to_string()))
+    shared::output_of(&binary(), args)
 }
 
 /// The sum of the samples of `name` whose labels contain every one of `labels` (`key="value"`).
@@ -114,13 +54,6 @@ pub fn steps(exposition: &str, step: &str) -> Option<f64> {
     exposition
         .lines()
         .find_map(|line| line.strip_prefix(&prefix)?.parse().ok())
-}
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 /// The operator binary running as a child process, its stderr (JSON logs) in a file.
