@@ -303,13 +303,17 @@ impl<R: Reconciler> OpinionatedReconciler<R> {
             }
             ReconcileDecision::AddFinalizer => {
                 let state = request.state.clone();
+                // Most updates without our finalizer are the object's own writes made before our
+                // add landed (the status written during `Created`): their copy is older than our
+                // patch, so reading first finds the finalizer and sends nothing, where the event's
+                // copy would earn a 409. A finalizer really removed by someone costs one GET more.
                 self.patch_after(
                     ctx,
                     &request,
                     ReconcileResult::done().with_state(state),
                     add,
                     PENDING_ADD,
-                    true,
+                    false,
                 )
                 .await
             }
