@@ -34,7 +34,12 @@ use tokio::task::JoinHandle;
 
 /// A custom kind: it has `metadata.generation`.
 #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
-#[kube(group = "specchanges.kubeapp.dev", version = "v1", kind = "Widget", namespaced)]
+#[kube(
+    group = "specchanges.kubeapp.dev",
+    version = "v1",
+    kind = "Widget",
+    namespaced
+)]
 struct WidgetSpec {
     size: i32,
 }
@@ -236,7 +241,10 @@ async fn spec_changes_made_while_the_watchers_add_runs_reach_update_from_what_th
             async move {
                 let name = w.name_any();
                 if name.starts_with("in-add-") {
-                    assert!(w.finalizers().is_empty(), "the add's copy predates our patch");
+                    assert!(
+                        w.finalizers().is_empty(),
+                        "the add's copy predates our patch"
+                    );
                     set_size(&api, &name, 2).await;
                 }
                 log.push(format!("add {name} {}", w.spec.size));
@@ -276,10 +284,16 @@ async fn spec_changes_made_while_the_watchers_add_runs_reach_update_from_what_th
     })
     .await;
 
-    let all: Vec<String> = in_add.iter().cloned().chain(["before-wip".into()]).collect();
+    let all: Vec<String> = in_add
+        .iter()
+        .cloned()
+        .chain(["before-wip".into()])
+        .collect();
     for name in &all {
         let w = Widget::new(name, WidgetSpec { size: 1 });
-        api.create(&PostParams::default(), &w).await.expect("create");
+        api.create(&PostParams::default(), &w)
+            .await
+            .expect("create");
     }
     for name in &all {
         log.wait_contains(&format!("update {name} 1->2")).await;
@@ -319,7 +333,9 @@ async fn spec_changes_made_while_created_runs_or_after_it_failed_reach_the_recon
                     if name.starts_with("in-created-") && w.spec.size == 1 {
                         set_size(&api, &name, 2).await;
                     }
-                    if name == "failed-created" && !std::mem::replace(&mut *failed_once.lock().expect("lock"), true) {
+                    if name == "failed-created"
+                        && !std::mem::replace(&mut *failed_once.lock().expect("lock"), true)
+                    {
                         set_size(&api, &name, 2).await;
                         log.push(format!("{} {name} {} failed", request.action, w.spec.size));
                         return Err("the first Created fails on purpose".into());
@@ -349,7 +365,9 @@ async fn spec_changes_made_while_created_runs_or_after_it_failed_reach_the_recon
         .collect();
     for name in &all {
         let w = Widget::new(name, WidgetSpec { size: 1 });
-        api.create(&PostParams::default(), &w).await.expect("create");
+        api.create(&PostParams::default(), &w)
+            .await
+            .expect("create");
     }
     for name in &in_created {
         log.wait_contains(&format!("Updated {name} 2")).await;
@@ -369,7 +387,12 @@ async fn spec_changes_made_while_created_runs_or_after_it_failed_reach_the_recon
         .of(name)
         .into_iter()
         .find(|e| e.starts_with(&created) && !e.ends_with("failed"));
-    assert_eq!(first_created, Some(format!("Created {name} 2")), "{:?}", log.of(name));
+    assert_eq!(
+        first_created,
+        Some(format!("Created {name} 2")),
+        "{:?}",
+        log.of(name)
+    );
     wait_finalizers(&api, name, &[OURS]).await;
     set_size(&api, name, 3).await;
     log.wait_contains(&format!("Updated {name} 3")).await;
@@ -385,8 +408,16 @@ async fn spec_changes_made_while_created_runs_or_after_it_failed_reach_the_recon
     );
     for name in &in_created {
         let calls = log.of(name);
-        assert_eq!(calls.first(), Some(&format!("Created {name} 1")), "{calls:?}");
-        assert_eq!(calls.last(), Some(&format!("Updated {name} 2")), "{calls:?}");
+        assert_eq!(
+            calls.first(),
+            Some(&format!("Created {name} 1")),
+            "{calls:?}"
+        );
+        assert_eq!(
+            calls.last(),
+            Some(&format!("Updated {name} 2")),
+            "{calls:?}"
+        );
     }
     op.stop().await;
 }
@@ -409,7 +440,11 @@ async fn merge_cm(api: &Api<ConfigMap>, name: &str, patch: serde_json::Value) {
 fn value(cm: &ConfigMap) -> String {
     let data = cm.data.as_ref().and_then(|d| d.get("k")).cloned();
     let label = cm.labels().get("colour").cloned();
-    format!("{}{}", data.unwrap_or_default(), label.map(|l| format!("+{l}")).unwrap_or_default())
+    format!(
+        "{}{}",
+        data.unwrap_or_default(),
+        label.map(|l| format!("+{l}")).unwrap_or_default()
+    )
 }
 
 #[tokio::test]
@@ -428,7 +463,12 @@ async fn every_config_map_change_after_the_add_reaches_the_watcher_and_the_recon
         .on_update({
             let log = log.clone();
             move |_, old, new| {
-                log.push(format!("update {} {}->{}", new.name_any(), value(&old), value(&new)));
+                log.push(format!(
+                    "update {} {}->{}",
+                    new.name_any(),
+                    value(&old),
+                    value(&new)
+                ));
                 async { Ok(()) }
             }
         });
@@ -470,7 +510,12 @@ async fn every_config_map_change_after_the_add_reaches_the_watcher_and_the_recon
     wait_finalizers(&api, "w", &[CM_OURS]).await;
     merge_cm(&api, "w", serde_json::json!({ "data": { "k": "b" } })).await;
     log.wait_contains("update w a->b").await;
-    merge_cm(&api, "w", serde_json::json!({ "metadata": { "labels": { "colour": "red" } } })).await;
+    merge_cm(
+        &api,
+        "w",
+        serde_json::json!({ "metadata": { "labels": { "colour": "red" } } }),
+    )
+    .await;
     log.wait_contains("update w b->b+red").await;
     assert_eq!(
         log.of("w"),

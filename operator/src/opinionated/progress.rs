@@ -118,7 +118,8 @@ mod tests {
     #[test]
     fn what_the_add_saw_is_kept_until_replaced_by_the_plain_marker() {
         let map = ProgressMap::default();
-        let saw: SharedObject = crate::object::share(k8s_openapi::api::core::v1::ConfigMap::default());
+        let saw: SharedObject =
+            crate::object::share(k8s_openapi::api::core::v1::ConfigMap::default());
         map.set("u", Progress::Added { saw: Some(saw) });
         assert!(map.add_saw("u").is_some());
         map.set("u", Progress::ADDED);

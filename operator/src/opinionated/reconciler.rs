@@ -427,7 +427,13 @@ mod tests {
     #[test]
     fn created_with_our_finalizer_is_a_resync_and_without_it_a_create() {
         assert_eq!(
-            decide(Created, &meta(&["x", "ours"], false), &none(), "ours", false),
+            decide(
+                Created,
+                &meta(&["x", "ours"], false),
+                &none(),
+                "ours",
+                false
+            ),
             ReconcileDecision::Resync
         );
         assert_eq!(

@@ -209,12 +209,18 @@ fn without_a_generation_every_change_but_our_own_patch_is_an_update() {
         UpdateDecision::IgnoreOwnPatch
     );
     assert_eq!(
-        decide(&config_map("2", &["wip"], "a"), &config_map("3", &["ours"], "a")),
+        decide(
+            &config_map("2", &["wip"], "a"),
+            &config_map("3", &["ours"], "a")
+        ),
         UpdateDecision::IgnoreOwnPatch
     );
     // Folded with a data change (a re-list), the change counts.
     assert_eq!(
-        decide(&config_map("2", &["wip"], "a"), &config_map("4", &["ours"], "b")),
+        decide(
+            &config_map("2", &["wip"], "a"),
+            &config_map("4", &["ours"], "b")
+        ),
         UpdateDecision::Update
     );
     // And a data change while the add ran is an update from what the add saw.
