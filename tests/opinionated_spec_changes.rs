@@ -2,7 +2,8 @@
 //! change is lost (contract sections 5 and 6, kubeapp issue #12):
 //!
 //! - a spec change made while the watcher's `add` runs, after the in-progress finalizer is on or
-//!   before it lands, reaches the watcher as `update(object the add saw, newest)`;
+//!   before it lands, reaches the watcher as `update(object the add saw, newest)`, and one made
+//!   after a failed `add` reaches the `add` that succeeds;
 //! - a spec change made while the reconciler's `Created` runs reaches it, and one made after a
 //!   failed `Created` is delivered as `Created` with the newest object (the failed event's older
 //!   copy is never delivered after it);
@@ -117,7 +118,7 @@ impl Log {
         self.0.borrow().clone()
     }
 
-    /// The entries that start with `prefix` (one object's calls: `prefix` = "... name ").
+    /// The entries about the object `name` (its name is each entry's second word).
     fn of(&self, name: &str) -> Vec<String> {
         self.entries()
             .into_iter()
@@ -232,9 +233,11 @@ async fn spec_changes_made_while_the_watchers_add_runs_reach_update_from_what_th
     // "in-add-*": the spec changes inside `add`, after the in-progress finalizer is on and
     // before ours replaces it. "before-wip": a watcher registered before the wrapper changes the
     // spec first, so the wrapper's in-progress patch meets a conflict and `add` gets the older
-    // copy of the event.
+    // copy of the event. "failed-add": the first `add` changes the spec and fails; the update
+    // event then goes the add path with the newest object (and the failed add's retry, whose
+    // copy is older, calls nothing).
     let in_add = names("in-add-", 5);
-    let changer = ({ env.widgets() }, log.clone());
+    let changer = (env.widgets(), log.clone());
     let inner = WatcherFns::<Widget>::new()
         .on_add(move |_, w| {
             let (api, log) = changer.clone();
@@ -246,6 +249,11 @@ async fn spec_changes_made_while_the_watchers_add_runs_reach_update_from_what_th
                         "the add's copy predates our patch"
                     );
                     set_size(&api, &name, 2).await;
+                }
+                if name == "failed-add" && w.spec.size == 1 {
+                    set_size(&api, &name, 2).await;
+                    log.push(format!("add {name} 1 failed"));
+                    return Err("the first add fails on purpose".into());
                 }
                 log.push(format!("add {name} {}", w.spec.size));
                 Ok(())
@@ -289,7 +297,7 @@ async fn spec_changes_made_while_the_watchers_add_runs_reach_update_from_what_th
         .cloned()
         .chain(["before-wip".into()])
         .collect();
-    for name in &all {
+    for name in all.iter().map(String::as_str).chain(["failed-add"]) {
         let w = Widget::new(name, WidgetSpec { size: 1 });
         api.create(&PostParams::default(), &w)
             .await
@@ -311,6 +319,20 @@ async fn spec_changes_made_while_the_watchers_add_runs_reach_update_from_what_th
             "the add saw 1, the change to 2 reached update once, add succeeded once"
         );
     }
+    let name = "failed-add";
+    log.wait_contains(&format!("add {name} 2")).await;
+    wait_finalizers(&api, name, &[OURS]).await;
+    set_size(&api, name, 3).await;
+    log.wait_contains(&format!("update {name} 2->3")).await;
+    assert_eq!(
+        log.of(name),
+        [
+            format!("add {name} 1 failed"),
+            format!("add {name} 2"),
+            format!("update {name} 2->3")
+        ],
+        "after a failed add, the newest spec reaches the add that succeeds, once"
+    );
     op.stop().await;
 }
 
