@@ -14,8 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// A Kubernetes object of any kind, readable through its metadata and downcastable to its type.
 ///
-/// Implemented for every `kube::Resource` that is `Debug + Send + Sync + 'static`, which covers
-/// derived custom resources, k8s-openapi types and `DynamicObject`.
+/// Implemented for every `kube::Resource` that is `Serialize + Debug + Send + Sync + 'static`,
+/// which covers derived custom resources, k8s-openapi types and `DynamicObject`.
 pub trait KubeObject: Any + Send + Sync + fmt::Debug {
     /// The object's metadata.
     fn metadata(&self) -> &ObjectMeta;
@@ -25,11 +25,15 @@ pub trait KubeObject: Any + Send + Sync + fmt::Debug {
     fn into_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
     /// The Rust type name, for error messages.
     fn type_name(&self) -> &'static str;
+    /// The object serialized as JSON, for comparing the content of two versions of an object
+    /// whose kind has no `metadata.generation` (the opinionated wrappers do that to tell their own
+    /// finalizer patch from a data change). It serializes the whole object: not for hot paths.
+    fn to_json(&self) -> serde_json::Result<serde_json::Value>;
 }
 
 impl<K> KubeObject for K
 where
-    K: kube::Resource + fmt::Debug + Send + Sync + 'static,
+    K: kube::Resource + serde::Serialize + fmt::Debug + Send + Sync + 'static,
 {
     fn metadata(&self) -> &ObjectMeta {
         self.meta()
@@ -42,6 +46,9 @@ where
     }
     fn type_name(&self) -> &'static str {
         std::any::type_name::<K>()
+    }
+    fn to_json(&self) -> serde_json::Result<serde_json::Value> {
+        serde_json::to_value(self)
     }
 }
 

@@ -151,7 +151,13 @@ impl Informer {
     /// An informer of the typed kind `K` (a derived custom resource or a k8s-openapi type).
     pub fn new<K>(client: Client, options: InformerOptions) -> Self
     where
-        K: kube::Resource + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
+        K: kube::Resource
+            + DeserializeOwned
+            + serde::Serialize
+            + fmt::Debug
+            + Send
+            + Sync
+            + 'static,
         K::DynamicType: Default,
     {
         let resource = ApiResource::erase::<K>(&K::DynamicType::default());
@@ -193,7 +199,13 @@ impl Informer {
         options: InformerOptions,
     ) -> Self
     where
-        K: kube::Resource + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
+        K: kube::Resource
+            + DeserializeOwned
+            + serde::Serialize
+            + fmt::Debug
+            + Send
+            + Sync
+            + 'static,
     {
         let synced = SyncedFlag::new(false);
         let flag = synced.clone();
@@ -280,7 +292,7 @@ impl Informer {
 /// Converts each `DynamicObject` to `K` on its own, so one bad object fails alone.
 fn typed_decoder<K>() -> Decode
 where
-    K: kube::Resource + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
+    K: kube::Resource + DeserializeOwned + serde::Serialize + fmt::Debug + Send + Sync + 'static,
 {
     Arc::new(|object: DynamicObject| {
         serde_json::to_value(object)

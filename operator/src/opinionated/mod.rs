@@ -45,14 +45,29 @@
 //! - `new` is being deleted: with our finalizer or the in-progress one, `delete`, then remove
 //!   both; without them, nothing. This comes before any generation filter, so a deletion (which
 //!   does not change the generation) is never swallowed.
-//! - `old` lacked our finalizer (or the in-progress one), `new` has it, and the generation is the
-//!   same: our own patch, nothing. (With a new generation too, which happens when a re-list
-//!   folds several writes into one update, the checks go on, so the spec change is not lost.)
+//! - the add succeeded in this process and no event has yet shown whether the spec changed after
+//!   the add read the object: `new` is compared with the object the add saw, not with `old`. A
+//!   change is delivered as `update(object the add saw, new)` (after finishing the finalizer swap
+//!   if it is missing); `new` unchanged and carrying our finalizer is the swap landing: nothing.
+//!   So a spec change made while `add` ran (after the in-progress finalizer, or before it, when
+//!   that patch met a conflict) is never folded into the add that read the older object.
+//! - `old` lacked our finalizer (or the in-progress one), `new` has it, and nothing else changed:
+//!   our own patch, nothing. (With a change too, which happens when a re-list folds several
+//!   writes into one update, the checks go on, so the change is not lost.)
 //! - our finalizer is missing from `new`: if `old` had it, someone else removed it: it is put
 //!   back and nothing is called. Otherwise the add has not completed: the add path runs (only
-//!   the parts not done yet: `add` is skipped when it already succeeded in this process).
-//! - same generation (status, labels, annotations, finalizers, a periodic resync): nothing.
+//!   the parts not done yet: `add` is skipped when it already succeeded in this process), with
+//!   `new`, the newest object (an add that failed earlier and waits for its retry has not
+//!   succeeded, so the retry that follows only finishes the finalizer swap).
+//! - nothing changed: the same generation (status, labels, annotations, finalizers, a periodic
+//!   resync). Kinds without `metadata.generation` (ConfigMap, Secret, ...) never take this branch
+//!   except for a resync of the same `resourceVersion`: for them every change that is not our own
+//!   finalizer patch is an update. "Nothing else changed" for them means equal as JSON apart from
+//!   `finalizers`, `resourceVersion` and `managedFields`.
 //! - otherwise: `update(old, new)`.
+//!
+//! The newest spec of every object therefore reaches a handler, and `add` succeeds at most once
+//! per incarnation while the process runs.
 //!
 //! `delete(obj)` (the watch says the object is gone): nothing when `delete` was already called
 //! for this incarnation at `deletionTimestamp`; otherwise (its add never completed, someone
@@ -62,7 +77,10 @@
 //! Besides the finalizers, each wrapper remembers per UID, while the process runs, whether `add`
 //! succeeded and whether `delete` was handled (one small entry per live object, dropped when the
 //! object is gone). That is what keeps a retry of an old event from calling `add` after `delete`,
-//! and the final Delete event from calling `delete` a second time.
+//! and the final Delete event from calling `delete` a second time. The watcher's entry also holds
+//! the object its `add` was given, from the add until the first event that tells whether the spec
+//! changed since; for kinds with a generation that is usually the swap's own response, so the
+//! object is dropped at once.
 //!
 //! # What the reconciler does
 //!
@@ -75,10 +93,17 @@
 //!   `Deleted` that returns `requeue_after` is not done: it runs again after the delay and the
 //!   finalizer stays); without our finalizer: nothing (the Delete event follows);
 //! - `Created` with our finalizer (a restart): downstream gets `Resynced`;
-//! - `Created` without it: downstream `Created`, then the finalizer is added;
-//! - `Updated`/`Resynced` without our finalizer: the finalizer is added, downstream is not called
-//!   (this also repairs a finalizer someone else removed);
-//! - anything else goes downstream unchanged.
+//! - without our finalizer, before this process delivered `Created` for the incarnation (`Created`
+//!   failed and waits for its retry, or the object was first seen in an update): downstream
+//!   `Created` with this, the newest, object, then the finalizer is added. A spec change made
+//!   after a failed `Created` is thus delivered as the creation, never behind the older copy;
+//! - without our finalizer after `Created` was delivered: the finalizer is added, downstream is
+//!   not called (this repairs a finalizer someone else removed, and turns the failed `Created`'s
+//!   later retry, whose copy is older, into nothing but that check). A spec change made while
+//!   `Created` ran still reaches downstream: the finalizer patch reads the object first, and
+//!   the update event of that patch carries the newest object downstream;
+//! - anything else goes downstream unchanged (kinds without `metadata.generation` need no special
+//!   rule here: every update with our finalizer goes downstream).
 //!
 //! Downstream sees exactly one successful `Deleted` per object UID (it sees it again only when
 //! its own `Deleted` call fails or asks for a requeue, or across a restart between the call and
@@ -130,6 +155,7 @@
 //! # }
 //! ```
 
+mod change;
 pub mod finalizer;
 mod progress;
 mod reconciler;

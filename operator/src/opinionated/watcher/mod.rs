@@ -9,131 +9,18 @@ use kube::Client;
 use kube::api::ApiResource;
 use tracing::Instrument;
 
+mod decide;
+
+pub(crate) use self::decide::{AddDecision, UpdateDecision, decide_add, decide_update};
+use super::change::has_generation;
 use super::finalizer::{
     FinalizerChange, FinalizerNameError, FinalizerNames, FinalizerPatcher, PatchOutcome,
-    has_finalizer,
 };
 use super::progress::{Progress, ProgressMap, incarnation};
 use super::{OpinionatedOptions, mark_error};
 use crate::handler::{BoxError, HandlerContext};
 use crate::object::{KubeObject, SharedObject};
 use crate::watcher::{TypedWatcher, TypedWatcherAdapter, Watcher, typed_watcher};
-
-/// What the wrapper does with an `add`; see the [module docs](super).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum AddDecision {
-    /// Being deleted and held by our finalizer (or the in-progress one): `delete`, then release.
-    Delete,
-    /// Being deleted without our finalizers: not ours to handle.
-    IgnoreDeleting,
-    /// Already handled (a restart or a re-list): `sync`, then drop a leftover in-progress
-    /// finalizer.
-    Sync {
-        /// The in-progress finalizer is still there.
-        drop_in_progress: bool,
-    },
-    /// New: in-progress finalizer, `add`, then swap it for ours.
-    Add,
-}
-
-impl AddDecision {
-    fn label(self) -> &'static str {
-        match self {
-            Self::Delete => "delete",
-            Self::IgnoreDeleting => "ignore-deleting",
-            Self::Sync { .. } => "sync",
-            Self::Add => "add",
-        }
-    }
-}
-
-pub(crate) fn decide_add(meta: &ObjectMeta, names: &FinalizerNames) -> AddDecision {
-    let ours = has_finalizer(meta, names.finalizer());
-    let in_progress = has_finalizer(meta, names.in_progress());
-    if meta.deletion_timestamp.is_some() {
-        if ours || in_progress {
-            AddDecision::Delete
-        } else {
-            AddDecision::IgnoreDeleting
-        }
-    } else if ours {
-        AddDecision::Sync {
-            drop_in_progress: in_progress,
-        }
-    } else {
-        AddDecision::Add
-    }
-}
-
-/// What the wrapper does with an `update(old, new)`; the checks run in the order of the variants.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum UpdateDecision {
-    /// `new` is being deleted and held by our finalizer (or the in-progress one).
-    Delete,
-    /// `new` is being deleted without our finalizers.
-    IgnoreDeleting,
-    /// Our own patch: `old` lacked our finalizer (or the in-progress one) and `new` has it.
-    IgnoreOwnPatch,
-    /// Someone else removed our finalizer: put it back, call nothing.
-    Restore,
-    /// The add of this object has not completed: go the add path (never both add and update).
-    CompleteAdd,
-    /// Same generation: a status, label, annotation or finalizer change, or a resync.
-    IgnoreSameGeneration,
-    /// A spec change: `update(old, new)`.
-    Update,
-}
-
-impl UpdateDecision {
-    fn label(self) -> &'static str {
-        match self {
-            Self::Delete => "delete",
-            Self::IgnoreDeleting => "ignore-deleting",
-            Self::IgnoreOwnPatch => "ignore-own-patch",
-            Self::Restore => "restore-finalizer",
-            Self::CompleteAdd => "complete-add",
-            Self::IgnoreSameGeneration => "ignore-same-generation",
-            Self::Update => "update",
-        }
-    }
-}
-
-pub(crate) fn decide_update(
-    old: &ObjectMeta,
-    new: &ObjectMeta,
-    names: &FinalizerNames,
-) -> UpdateDecision {
-    let (ours, wip) = (names.finalizer(), names.in_progress());
-    let same_generation = old.generation == new.generation;
-    if new.deletion_timestamp.is_some() {
-        return if has_finalizer(new, ours) || has_finalizer(new, wip) {
-            UpdateDecision::Delete
-        } else {
-            UpdateDecision::IgnoreDeleting
-        };
-    }
-    // Our own swap. With a new generation as well (a re-list can fold several writes into one
-    // update), the spec change still reaches `update` below.
-    if same_generation && !has_finalizer(old, ours) && has_finalizer(new, ours) {
-        return UpdateDecision::IgnoreOwnPatch;
-    }
-    if !has_finalizer(new, ours) {
-        if has_finalizer(old, ours) {
-            return UpdateDecision::Restore;
-        }
-        // The in-progress finalizer just appeared: the add that put it there is running or
-        // waiting for its retry (which the dequeue policy keeps), so this event adds nothing.
-        if same_generation && !has_finalizer(old, wip) && has_finalizer(new, wip) {
-            return UpdateDecision::IgnoreOwnPatch;
-        }
-        return UpdateDecision::CompleteAdd;
-    }
-    if same_generation {
-        UpdateDecision::IgnoreSameGeneration
-    } else {
-        UpdateDecision::Update
-    }
-}
 
 /// A [`Watcher`] wrapper that makes downtime safe with finalizers; see the [module docs](super).
 ///
@@ -261,7 +148,7 @@ impl<W: Watcher> OpinionatedWatcher<W> {
         object: SharedObject,
     ) -> Result<(), BoxError> {
         let id = incarnation(object.as_ref());
-        if self.progress.get(&id) == Some(Progress::DeleteHandled) {
+        if self.progress.delete_handled(&id) {
             tracing::debug!("delete already handled; only releasing the object");
         } else {
             self.inner.delete(ctx, object.clone()).await?;
@@ -291,12 +178,13 @@ impl<W: Watcher> OpinionatedWatcher<W> {
         let (ours, wip) = (self.names.finalizer(), self.names.in_progress());
         let mut latest = object.metadata().clone();
         let mut trusted = Self::trust_event_copy(ctx);
+        let mut added_now = false;
         match self.progress.get(&id) {
             Some(Progress::DeleteHandled) => {
                 tracing::debug!("the delete of this object was handled already; add skipped");
                 return Ok(());
             }
-            Some(Progress::Added) => {
+            Some(Progress::Added { .. }) => {
                 tracing::debug!("add succeeded earlier; only the finalizer swap is left");
             }
             None => {
@@ -322,18 +210,58 @@ impl<W: Watcher> OpinionatedWatcher<W> {
                     }
                 }
                 self.inner.add(ctx, object.clone()).await?;
-                self.progress.set(&id, Progress::Added);
+                // Until an event shows the spec unchanged since, or delivers the change as
+                // `update(object, newest)`: see the progress module.
+                self.progress.set(
+                    &id,
+                    Progress::Added {
+                        saw: Some(object.clone()),
+                    },
+                );
+                added_now = true;
             }
         }
         let swap = FinalizerChange {
             add: Some(ours),
             remove: &[wip],
         };
-        if self.patch(ctx, &latest, trusted, swap).await? == PatchOutcome::BlockedByDeletion {
-            tracing::debug!(
+        match self.patch(ctx, &latest, trusted, swap).await? {
+            PatchOutcome::BlockedByDeletion => tracing::debug!(
                 "deleted while add ran: the in-progress finalizer holds it until delete runs"
-            );
+            ),
+            // The swap landed on the generation the add saw, so no spec change slipped in
+            // before it, and later ones come as updates of versions carrying our finalizer:
+            // the object the add saw need not be kept (kinds without a generation keep it
+            // until the swap's event, which the content comparison needs).
+            PatchOutcome::Patched(meta)
+                if added_now
+                    && has_generation(object.as_ref())
+                    && meta.generation == object.metadata().generation =>
+            {
+                self.progress.set(&id, Progress::ADDED);
+            }
+            _ => {}
         }
+        Ok(())
+    }
+
+    /// The spec changed after the add read the object: finish the swap if it is missing, then
+    /// `update(object the add saw, new)`; only then is the object the add saw forgotten, so a
+    /// failed update is retried against it.
+    async fn update_since_add(
+        &self,
+        ctx: &HandlerContext,
+        old: SharedObject,
+        new: SharedObject,
+    ) -> Result<(), BoxError> {
+        let id = incarnation(new.as_ref());
+        // Decided on this entry a moment ago; events of one object never run concurrently.
+        let saw = self.progress.add_saw(&id).unwrap_or(old);
+        if !super::finalizer::has_finalizer(new.metadata(), self.names.finalizer()) {
+            self.complete_add(ctx, new.clone()).await?;
+        }
+        self.inner.update(ctx, saw, new).await?;
+        self.progress.set(&id, Progress::ADDED);
         Ok(())
     }
 
@@ -349,7 +277,7 @@ impl<W: Watcher> OpinionatedWatcher<W> {
             AddDecision::Sync { drop_in_progress } => {
                 self.inner.sync(ctx, object.clone()).await?;
                 self.progress
-                    .set(&incarnation(object.as_ref()), Progress::Added);
+                    .set(&incarnation(object.as_ref()), Progress::ADDED);
                 if drop_in_progress {
                     let drop_wip = FinalizerChange {
                         add: None,
@@ -380,7 +308,13 @@ impl<W: Watcher> OpinionatedWatcher<W> {
             UpdateDecision::Delete => self.handle_deletion(ctx, new).await,
             UpdateDecision::IgnoreDeleting
             | UpdateDecision::IgnoreOwnPatch
-            | UpdateDecision::IgnoreSameGeneration => Ok(()),
+            | UpdateDecision::IgnoreUnchanged => Ok(()),
+            UpdateDecision::AddConfirmed => {
+                self.progress
+                    .set(&incarnation(new.as_ref()), Progress::ADDED);
+                Ok(())
+            }
+            UpdateDecision::ChangedSinceAdd => self.update_since_add(ctx, old, new).await,
             UpdateDecision::Restore => {
                 let restore = FinalizerChange {
                     add: Some(self.names.finalizer()),
@@ -427,7 +361,8 @@ impl<W: Watcher> Watcher for OpinionatedWatcher<W> {
         old: SharedObject,
         new: SharedObject,
     ) -> Result<(), BoxError> {
-        let decision = decide_update(old.metadata(), new.metadata(), &self.names);
+        let add_saw = self.progress.add_saw(&incarnation(new.as_ref()));
+        let decision = decide_update(old.as_ref(), new.as_ref(), &self.names, add_saw.as_deref());
         let span = wrapper_span!("opinionated-watcher-update", self, new, decision.label());
         let result = self
             .run_update(ctx, old, new, decision)

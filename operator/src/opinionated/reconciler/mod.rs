@@ -44,9 +44,13 @@ pub(crate) enum ReconcileDecision {
     IgnoreDeleting,
     /// Created and already carrying our finalizer (a restart): downstream `Resynced`.
     Resync,
-    /// Created without our finalizer: downstream `Created`, then add the finalizer.
+    /// Created without our finalizer, or updated/resynced without it before any `Created` was
+    /// delivered for this incarnation in this process (the `Created` failed and waits for its
+    /// retry): downstream `Created` with this, the newest, object, then add the finalizer.
     Create,
-    /// Updated or resynced without our finalizer: add it (also repairs a removed finalizer).
+    /// Updated or resynced without our finalizer after `Created` was delivered (our finalizer
+    /// patch has not landed yet, or someone removed it), or a retry of a `Created` whose newer
+    /// event already delivered `Created`: add the finalizer, downstream is not called.
     AddFinalizer,
     /// Anything else goes downstream unchanged.
     Pass,
@@ -68,11 +72,14 @@ impl ReconcileDecision {
     }
 }
 
+/// Decides a request. `created`: this process delivered `Created` (or `Resynced` at start-up)
+/// for the incarnation, or saw it with our finalizer.
 pub(crate) fn decide(
     action: ReconcileAction,
     meta: &ObjectMeta,
     state: &ReconcileState,
     finalizer: &str,
+    created: bool,
 ) -> ReconcileDecision {
     let ours = has_finalizer(meta, finalizer);
     match state.get(STATE_KEY).and_then(|v| v.as_str()) {
@@ -96,10 +103,11 @@ pub(crate) fn decide(
     }
     match (action, ours) {
         (ReconcileAction::Created, true) => ReconcileDecision::Resync,
-        (ReconcileAction::Created, false) => ReconcileDecision::Create,
-        (ReconcileAction::Updated | ReconcileAction::Resynced, false) => {
-            ReconcileDecision::AddFinalizer
-        }
+        // Without our finalizer, `created` tells a spec change that must go downstream as the
+        // object's creation (its `Created` failed: the newest object is delivered, never the
+        // failed event's older copy later) from our finalizer patch still to land.
+        (_, false) if created => ReconcileDecision::AddFinalizer,
+        (_, false) => ReconcileDecision::Create,
         _ => ReconcileDecision::Pass,
     }
 }
@@ -259,7 +267,11 @@ impl<R: Reconciler> OpinionatedReconciler<R> {
                     .await
             }
             ReconcileDecision::DeleteEvent => {
-                if self.delivered.remove(&id) == Some(Progress::DeleteHandled) {
+                if self
+                    .delivered
+                    .remove(&id)
+                    .is_some_and(|progress| progress.delete_handled())
+                {
                     tracing::debug!("Deleted was delivered at deletionTimestamp");
                     return Ok(ReconcileResult::done());
                 }
@@ -267,7 +279,7 @@ impl<R: Reconciler> OpinionatedReconciler<R> {
             }
             ReconcileDecision::Delete => {
                 let mut result = ReconcileResult::done();
-                if self.delivered.get(&id) != Some(Progress::DeleteHandled) {
+                if !self.delivered.delete_handled(&id) {
                     let downstream = ReconcileRequest {
                         action: ReconcileAction::Deleted,
                         ..request.clone()
@@ -291,10 +303,17 @@ impl<R: Reconciler> OpinionatedReconciler<R> {
                     action: ReconcileAction::Resynced,
                     ..request
                 };
-                self.inner.reconcile(ctx, downstream).await
+                let result = self.inner.reconcile(ctx, downstream).await?;
+                self.delivered.set(&id, Progress::ADDED);
+                Ok(result)
             }
             ReconcileDecision::Create => {
-                let result = self.inner.reconcile(ctx, request.clone()).await?;
+                let downstream = ReconcileRequest {
+                    action: ReconcileAction::Created,
+                    ..request.clone()
+                };
+                let result = self.inner.reconcile(ctx, downstream).await?;
+                self.delivered.set(&id, Progress::ADDED);
                 // A reconciler that just handled a new object has most likely written it (its
                 // status, say), so a patch under the event's resourceVersion would only earn a
                 // 409 and a re-read: reading first costs one GET instead of a 409 plus a GET.
@@ -317,7 +336,14 @@ impl<R: Reconciler> OpinionatedReconciler<R> {
                 )
                 .await
             }
-            ReconcileDecision::Pass => self.inner.reconcile(ctx, request).await,
+            ReconcileDecision::Pass => {
+                // Seen with our finalizer (a reconciler registered after the object's Created):
+                // a later update without it is a repair, not a creation.
+                if self.delivered.get(&id).is_none() {
+                    self.delivered.set(&id, Progress::ADDED);
+                }
+                self.inner.reconcile(ctx, request).await
+            }
         }
     }
 }
@@ -329,11 +355,16 @@ impl<R: Reconciler> Reconciler for OpinionatedReconciler<R> {
         ctx: &HandlerContext,
         request: ReconcileRequest,
     ) -> Result<ReconcileResult, ReconcileError> {
+        let created = self
+            .delivered
+            .get(&incarnation(request.object.as_ref()))
+            .is_some();
         let decision = decide(
             request.action,
             request.object.metadata(),
             &request.state,
             self.names.finalizer(),
+            created,
         );
         let meta = request.object.metadata();
         let span = tracing::info_span!(
@@ -356,83 +387,4 @@ impl<R: Reconciler> Reconciler for OpinionatedReconciler<R> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::ReconcileAction::{Created, Deleted, Resynced, Updated};
-    use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-
-    fn meta(finalizers: &[&str], deleting: bool) -> ObjectMeta {
-        ObjectMeta {
-            finalizers: Some(finalizers.iter().map(|s| (*s).to_string()).collect()),
-            deletion_timestamp: deleting.then(|| Time(Default::default())),
-            ..ObjectMeta::default()
-        }
-    }
-
-    fn none() -> ReconcileState {
-        ReconcileState::new()
-    }
-
-    #[test]
-    fn deletion_with_our_finalizer_delivers_deleted_and_without_it_waits_for_the_delete_event() {
-        assert_eq!(
-            decide(Updated, &meta(&["ours"], true), &none(), "ours"),
-            ReconcileDecision::Delete
-        );
-        assert_eq!(
-            decide(Created, &meta(&["ours"], true), &none(), "ours"),
-            ReconcileDecision::Delete
-        );
-        assert_eq!(
-            decide(Updated, &meta(&["x"], true), &none(), "ours"),
-            ReconcileDecision::IgnoreDeleting
-        );
-        assert_eq!(
-            decide(Deleted, &meta(&["ours"], true), &none(), "ours"),
-            ReconcileDecision::DeleteEvent
-        );
-    }
-
-    #[test]
-    fn created_with_our_finalizer_is_a_resync_and_without_it_a_create() {
-        assert_eq!(
-            decide(Created, &meta(&["x", "ours"], false), &none(), "ours"),
-            ReconcileDecision::Resync
-        );
-        assert_eq!(
-            decide(Created, &meta(&["x"], false), &none(), "ours"),
-            ReconcileDecision::Create
-        );
-    }
-
-    #[test]
-    fn an_update_without_our_finalizer_only_adds_it() {
-        assert_eq!(
-            decide(Updated, &meta(&[], false), &none(), "ours"),
-            ReconcileDecision::AddFinalizer
-        );
-        assert_eq!(
-            decide(Resynced, &meta(&[], false), &none(), "ours"),
-            ReconcileDecision::AddFinalizer
-        );
-        assert_eq!(
-            decide(Updated, &meta(&["ours"], false), &none(), "ours"),
-            ReconcileDecision::Pass
-        );
-    }
-
-    #[test]
-    fn a_noted_patch_is_retried_without_calling_downstream_again() {
-        let removal = noted(none(), Some(PENDING_REMOVAL));
-        assert_eq!(
-            decide(Updated, &meta(&["ours"], true), &removal, "ours"),
-            ReconcileDecision::RetryPatch { removal: true }
-        );
-        let add = noted(none(), Some(PENDING_ADD));
-        assert_eq!(
-            decide(Created, &meta(&[], false), &add, "ours"),
-            ReconcileDecision::RetryPatch { removal: false }
-        );
-        assert!(!noted(add, None).contains_key(STATE_KEY));
-    }
-}
+mod tests;

@@ -1,0 +1,109 @@
+//! Unit tests of the opinionated reconciler's decisions.
+
+use super::ReconcileAction::{Created, Deleted, Resynced, Updated};
+use super::*;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+fn meta(finalizers: &[&str], deleting: bool) -> ObjectMeta {
+    ObjectMeta {
+        finalizers: Some(finalizers.iter().map(|s| (*s).to_string()).collect()),
+        deletion_timestamp: deleting.then(|| Time(Default::default())),
+        ..ObjectMeta::default()
+    }
+}
+
+fn none() -> ReconcileState {
+    ReconcileState::new()
+}
+
+#[test]
+fn deletion_with_our_finalizer_delivers_deleted_and_without_it_waits_for_the_delete_event() {
+    assert_eq!(
+        decide(Updated, &meta(&["ours"], true), &none(), "ours", false),
+        ReconcileDecision::Delete
+    );
+    assert_eq!(
+        decide(Created, &meta(&["ours"], true), &none(), "ours", false),
+        ReconcileDecision::Delete
+    );
+    assert_eq!(
+        decide(Updated, &meta(&["x"], true), &none(), "ours", false),
+        ReconcileDecision::IgnoreDeleting
+    );
+    assert_eq!(
+        decide(Deleted, &meta(&["ours"], true), &none(), "ours", false),
+        ReconcileDecision::DeleteEvent
+    );
+}
+
+#[test]
+fn created_with_our_finalizer_is_a_resync_and_without_it_a_create() {
+    assert_eq!(
+        decide(
+            Created,
+            &meta(&["x", "ours"], false),
+            &none(),
+            "ours",
+            false
+        ),
+        ReconcileDecision::Resync
+    );
+    assert_eq!(
+        decide(Created, &meta(&["x"], false), &none(), "ours", false),
+        ReconcileDecision::Create
+    );
+}
+
+#[test]
+fn an_update_without_our_finalizer_after_created_only_adds_it() {
+    assert_eq!(
+        decide(Updated, &meta(&[], false), &none(), "ours", true),
+        ReconcileDecision::AddFinalizer
+    );
+    assert_eq!(
+        decide(Resynced, &meta(&[], false), &none(), "ours", true),
+        ReconcileDecision::AddFinalizer
+    );
+    assert_eq!(
+        decide(Updated, &meta(&["ours"], false), &none(), "ours", false),
+        ReconcileDecision::Pass
+    );
+}
+
+#[test]
+fn a_noted_patch_is_retried_without_calling_downstream_again() {
+    let removal = noted(none(), Some(PENDING_REMOVAL));
+    assert_eq!(
+        decide(Updated, &meta(&["ours"], true), &removal, "ours", false),
+        ReconcileDecision::RetryPatch { removal: true }
+    );
+    let add = noted(none(), Some(PENDING_ADD));
+    assert_eq!(
+        decide(Created, &meta(&[], false), &add, "ours", false),
+        ReconcileDecision::RetryPatch { removal: false }
+    );
+    assert!(!noted(add, None).contains_key(STATE_KEY));
+}
+
+/// Defect 0 for the reconciler: before any `Created` succeeded (it failed and waits for its
+/// retry), an update without our finalizer is the object's creation with its newest spec;
+/// the older `Created` retry that follows only makes sure of the finalizer.
+#[test]
+fn an_update_before_created_was_delivered_is_delivered_as_created_and_the_stale_retry_is_not() {
+    assert_eq!(
+        decide(Updated, &meta(&[], false), &none(), "ours", false),
+        ReconcileDecision::Create
+    );
+    assert_eq!(
+        decide(Resynced, &meta(&[], false), &none(), "ours", false),
+        ReconcileDecision::Create
+    );
+    assert_eq!(
+        decide(Created, &meta(&[], false), &none(), "ours", true),
+        ReconcileDecision::AddFinalizer
+    );
+    assert_eq!(
+        decide(Updated, &meta(&[], false), &none(), "ours", true),
+        ReconcileDecision::AddFinalizer
+    );
+}
