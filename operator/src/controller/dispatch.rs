@@ -1,6 +1,10 @@
 //! Dispatch: one event through all handlers of its kind, one retry through its handler, and what
 //! each handler call's outcome schedules next.
 //!
+//! Dispatch works on the held lane only ([`Held`]): the dequeue policy and new retries change the
+//! lane's [`Retries`], which the worker took along with the item and hands back when it is done.
+//! It never calls back into the kind's lanes or lock.
+//!
 //! Every handler call runs under [`KindRuntime::guarded`]: its future is polled inside
 //! `catch_unwind` (a panic becomes [`HandlerError::Panicked`]) and under the optional event
 //! timeout (the future is dropped when it runs out). The controller's hard stop drops the whole
