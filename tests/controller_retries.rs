@@ -59,10 +59,10 @@ async fn a_kept_retry_and_the_retry_of_the_newer_failed_event_both_run() {
         .expect("namespace");
     let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
 
-    // The first call for each event fails; retries succeed. The retry waits 3 s, long enough
+    // The first call for each event fails; retries succeed. The retry waits 5 s, long enough
     // for the Update to arrive while the Add's retry is pending.
     let config = ControllerConfig::default()
-        .retry_policy(RetryPolicy::exponential(Duration::from_secs(3), 2));
+        .retry_policy(RetryPolicy::exponential(Duration::from_secs(5), 2));
     let controller = InformerController::new(config);
     controller.add_informer(
         KIND,
