@@ -72,6 +72,7 @@
 mod dispatch;
 mod kind;
 mod lanes;
+mod outcome;
 mod pending;
 mod retry;
 #[cfg(test)]
