@@ -1,6 +1,10 @@
 //! Dispatch: one event through all handlers of its kind, one retry through its handler, and what
 //! each handler call's outcome schedules next.
 //!
+//! Dispatch works on the held lane only ([`Held`]): the dequeue policy and new retries change the
+//! lane's [`Retries`], which the worker took along with the item and hands back when it is done.
+//! It never calls back into the kind's lanes or lock.
+//!
 //! Every handler call runs under [`KindRuntime::guarded`]: its future is polled inside
 //! `catch_unwind` (a panic becomes [`HandlerError::Panicked`]) and under the optional event
 //! timeout (the future is dropped when it runs out). The controller's hard stop drops the whole
@@ -10,18 +14,19 @@
 //! labels were resolved once per kind.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 
 use futures::FutureExt;
 use std::time::Instant;
 use tracing::{Instrument, Span};
 
-use super::kind::{Handlers, KindRuntime, Running};
-use super::lanes::{HandlerId, LaneKey, Queued, RetryEntry, RetryWork};
+use tokio_util::sync::CancellationToken;
+
+use super::kind::{Handlers, KindRuntime};
+use super::lanes::{HandlerId, LaneKey, Queued};
+use super::pending::{Pending, Retries, RetryEntry, RetryWork};
 use crate::handler::{HandlerContext, HandlerError, panic_message};
 use crate::informer::InformerEvent;
-use crate::object::KubeObject;
-use crate::reconciler::{ReconcileAction, ReconcileRequest, ReconcileState, Reconciler};
+use crate::reconciler::{ReconcileRequest, ReconcileState, Reconciler};
 use crate::watcher::Watcher;
 
 /// An info span when a subscriber may record it, else [`Span::none`] without making one. With no
@@ -40,19 +45,27 @@ macro_rules! info_span_if_recorded {
 }
 
 /// How a handler call ended, after its retry (if any) was scheduled.
-enum CallEnd {
+pub(super) enum CallEnd {
     Done,
     Requeued,
     Retrying,
     GaveUp,
 }
 
-/// The lane a worker holds while it dispatches one of its items.
-#[derive(Clone, Copy)]
+/// The lane a worker holds while it dispatches one of its items: its key and its pending
+/// retries, which dispatch changes in place (the worker hands them back to the lane afterwards).
 pub(super) struct Held<'a> {
-    pub(super) slot: usize,
     pub(super) key: &'a LaneKey,
-    pub(super) run: &'a Arc<Running>,
+    pub(super) retries: &'a mut Retries,
+    /// The controller's stop: a call failing while it stops is not retried.
+    pub(super) stop: &'a CancellationToken,
+}
+
+/// Whether a handler call ran for a new event or for one of its retries.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Origin {
+    Event,
+    Retry,
 }
 
 impl KindRuntime {
@@ -95,13 +108,11 @@ impl KindRuntime {
         }
     }
 
-    /// Runs one event through the kind's watchers, then its reconcilers. `had_retries`: whether
-    /// the lane had retries pending (when not, there is no dequeue decision to make).
+    /// Runs one event through the kind's watchers, then its reconcilers.
     pub(super) async fn dispatch_event(
-        self: &Arc<Self>,
-        held: Held<'_>,
+        &self,
+        held: &mut Held<'_>,
         queued: Queued,
-        had_retries: bool,
         ctx: &HandlerContext,
         handlers: &Handlers,
     ) {
@@ -116,11 +127,19 @@ impl KindRuntime {
             if queued.for_watchers {
                 for (index, watcher) in handlers.watchers.iter().enumerate() {
                     let handler = HandlerId::Watcher(index);
-                    if had_retries {
-                        self.dequeue_check(held, handler, action, queued.event.object().as_ref());
+                    if !held.retries.is_empty() {
+                        self.dequeue_check(held, handler, action, queued.event.object());
                     }
                     clock = self
-                        .call_watcher(held, handler, watcher.as_ref(), &queued.event, ctx, clock)
+                        .call_watcher(
+                            held,
+                            Origin::Event,
+                            handler,
+                            watcher.as_ref(),
+                            &queued.event,
+                            ctx,
+                            clock,
+                        )
                         .await
                         .1;
                 }
@@ -128,8 +147,8 @@ impl KindRuntime {
             if let Some((reconcile_action, object)) = &queued.reconcile {
                 for (index, reconciler) in handlers.reconcilers.iter().enumerate() {
                     let handler = HandlerId::Reconciler(index);
-                    if had_retries {
-                        self.dequeue_check(held, handler, *reconcile_action, object.as_ref());
+                    if !held.retries.is_empty() {
+                        self.dequeue_check(held, handler, *reconcile_action, object);
                     }
                     let request = ReconcileRequest {
                         action: *reconcile_action,
@@ -137,7 +156,15 @@ impl KindRuntime {
                         state: ReconcileState::new(),
                     };
                     clock = self
-                        .call_reconciler(held, handler, reconciler.as_ref(), request, ctx, clock)
+                        .call_reconciler(
+                            held,
+                            Origin::Event,
+                            handler,
+                            reconciler.as_ref(),
+                            request,
+                            ctx,
+                            clock,
+                        )
                         .await
                         .1;
                 }
@@ -153,13 +180,13 @@ impl KindRuntime {
 
     /// Runs one due retry (or requeue) through its handler and counts how it ended.
     pub(super) async fn run_retry(
-        self: &Arc<Self>,
-        held: Held<'_>,
-        handler: HandlerId,
-        entry: RetryEntry,
+        &self,
+        held: &mut Held<'_>,
+        pending: Pending,
         ctx: &HandlerContext,
         handlers: &Handlers,
     ) {
+        let Pending { handler, entry } = pending;
         let span = info_span_if_recorded!(
             "controller-retry",
             kind = %self.span_kind(),
@@ -176,14 +203,22 @@ impl KindRuntime {
             match (handler, entry.work) {
                 (HandlerId::Watcher(index), RetryWork::Watch(event)) => {
                     let watcher = handlers.watchers.get(index)?;
-                    let call =
-                        self.call_watcher(held, handler, watcher.as_ref(), &event, &ctx, started);
+                    let call = self.call_watcher(
+                        held,
+                        Origin::Retry,
+                        handler,
+                        watcher.as_ref(),
+                        &event,
+                        &ctx,
+                        started,
+                    );
                     Some(call.await.0)
                 }
                 (HandlerId::Reconciler(index), RetryWork::Reconcile(request)) => {
                     let reconciler = handlers.reconcilers.get(index)?;
                     let call = self.call_reconciler(
                         held,
+                        Origin::Retry,
                         handler,
                         reconciler.as_ref(),
                         request,
@@ -223,9 +258,11 @@ impl KindRuntime {
     /// Calls a watcher (through `&dyn Watcher`: the blanket impl for `Arc<W>` would box a second
     /// future around the handler's own). `started` is when the call began; returns how it ended
     /// and when.
+    #[allow(clippy::too_many_arguments)] // One call's context; a struct would only rename them.
     async fn call_watcher(
-        self: &Arc<Self>,
-        held: Held<'_>,
+        &self,
+        held: &mut Held<'_>,
+        origin: Origin,
         handler: HandlerId,
         watcher: &dyn Watcher,
         event: &InformerEvent,
@@ -272,7 +309,7 @@ impl KindRuntime {
                 metrics.watcher_errors.inc();
                 mark_error(&span, &error);
                 let work = RetryWork::Watch(event.clone());
-                self.retry_or_give_up(held, handler, work, attempt, error)
+                self.retry_or_give_up(held, origin, handler, work, attempt, error)
             }
         };
         (end, ended)
@@ -280,9 +317,11 @@ impl KindRuntime {
 
     /// Calls a reconciler (through `&dyn Reconciler`, as for watchers) and schedules what its
     /// result asks for. `started` is when the call began; returns how it ended and when.
+    #[allow(clippy::too_many_arguments)] // One call's context; a struct would only rename them.
     async fn call_reconciler(
-        self: &Arc<Self>,
-        held: Held<'_>,
+        &self,
+        held: &mut Held<'_>,
+        origin: Origin,
         handler: HandlerId,
         reconciler: &dyn Reconciler,
         request: ReconcileRequest,
@@ -353,89 +392,18 @@ impl KindRuntime {
                     work: RetryWork::Reconcile(next),
                     error,
                 };
-                self.schedule(held.slot, held.key, handler, entry, held.run);
-                CallEnd::Requeued
+                if self.keep_retry(held, origin, handler, entry) {
+                    CallEnd::Requeued
+                } else {
+                    CallEnd::GaveUp
+                }
             }
             (Some(error), None) => {
-                self.retry_or_give_up(held, handler, RetryWork::Reconcile(next), attempt, error)
+                let work = RetryWork::Reconcile(next);
+                self.retry_or_give_up(held, origin, handler, work, attempt, error)
             }
         };
         (end, ended)
-    }
-
-    fn retry_or_give_up(
-        self: &Arc<Self>,
-        held: Held<'_>,
-        handler: HandlerId,
-        work: RetryWork,
-        attempt: u32,
-        error: HandlerError,
-    ) -> CallEnd {
-        let namespace = held.key.namespace().unwrap_or("");
-        let name = held.key.name();
-        if held.run.stop.is_cancelled() {
-            // Stopping: pending retries are dropped anyway, and the next start lists again.
-            tracing::info!(
-                kind = %self.name, namespace, name, %handler, %error,
-                "handler failed while the controller stops; not retried"
-            );
-            return CallEnd::GaveUp;
-        }
-        match self.config.retry_policy.delay(&error, attempt) {
-            Some(delay) => {
-                tracing::warn!(
-                    kind = %self.name, namespace, name, %handler, attempt, %error, ?delay,
-                    "handler failed; will retry"
-                );
-                let entry = RetryEntry {
-                    due: tokio::time::Instant::now() + delay,
-                    attempt: attempt + 1,
-                    work,
-                    error: Some(error),
-                };
-                self.schedule(held.slot, held.key, handler, entry, held.run);
-                CallEnd::Retrying
-            }
-            None => {
-                tracing::error!(
-                    kind = %self.name, namespace, name, %handler, attempt, %error,
-                    "handler failed; giving up after the retry policy's last attempt"
-                );
-                self.metrics.retries_given_up.inc();
-                CallEnd::GaveUp
-            }
-        }
-    }
-
-    /// Applies the dequeue policy to `handler`'s pending retry before a new event reaches it.
-    fn dequeue_check(
-        &self,
-        held: Held<'_>,
-        handler: HandlerId,
-        new_action: ReconcileAction,
-        new_object: &dyn KubeObject,
-    ) {
-        // Taken out so that the user's policy runs outside the lock; nothing else touches this
-        // handler's retry meanwhile, because only the lane's holder does.
-        let Some(entry) = self.take_retry(held.slot, handler) else {
-            return;
-        };
-        let drop_it = match &self.config.dequeue_policy {
-            None => true,
-            Some(policy) => policy.should_dequeue(
-                new_action,
-                new_object,
-                entry.work.action(),
-                entry.work.object().as_ref(),
-                entry.error.as_ref(),
-            ),
-        };
-        if drop_it {
-            self.metrics.retries_pending.dec();
-            tracing::debug!(kind = %self.name, object = %held.key, %handler, "newer event drops the pending retry");
-        } else {
-            self.restore_retry(held.slot, handler, entry);
-        }
     }
 }
 

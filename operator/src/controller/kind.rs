@@ -4,9 +4,14 @@
 //! Workers are long-lived tasks, started on demand up to the kind's `max_concurrent_workers`
 //! (when work becomes ready and no worker is idle) and kept until the controller stops. A worker
 //! takes one item of one ready lane, dispatches it, hands the lane back, and repeats; with nothing
-//! ready it parks until an event or a due retry makes a lane ready. So the number of objects being
-//! handled at once never exceeds the number of workers, a slow object holds only its own worker,
-//! and the steady state spawns no task and takes no semaphore per event.
+//! ready it parks until an event or a due retry makes a lane ready. A lane that becomes ready is
+//! handed to one parked worker explicitly (that worker stops counting as idle at once), so a burst
+//! after a quiet period starts as many workers as it has objects, up to the limit. So the number
+//! of objects being handled at once never exceeds the number of workers, a slow object holds only
+//! its own worker, and the steady state spawns no task and takes no semaphore per event.
+//!
+//! Retries and requeues wait in one timer queue per kind, fired by one task per kind (started with
+//! the first worker); see [`lanes`](super::lanes).
 //!
 //! The intake pulls events from the kind's informers and stops pulling while
 //! `max_pending_events` events for watchers wait or run (the backlog); a handled event frees its
@@ -14,6 +19,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
+use std::task::Poll;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -23,7 +29,7 @@ use tokio_util::task::TaskTracker;
 
 use super::ControllerConfig;
 use super::dispatch::Held;
-use super::lanes::{HandlerId, LaneKey, Lanes, RetryEntry, Taken, Work};
+use super::lanes::{Lanes, Taken, Work};
 use crate::handler::HandlerContext;
 use crate::informer::{InformerEvent, KindInfo};
 use crate::metrics::KindMetrics;
@@ -53,7 +59,7 @@ struct State {
     lanes: Lanes,
     /// Worker tasks started.
     workers: usize,
-    /// Workers parked (or about to park) waiting for work.
+    /// Workers parked waiting for work (registered on `work_ready`), not yet handed any.
     idle: usize,
     /// An intake waits for room in the backlog.
     intake_waiting: bool,
@@ -90,7 +96,7 @@ pub(crate) struct KindRuntime {
     has_watchers: AtomicBool,
     state: Mutex<State>,
     worker_limit: OnceLock<usize>,
-    /// Wakes a parked worker (one permit per lane that became ready while a worker was idle).
+    /// Wakes a parked worker: one `notify_one` per lane handed off to an idle worker.
     work_ready: Notify,
     /// Wakes intakes waiting for room in the backlog.
     room: Notify,
@@ -234,11 +240,20 @@ impl KindRuntime {
         }
     }
 
-    /// A lane became ready: wake a parked worker, or start one while below the limit.
+    /// A lane became ready: hand it to a parked worker, or start one while below the limit. The
+    /// hand-off takes the worker out of the idle count at once, so the next lane that becomes
+    /// ready before it runs starts (or wakes) another worker instead of waiting for this one.
     fn work_became_ready(self: &Arc<Self>, state: &mut State, run: &Arc<Running>) {
         if state.idle > 0 {
+            state.idle -= 1;
+            // Every idle worker registered its wait under this lock before counting itself idle,
+            // so this wakes one of them (it never stores a permit for later).
             self.work_ready.notify_one();
         } else if state.workers < self.worker_limit() {
+            if state.workers == 0 {
+                // The first worker comes with the kind's retry timer task.
+                self.spawn_timers(run);
+            }
             state.workers += 1;
             self.spawn_worker(run);
         }
@@ -257,6 +272,32 @@ impl KindRuntime {
         });
     }
 
+    /// Starts the task that fires the kind's retry timers: one task per kind, however many
+    /// retries and requeues wait.
+    fn spawn_timers(self: &Arc<Self>, run: &Arc<Running>) {
+        let this = Arc::clone(self);
+        let tracker = run.tracker.clone();
+        let run = Arc::clone(run);
+        tracker.spawn(async move {
+            let fire = std::future::poll_fn(|cx| {
+                let mut state = this.state();
+                let Poll::Ready(ready) = state.lanes.poll_timers(cx) else {
+                    return Poll::<()>::Pending;
+                };
+                for _ in 0..ready {
+                    this.work_became_ready(&mut state, &run);
+                }
+                // Yield after each batch; the next poll picks up what is due meanwhile.
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            });
+            tokio::select! {
+                () = fire => {}
+                () = run.stop.cancelled() => {}
+            }
+        });
+    }
+
     /// One worker: takes ready work until the controller stops.
     async fn work(self: Arc<Self>, run: Arc<Running>) {
         let ctx = HandlerContext::of_kind(Arc::clone(&self.name), run.stop.clone());
@@ -265,10 +306,15 @@ impl KindRuntime {
             if run.stop.is_cancelled() {
                 return;
             }
+            let parked = self.work_ready.notified();
+            tokio::pin!(parked);
             let taken = {
                 let mut state = self.state();
                 let taken = state.lanes.take();
                 if taken.is_none() {
+                    // Registered as a waiter before counting as idle, both under the lock where
+                    // lanes are handed off.
+                    parked.as_mut().enable();
                     state.idle += 1;
                 }
                 taken
@@ -277,40 +323,38 @@ impl KindRuntime {
                 slot,
                 key,
                 work,
-                had_retries,
+                mut retries,
             }) = taken
             else {
                 tokio::select! {
-                    () = self.work_ready.notified() => {}
+                    () = parked => {}
                     () = run.stop.cancelled() => return,
                 }
-                self.state().idle -= 1;
                 continue;
             };
-            let held = Held {
-                slot,
+            let mut held = Held {
                 key: &key,
-                run: &run,
+                retries: &mut retries,
+                stop: &run.stop,
             };
             let counted = match work {
                 Work::Event(queued) => {
                     self.metrics.queue_depth.dec();
                     let counted = queued.for_watchers;
                     let handlers = handlers.current(&self);
-                    self.dispatch_event(held, queued, had_retries, &ctx, handlers)
-                        .await;
+                    self.dispatch_event(&mut held, queued, &ctx, handlers).await;
                     counted
                 }
-                Work::Retry(handler, entry) => {
+                Work::Retry(pending) => {
                     self.metrics.retries_pending.dec();
                     let handlers = handlers.current(&self);
-                    self.run_retry(held, handler, entry, &ctx, handlers).await;
+                    self.run_retry(&mut held, pending, &ctx, handlers).await;
                     false
                 }
             };
             {
                 let mut state = self.state();
-                state.lanes.finish(slot, counted);
+                state.lanes.finish(slot, counted, retries);
                 if counted && state.intake_waiting {
                     state.intake_waiting = false;
                     self.room.notify_waiters();
@@ -319,51 +363,6 @@ impl KindRuntime {
             // Handlers that never wait would otherwise keep this thread to themselves.
             tokio::task::consume_budget().await;
         }
-    }
-
-    /// Called by a retry timer: puts the lane back in the ready queue when it has due work.
-    fn wake(self: &Arc<Self>, key: &LaneKey, run: &Arc<Running>) {
-        if run.stop.is_cancelled() {
-            return;
-        }
-        let mut state = self.state();
-        if state.lanes.wake(key) {
-            self.work_became_ready(&mut state, run);
-        }
-    }
-
-    /// Stores a retry (or requeue) of a lane the caller holds and starts its timer.
-    pub(super) fn schedule(
-        self: &Arc<Self>,
-        slot: usize,
-        key: &LaneKey,
-        handler: HandlerId,
-        entry: RetryEntry,
-        run: &Arc<Running>,
-    ) {
-        let due = entry.due;
-        if !self.state().lanes.insert_retry(slot, handler, entry) {
-            self.metrics.retries_pending.inc();
-        }
-        let this = Arc::clone(self);
-        let run = Arc::clone(run);
-        let key = key.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                () = tokio::time::sleep_until(due) => this.wake(&key, &run),
-                () = run.stop.cancelled() => {}
-            }
-        });
-    }
-
-    /// Takes `handler`'s pending retry out of a lane the caller holds.
-    pub(super) fn take_retry(&self, slot: usize, handler: HandlerId) -> Option<RetryEntry> {
-        self.state().lanes.take_retry(slot, handler)
-    }
-
-    /// Puts back a retry taken with [`take_retry`](Self::take_retry).
-    pub(super) fn restore_retry(&self, slot: usize, handler: HandlerId, entry: RetryEntry) {
-        self.state().lanes.insert_retry(slot, handler, entry);
     }
 
     /// Drops queued events and pending retries once the controller stopped.

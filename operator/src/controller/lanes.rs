@@ -1,29 +1,37 @@
 //! Per-object lanes: each object's queued events and pending retries, and the queue of lanes that
 //! have work for a worker.
 //!
-//! Every object with pending work has a [`Lane`]: its queued events, its pending retries (at most
-//! one per handler) and an `active` flag, set while the lane waits in the ready queue or a worker
-//! holds it. A lane is in the ready queue at most once and held by at most one worker, which takes
+//! Every object with pending work has a [`Lane`]: its queued events, its pending retries (see
+//! [`pending`](super::pending)), a timer while it waits for one, and an `active` flag, set while
+//! the lane waits in the ready queue or a worker holds it. A lane is in the ready queue at most once and held by at most one worker, which takes
 //! one item (the oldest queued event, else a due retry), dispatches it, and hands the lane back
 //! ([`Lanes::finish`]): to the back of the ready queue if it has more runnable work, else idle (and
 //! released, if no retry waits). That is what keeps one object's work in order and never
 //! concurrent, while different objects run side by side.
+//!
+//! A worker takes the lane's retries along with the item and hands them back in
+//! [`Lanes::finish`], so dispatch works on them without the lock and never calls back. An idle lane
+//! with waiting retries has one entry in the kind's timer queue (`tokio_util`'s `DelayQueue`), for
+//! the earliest retry that may run; it is re-set whenever the lane goes idle, so a dropped or
+//! replaced retry leaves no timer (and no task) behind.
 //!
 //! Everything here is synchronous and runs under the kind's lock; the tasks around it live in
 //! [`kind`](super::kind). Lanes sit in a slab whose slots are reused with their queue's allocation,
 //! and the index from object to slot hashes an object's key once per event (a released lane is
 //! found by its stored hash and slot), so the steady state allocates nothing per event.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt;
 use std::hash::{BuildHasher, Hash, Hasher};
+use std::task::{Context, Poll};
 
 use tokio::time::Instant;
+use tokio_util::time::{DelayQueue, delay_queue};
 
-use crate::handler::HandlerError;
+use super::pending::{Pending, Retries};
 use crate::informer::InformerEvent;
 use crate::object::SharedObject;
-use crate::reconciler::{ReconcileAction, ReconcileRequest};
+use crate::reconciler::ReconcileAction;
 
 /// Which handler of a kind: watchers and reconcilers by registration index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -101,39 +109,6 @@ pub(super) struct Queued {
     pub(super) reconcile: Option<(ReconcileAction, SharedObject)>,
 }
 
-/// What a retry re-runs.
-#[derive(Clone)]
-pub(super) enum RetryWork {
-    Watch(InformerEvent),
-    Reconcile(ReconcileRequest),
-}
-
-impl RetryWork {
-    pub(super) fn action(&self) -> ReconcileAction {
-        match self {
-            Self::Watch(event) => event.action(),
-            Self::Reconcile(request) => request.action,
-        }
-    }
-
-    pub(super) fn object(&self) -> &SharedObject {
-        match self {
-            Self::Watch(event) => event.object(),
-            Self::Reconcile(request) => &request.object,
-        }
-    }
-}
-
-/// A pending retry (after an error) or requeue (after `requeue_after`) of one handler.
-pub(super) struct RetryEntry {
-    pub(super) due: Instant,
-    /// The attempt number the retry runs as (0 for a requeue after a success).
-    pub(super) attempt: u32,
-    pub(super) work: RetryWork,
-    /// The error that caused it; `None` for a plain requeue.
-    pub(super) error: Option<HandlerError>,
-}
-
 /// One object's pending work.
 #[derive(Default)]
 struct Lane {
@@ -142,32 +117,26 @@ struct Lane {
     /// The hash of `key` in the index.
     hash: u64,
     queue: VecDeque<Queued>,
-    retries: BTreeMap<HandlerId, RetryEntry>,
+    /// Empty while a worker holds the lane: the retries travel with the taken item.
+    retries: Retries,
+    /// The lane's entry in the timer queue and when it fires: set while the lane is idle with
+    /// retries waiting, for the earliest one that may run.
+    timer: Option<(delay_queue::Key, Instant)>,
     /// In the ready queue or held by a worker.
     active: bool,
 }
 
 impl Lane {
-    fn due_retry(&self) -> Option<HandlerId> {
-        if self.retries.is_empty() {
-            return None;
-        }
-        let now = Instant::now();
-        self.retries
-            .iter()
-            .find(|(_, entry)| entry.due <= now)
-            .map(|(handler, _)| *handler)
-    }
-
     fn runnable(&self) -> bool {
-        !self.queue.is_empty() || self.due_retry().is_some()
+        !self.queue.is_empty()
+            || (!self.retries.is_empty() && self.retries.due_at(Instant::now()).is_some())
     }
 }
 
 /// One item a worker took from a lane.
 pub(super) enum Work {
     Event(Queued),
-    Retry(HandlerId, RetryEntry),
+    Retry(Pending),
 }
 
 /// A lane held by a worker, with the item to dispatch.
@@ -175,9 +144,9 @@ pub(super) struct Taken {
     pub(super) slot: usize,
     pub(super) key: LaneKey,
     pub(super) work: Work,
-    /// Whether the lane had retries pending when the item was taken. Only the holder adds
-    /// retries, so when it had none, no new event can meet a pending retry of its handlers.
-    pub(super) had_retries: bool,
+    /// The lane's other pending retries, taken along: dispatch applies the dequeue policy to them
+    /// and adds new ones, and [`Lanes::finish`] puts them back.
+    pub(super) retries: Retries,
 }
 
 /// What [`Lanes::push`] did with an event.
@@ -200,6 +169,8 @@ pub(super) struct Lanes {
     index: hashbrown::HashTable<usize>,
     hasher: KeyHasher,
     ready: VecDeque<usize>,
+    /// One timer per idle lane with waiting retries (made on first use, in the runtime).
+    timers: Option<DelayQueue<LaneKey>>,
     /// Events for watchers pushed and not yet handled: what `max_pending_events` bounds. Events
     /// without watcher work do not count: they merge, so they are bounded by the objects.
     pub(super) backlog: usize,
@@ -276,19 +247,19 @@ impl Lanes {
     pub(super) fn take(&mut self) -> Option<Taken> {
         while let Some(slot) = self.ready.pop_front() {
             let lane = &mut self.slots[slot];
-            let had_retries = !lane.retries.is_empty();
             let work = if let Some(queued) = lane.queue.pop_front() {
                 Some(Work::Event(queued))
-            } else if let Some(handler) = lane.due_retry()
-                && let Some(entry) = lane.retries.remove(&handler)
+            } else if !lane.retries.is_empty()
+                && let Some(index) = lane.retries.due_at(Instant::now())
             {
-                Some(Work::Retry(handler, entry))
+                Some(Work::Retry(lane.retries.take(index)))
             } else {
                 None
             };
             let Some(work) = work else {
-                // Nothing runnable after all (a retry not due yet): idle until woken.
+                // Nothing runnable after all (a retry not due yet): idle until its timer fires.
                 lane.active = false;
+                self.arm(slot);
                 self.release_if_empty(slot);
                 continue;
             };
@@ -296,29 +267,32 @@ impl Lanes {
             let Some(key) = lane.key.clone() else {
                 continue;
             };
+            let retries = std::mem::take(&mut lane.retries);
             return Some(Taken {
                 slot,
                 key,
                 work,
-                had_retries,
+                retries,
             });
         }
         None
     }
 
-    /// Hands a held lane back after its item was dispatched; `counted` says whether the item was
-    /// an event for watchers (which leaves the backlog now).
-    pub(super) fn finish(&mut self, slot: usize, counted: bool) {
+    /// Hands a held lane back after its item was dispatched, with its retries; `counted` says
+    /// whether the item was an event for watchers (which leaves the backlog now).
+    pub(super) fn finish(&mut self, slot: usize, counted: bool, retries: Retries) {
         if counted {
             self.backlog -= 1;
         }
         let Some(lane) = self.slots.get_mut(slot) else {
             return;
         };
+        lane.retries = retries;
         if lane.runnable() {
             self.ready.push_back(slot);
         } else {
             lane.active = false;
+            self.arm(slot);
             self.release_if_empty(slot);
         }
     }
@@ -338,39 +312,72 @@ impl Lanes {
         }
     }
 
-    /// Puts an idle lane with due work back in the ready queue (a retry timer fired). Returns
-    /// true when it did: a worker must be woken for it.
-    pub(super) fn wake(&mut self, key: &LaneKey) -> bool {
-        let hash = self.hasher.hash_one(key);
-        let slots = &self.slots;
-        let Some(&slot) = self
-            .index
-            .find(hash, |&slot| slots[slot].key.as_ref() == Some(key))
-        else {
-            return false;
-        };
+    /// Sets an idle lane's timer to when its next retry may run (none without retries). One
+    /// entry per lane in one queue per kind: a dropped or replaced retry leaves nothing behind.
+    fn arm(&mut self, slot: usize) {
         let lane = &mut self.slots[slot];
-        if lane.active || !lane.runnable() {
-            return false;
+        let next = if lane.retries.is_empty() {
+            None
+        } else {
+            lane.retries.next_due()
+        };
+        if lane.timer.map(|(_, at)| at) == next {
+            return;
         }
-        lane.active = true;
-        self.ready.push_back(slot);
-        true
+        let timers = self.timers.get_or_insert_with(DelayQueue::new);
+        if let Some((timer, _)) = lane.timer.take() {
+            // Under the kind's lock a lane's timer is cleared when it fires, so it is live here.
+            timers.remove(&timer);
+        }
+        if let (Some(due), Some(key)) = (next, &lane.key) {
+            lane.timer = Some((timers.insert_at(key.clone(), due), due));
+        }
     }
 
-    /// Stores a retry of a held lane; returns whether it replaced one of the same handler.
-    pub(super) fn insert_retry(
-        &mut self,
-        slot: usize,
-        handler: HandlerId,
-        entry: RetryEntry,
-    ) -> bool {
-        self.slots[slot].retries.insert(handler, entry).is_some()
-    }
-
-    /// Takes the pending retry of `handler` out of a held lane.
-    pub(super) fn take_retry(&mut self, slot: usize, handler: HandlerId) -> Option<RetryEntry> {
-        self.slots.get_mut(slot)?.retries.remove(&handler)
+    /// Fires due timers: each idle lane whose retry is due goes back to the ready queue. Returns
+    /// how many lanes became ready (a worker must be woken for each), or `Pending` (the task is
+    /// woken when a timer is due or an earlier one is set).
+    pub(super) fn poll_timers(&mut self, cx: &mut Context<'_>) -> Poll<usize> {
+        let mut became_ready = 0;
+        loop {
+            // Made here at the latest, so that the task's waker is registered before any insert.
+            let timers = self.timers.get_or_insert_with(DelayQueue::new);
+            let Poll::Ready(Some(expired)) = timers.poll_expired(cx) else {
+                // An empty queue keeps the waker too: inserting wakes it.
+                break;
+            };
+            let timer = expired.key();
+            let key = expired.into_inner();
+            let hash = self.hasher.hash_one(&key);
+            let slots = &self.slots;
+            let Some(&slot) = self
+                .index
+                .find(hash, |&slot| slots[slot].key.as_ref() == Some(&key))
+            else {
+                continue;
+            };
+            let lane = &mut self.slots[slot];
+            if lane.timer.map(|(live, _)| live) != Some(timer) {
+                continue;
+            }
+            lane.timer = None;
+            if lane.active {
+                // Held or ready: its holder re-arms the timer when it hands the lane back.
+                continue;
+            }
+            if lane.runnable() {
+                lane.active = true;
+                self.ready.push_back(slot);
+                became_ready += 1;
+            } else {
+                self.arm(slot);
+            }
+        }
+        if became_ready > 0 {
+            Poll::Ready(became_ready)
+        } else {
+            Poll::Pending
+        }
     }
 
     /// Events waiting in lanes (not counting the ones being dispatched).
@@ -392,99 +399,4 @@ impl Lanes {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::object::share;
-    use k8s_openapi::api::core::v1::ConfigMap;
-
-    fn cm(name: &str, rv: u32) -> SharedObject {
-        let mut cm = ConfigMap::default();
-        cm.metadata.name = Some(name.into());
-        cm.metadata.namespace = Some("ns".into());
-        cm.metadata.resource_version = Some(rv.to_string());
-        share(cm)
-    }
-
-    fn rv(work: &Work) -> String {
-        match work {
-            Work::Event(queued) => queued
-                .event
-                .object()
-                .metadata()
-                .resource_version
-                .clone()
-                .unwrap_or_default(),
-            Work::Retry(..) => "retry".into(),
-        }
-    }
-
-    #[test]
-    fn a_lane_is_held_by_one_taker_and_keeps_its_order() {
-        let mut lanes = Lanes::default();
-        assert!(
-            lanes
-                .push(InformerEvent::Add(cm("a", 1)), true)
-                .became_ready
-        );
-        assert!(
-            !lanes
-                .push(InformerEvent::Add(cm("a", 2)), true)
-                .became_ready
-        );
-        assert!(
-            lanes
-                .push(InformerEvent::Add(cm("b", 3)), true)
-                .became_ready
-        );
-        let first = lanes.take().expect("a");
-        assert_eq!(
-            (first.key.to_string(), rv(&first.work)),
-            ("ns/a".into(), "1".into())
-        );
-        // `a` is held: the next taker gets `b`, not `a`'s second event.
-        let second = lanes.take().expect("b");
-        assert_eq!(rv(&second.work), "3");
-        assert!(lanes.take().is_none());
-        lanes.finish(first.slot, true);
-        let third = lanes.take().expect("a again");
-        assert_eq!(rv(&third.work), "2");
-        assert_eq!(lanes.backlog, 2, "events for watchers count until handled");
-        lanes.finish(third.slot, true);
-        lanes.finish(second.slot, true);
-        assert_eq!((lanes.backlog, lanes.queued(), lanes.in_use()), (0, 0, 0));
-    }
-
-    #[test]
-    fn released_slots_are_reused_for_other_objects() {
-        let mut lanes = Lanes::default();
-        for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
-            lanes.push(InformerEvent::Add(cm(name, 1)), false);
-            let taken = lanes.take().expect("work");
-            assert_eq!(taken.slot, 0, "object {i} reuses slot 0");
-            lanes.finish(taken.slot, false);
-        }
-        assert_eq!(lanes.slots.len(), 1);
-    }
-
-    #[test]
-    fn waiting_reconcile_only_events_merge_and_stay_out_of_the_backlog() {
-        let mut lanes = Lanes::default();
-        lanes.push(InformerEvent::Add(cm("a", 1)), false);
-        let pushed = lanes.push(
-            InformerEvent::Update {
-                old: cm("a", 1),
-                new: cm("a", 2),
-            },
-            false,
-        );
-        assert_eq!(pushed.merged_away, 1);
-        assert_eq!((lanes.backlog, lanes.queued()), (0, 1));
-        let taken = lanes.take().expect("the merged request");
-        let Work::Event(queued) = &taken.work else {
-            panic!("an event")
-        };
-        let (action, object) = queued.reconcile.as_ref().expect("a reconcile");
-        assert_eq!(*action, ReconcileAction::Created);
-        assert_eq!(object.metadata().resource_version.as_deref(), Some("2"));
-    }
-}
+mod tests;

@@ -21,12 +21,20 @@
 //!   cancelled (its future dropped) and counts as [`HandlerError::TimedOut`].
 //! - **Retries** follow [`RetryPolicy`] (default 5, 10, 20, 40, 80, 160 s, then give up, which is
 //!   logged with kind, namespace, name, handler and the last error, and counted). A retry re-runs
-//!   the handler with the object of the failed event, not a fresh read. Retries are timers per
-//!   object, so due retries of different objects run in parallel.
-//! - **Dequeue.** When a new event reaches a handler that has a retry or requeue pending for the
-//!   same object, the [`RetryDequeuePolicy`] decides whether the pending one is dropped (default:
-//!   the opinionated rule; with no policy every new event drops it). A kept retry still runs at its
-//!   time, after the new event.
+//!   the handler with the object of the failed event, not a fresh read (a reconciler's kept
+//!   request excepted, see below). Each object waiting for a retry has one entry in its kind's
+//!   timer queue, so due retries of different objects run in parallel, and a dropped retry leaves
+//!   no timer behind.
+//! - **Dequeue.** When a new event reaches a handler that has retries or a requeue pending for the
+//!   same object, the [`RetryDequeuePolicy`] decides for each whether it is dropped (default: the
+//!   opinionated rule; with no policy every new event drops it). A kept retry still runs at its
+//!   time, after the new event, and is never overwritten by the retry of the newer event when that
+//!   one fails too. For watchers (edge-triggered) both retries wait and run in event order: a
+//!   handler's newer retry waits for its older one. For reconcilers (level-triggered) one pending
+//!   request runs: a newer event refreshes the kept request to the newest object, and a newer
+//!   failure or requeue merges into it (actions merge as waiting requests do, see below; the
+//!   earlier due time stays). A handler keeps at most 16 retries per object; one more is dropped,
+//!   logged as an error and counted as given up.
 //! - **Requeue.** [`ReconcileResult::requeue_after`](crate::ReconcileResult) runs the same request
 //!   again after the delay. A [`ReconcileError`](crate::ReconcileError) with a requeue: the requeue
 //!   decides the timing; the error is still logged and counted. The state returned by the latest
@@ -64,6 +72,8 @@
 mod dispatch;
 mod kind;
 mod lanes;
+mod outcome;
+mod pending;
 mod retry;
 #[cfg(test)]
 mod tests;

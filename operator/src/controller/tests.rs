@@ -999,29 +999,27 @@ async fn retries_rerun_the_failed_events_snapshot() {
     let config = ControllerConfig::default()
         .retry_policy(RetryPolicy::exponential(Duration::from_secs(10), 0));
     let h = Harness::start(config, |c| {
-        c.add_reconciler(
+        c.add_watcher(
             KIND,
-            logging_reconciler("r", &log, |request, attempt| {
-                if request.action == ReconcileAction::Updated && attempt == 0 {
-                    Err(ReconcileError::new(fail("no")))
+            logging_watcher("w", &log, |_, cm, attempt| {
+                if rv(cm) == "2" && attempt == 0 {
+                    Err(fail("no"))
                 } else {
-                    Ok(ReconcileResult::done())
+                    Ok(())
                 }
             }),
         );
     });
     h.send(update("a", 1, 2, 1));
     log.wait_len(1).await;
-    // Same generation: the opinionated policy keeps the retry of rv2.
+    // A different action: the opinionated policy keeps the retry of rv2, which re-runs the
+    // failed event's object, not the newer one (watchers are edge-triggered; a kept reconcile
+    // request runs with the newest object instead, see `kept_retries`).
     h.send(InformerEvent::Resync(cm("a", 3, 1)));
     let entries = log.wait_len(3).await;
     assert_eq!(
         entries,
-        [
-            "r Updated a rv2 a0",
-            "r Resynced a rv3 a0",
-            "r Updated a rv2 a1"
-        ]
+        ["w update a rv2", "w update a rv3", "w update a rv2"]
     );
     h.stop().await;
 }
@@ -1217,7 +1215,8 @@ async fn dequeue_rule_a_different_action_keeps_the_pending_retry() {
         [
             "r Created a rv1 a0",
             "r Updated a rv2 a0",
-            "r Created a rv1 a1"
+            // The kept request runs with the newest object (level-triggered).
+            "r Created a rv2 a1"
         ]
     );
 }
@@ -1235,7 +1234,8 @@ async fn dequeue_rule_the_same_generation_keeps_the_pending_retry() {
         [
             "r Updated a rv1 a0",
             "r Updated a rv2 a0",
-            "r Updated a rv1 a1"
+            // The kept request runs with the newest object (level-triggered).
+            "r Updated a rv2 a1"
         ]
     );
 }
@@ -1426,3 +1426,7 @@ async fn spans_are_named_as_the_contract_says_and_failures_mark_them_as_errors()
         "{spans:#?}"
     );
 }
+
+mod handoff;
+mod kept_retries;
+mod timers;

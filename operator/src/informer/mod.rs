@@ -1,8 +1,9 @@
 //! Informers: list+watch of one kind, turned into Add, Update, Delete and Resync events.
 //!
 //! An [`Informer`] runs `kube_runtime::watcher` with its default backoff (exponential, 0.8 s to
-//! 30 s with jitter, reset after two quiet minutes), so watch errors never become a hot loop. It
-//! keeps a cache of the last known state of every object and emits:
+//! 30 s with jitter), so watch errors never become a hot loop. The backoff starts over only when
+//! data arrives (a list page or a watch event), so a list that keeps failing, e.g. without RBAC to
+//! list the kind, is retried ever less often up to every 30 s (see `backoff.rs`). It keeps a cache of the last known state of every object and emits:
 //!
 //! - every object of the initial list as [`InformerEvent::Add`]; the informer reports **synced**
 //!   ([`SyncedFlag`]) once that list is complete;
@@ -13,7 +14,8 @@
 //!   missed during a disconnect is never dropped), changed objects as `Update`, new ones as `Add`;
 //!   an object whose UID changed under the same name as `Delete(old)` then `Add(new)`;
 //! - with [`InformerOptions::resync_interval`], every cached object as [`InformerEvent::Resync`]
-//!   on each tick (watchers see `update(obj, obj)`, reconcilers `Resynced`).
+//!   on each tick (watchers see `update(obj, obj)`, reconcilers `Resynced`). Ticks missed while the
+//!   consumer did not pull (backpressure) are not replayed: one resync, then a period later.
 //!
 //! # Objects that do not deserialize
 //!
@@ -37,6 +39,7 @@
 //! closes a watch that lags too far behind; the informer then re-lists and the cache diff above
 //! reports what changed meanwhile.
 
+mod backoff;
 mod cache;
 mod options;
 
@@ -46,7 +49,6 @@ use std::sync::Arc;
 use futures::stream::{BoxStream, StreamExt};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -275,9 +277,9 @@ impl Informer {
                 Some(ns) => Api::namespaced_with(client, ns, &resource),
                 None => Api::all_with(client, &resource),
             };
-            let raw = watcher::watcher(api, options.watcher_config())
-                .default_backoff()
-                .boxed();
+            let raw = backoff::backoff_until_data(
+                watcher::watcher(api, options.watcher_config()).boxed(),
+            );
             informer_events(raw, options, decode, kind, flag, metrics)
         });
         Self {
@@ -321,9 +323,13 @@ fn informer_events(
     synced: SyncedFlag,
     metrics: KindMetrics,
 ) -> BoxStream<'static, InformerEvent> {
-    let resync = options
-        .resync_interval
-        .map(|period| tokio::time::interval_at(tokio::time::Instant::now() + period, period));
+    let resync = options.resync_interval.map(|period| {
+        let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        // After backpressure, one resync now and the next a full period later: missed ticks do not
+        // replay as back-to-back full resyncs.
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        interval
+    });
     let state = InformerState {
         raw,
         cache: InformerCache::default(),
@@ -456,5 +462,7 @@ impl InformerState {
     }
 }
 
+#[cfg(test)]
+mod resync_tests;
 #[cfg(test)]
 mod tests;

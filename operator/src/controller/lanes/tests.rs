@@ -1,0 +1,130 @@
+//! Unit tests of the lanes: holding, order, merging, slot reuse, and retries with their timers.
+
+use super::*;
+use crate::object::share;
+use k8s_openapi::api::core::v1::ConfigMap;
+
+fn cm(name: &str, rv: u32) -> SharedObject {
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some(name.into());
+    cm.metadata.namespace = Some("ns".into());
+    cm.metadata.resource_version = Some(rv.to_string());
+    share(cm)
+}
+
+fn rv(work: &Work) -> String {
+    match work {
+        Work::Event(queued) => queued
+            .event
+            .object()
+            .metadata()
+            .resource_version
+            .clone()
+            .unwrap_or_default(),
+        Work::Retry(..) => "retry".into(),
+    }
+}
+
+#[test]
+fn a_lane_is_held_by_one_taker_and_keeps_its_order() {
+    let mut lanes = Lanes::default();
+    assert!(
+        lanes
+            .push(InformerEvent::Add(cm("a", 1)), true)
+            .became_ready
+    );
+    assert!(
+        !lanes
+            .push(InformerEvent::Add(cm("a", 2)), true)
+            .became_ready
+    );
+    assert!(
+        lanes
+            .push(InformerEvent::Add(cm("b", 3)), true)
+            .became_ready
+    );
+    let first = lanes.take().expect("a");
+    assert_eq!(
+        (first.key.to_string(), rv(&first.work)),
+        ("ns/a".into(), "1".into())
+    );
+    // `a` is held: the next taker gets `b`, not `a`'s second event.
+    let second = lanes.take().expect("b");
+    assert_eq!(rv(&second.work), "3");
+    assert!(lanes.take().is_none());
+    lanes.finish(first.slot, true, first.retries);
+    let third = lanes.take().expect("a again");
+    assert_eq!(rv(&third.work), "2");
+    assert_eq!(lanes.backlog, 2, "events for watchers count until handled");
+    lanes.finish(third.slot, true, third.retries);
+    lanes.finish(second.slot, true, second.retries);
+    assert_eq!((lanes.backlog, lanes.queued(), lanes.in_use()), (0, 0, 0));
+}
+
+#[test]
+fn released_slots_are_reused_for_other_objects() {
+    let mut lanes = Lanes::default();
+    for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
+        lanes.push(InformerEvent::Add(cm(name, 1)), false);
+        let taken = lanes.take().expect("work");
+        assert_eq!(taken.slot, 0, "object {i} reuses slot 0");
+        lanes.finish(taken.slot, false, taken.retries);
+    }
+    assert_eq!(lanes.slots.len(), 1);
+}
+
+#[test]
+fn waiting_reconcile_only_events_merge_and_stay_out_of_the_backlog() {
+    let mut lanes = Lanes::default();
+    lanes.push(InformerEvent::Add(cm("a", 1)), false);
+    let pushed = lanes.push(
+        InformerEvent::Update {
+            old: cm("a", 1),
+            new: cm("a", 2),
+        },
+        false,
+    );
+    assert_eq!(pushed.merged_away, 1);
+    assert_eq!((lanes.backlog, lanes.queued()), (0, 1));
+    let taken = lanes.take().expect("the merged request");
+    let Work::Event(queued) = &taken.work else {
+        panic!("an event")
+    };
+    let (action, object) = queued.reconcile.as_ref().expect("a reconcile");
+    assert_eq!(*action, ReconcileAction::Created);
+    assert_eq!(object.metadata().resource_version.as_deref(), Some("2"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_travel_with_the_taken_item_and_wait_in_the_timer_queue_when_handed_back() {
+    use super::super::pending::{Added, RetryEntry, RetryWork};
+    use std::time::Duration;
+
+    let mut lanes = Lanes::default();
+    lanes.push(InformerEvent::Add(cm("a", 1)), true);
+    let mut taken = lanes.take().expect("the event");
+    // Dispatch adds a retry to the taken item, without the lanes.
+    let due = Instant::now() + Duration::from_secs(5);
+    let entry = RetryEntry {
+        due,
+        attempt: 1,
+        work: RetryWork::Watch(InformerEvent::Add(cm("a", 1))),
+        error: None,
+    };
+    assert_eq!(
+        taken.retries.add_new(HandlerId::Watcher(0), entry),
+        Added::Stored
+    );
+    lanes.finish(taken.slot, true, taken.retries);
+    assert!(lanes.take().is_none(), "the retry is not due yet");
+    assert_eq!(lanes.in_use(), 1, "the lane waits for its retry");
+
+    let fired = std::future::poll_fn(|cx| lanes.poll_timers(cx));
+    assert_eq!(fired.await, 1, "the lane's timer fires and makes it ready");
+    assert!(Instant::now() >= due);
+    let retry = lanes.take().expect("the due retry");
+    assert!(matches!(retry.work, Work::Retry(_)));
+    assert!(retry.retries.is_empty());
+    lanes.finish(retry.slot, false, retry.retries);
+    assert_eq!(lanes.in_use(), 0, "released once no retry waits");
+}

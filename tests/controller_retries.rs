@@ -1,0 +1,160 @@
+//! Kept retries against kube-apiserver (contract section 4): when the dequeue policy keeps a
+//! failed Add's retry and the Update that follows fails too, the watcher retries both, in event
+//! order, and the reconciler runs one request with the newest object, still as Created.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kubeapp::operator::{
+    CancellationToken, ControllerConfig, Informer, InformerController, InformerOptions,
+    ReconcileError, ReconcileResult, ReconcilerFn, RetryPolicy, WatcherFns,
+};
+use kubeapp::sdk::testenv::TestEnv;
+use tokio::sync::watch;
+
+const KIND: &str = "configmaps";
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+fn value(cm: &ConfigMap) -> String {
+    cm.data
+        .as_ref()
+        .and_then(|data| data.get("v"))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// An append-only log to await conditions on.
+#[derive(Clone)]
+struct Log(std::sync::Arc<watch::Sender<Vec<String>>>);
+
+impl Log {
+    fn new() -> Self {
+        Self(std::sync::Arc::new(watch::Sender::new(Vec::new())))
+    }
+
+    fn push(&self, entry: String) {
+        self.0.send_modify(|log| log.push(entry));
+    }
+
+    async fn wait_len(&self, len: usize) -> Vec<String> {
+        let mut rx = self.0.subscribe();
+        match tokio::time::timeout(TIMEOUT, rx.wait_for(|log| log.len() >= len)).await {
+            Ok(Ok(log)) => log.clone(),
+            _ => panic!(
+                "{len} entries not reached; log: {:?}",
+                self.0.borrow().clone()
+            ),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_kept_retry_and_the_retry_of_the_newer_failed_event_both_run() {
+    let env = TestEnv::start().await.expect("control plane");
+    let ns = env
+        .create_namespace("kept-retries")
+        .await
+        .expect("namespace");
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
+
+    // The first call for each event fails; retries succeed. The retry waits 5 s, long enough
+    // for the Update to arrive while the Add's retry is pending.
+    let config = ControllerConfig::default()
+        .retry_policy(RetryPolicy::exponential(Duration::from_secs(5), 2));
+    let controller = InformerController::new(config);
+    controller.add_informer(
+        KIND,
+        Informer::new::<ConfigMap>(env.client(), InformerOptions::default().namespace(&ns)),
+    );
+    let (watched, reconciled) = (Log::new(), Log::new());
+    let (on_add, on_update) = (watched.clone(), watched.clone());
+    controller.add_watcher(
+        KIND,
+        WatcherFns::<ConfigMap>::new()
+            .on_add(move |ctx, cm| {
+                on_add.push(format!("add v{}", value(&cm)));
+                let first = ctx.attempt() == 0;
+                async move {
+                    if first {
+                        Err("add fails once".into())
+                    } else {
+                        Ok(())
+                    }
+                }
+            })
+            .on_update(move |ctx, _old, new| {
+                on_update.push(format!("update v{}", value(&new)));
+                let first = ctx.attempt() == 0;
+                async move {
+                    if first {
+                        Err("update fails once".into())
+                    } else {
+                        Ok(())
+                    }
+                }
+            }),
+    );
+    let log = reconciled.clone();
+    controller.add_reconciler(
+        KIND,
+        ReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
+            log.push(format!(
+                "{} v{} a{}",
+                request.action,
+                value(&request.object),
+                ctx.attempt()
+            ));
+            let first = ctx.attempt() == 0;
+            async move {
+                if first {
+                    Err(ReconcileError::new("fails once"))
+                } else {
+                    Ok(ReconcileResult::done())
+                }
+            }
+        }),
+    );
+    let stop = CancellationToken::new();
+    let running = tokio::spawn({
+        let (controller, stop) = (controller.clone(), stop.clone());
+        async move { controller.run(stop).await }
+    });
+    tokio::time::timeout(TIMEOUT, controller.synced_flags()[0].1.wait())
+        .await
+        .expect("informer synced");
+
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("kept".into());
+    cm.data = Some(BTreeMap::from([("v".to_string(), "1".to_string())]));
+    api.create(&PostParams::default(), &cm)
+        .await
+        .expect("create");
+    reconciled.wait_len(1).await;
+    // While the Add's retries wait: an Update (a different action, so the default opinionated
+    // rule keeps them), which fails too.
+    let patch = serde_json::json!({ "data": { "v": "2" } });
+    api.patch("kept", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch");
+
+    let watcher_calls = watched.wait_len(4).await;
+    assert_eq!(
+        watcher_calls,
+        ["add v1", "update v2", "add v1", "update v2"],
+        "the watcher retries both events, in event order"
+    );
+    let reconciler_calls = reconciled.wait_len(3).await;
+    assert_eq!(
+        reconciler_calls,
+        ["Created v1 a0", "Updated v2 a0", "Created v2 a1"],
+        "one pending reconcile request, still Created, with the newest object"
+    );
+
+    stop.cancel();
+    running
+        .await
+        .expect("no panic")
+        .expect("the controller stops cleanly");
+}
