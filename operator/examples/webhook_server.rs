@@ -46,7 +46,10 @@ impl App for SlowHooks {
         Ok(())
     }
 
-    async fn validate(&self, request: &AdmissionRequest<DynamicObject>) -> Result<(), AdmissionError> {
+    async fn validate(
+        &self,
+        request: &AdmissionRequest<DynamicObject>,
+    ) -> Result<(), AdmissionError> {
         let object = request.object.as_ref();
         let name = object
             .and_then(|object| object.metadata.name.clone())

@@ -5,6 +5,7 @@
 mod webhook_support;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -109,8 +110,13 @@ impl std::io::Write for Captured {
 
 impl Captured {
     fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
-            .into_owned()
+        String::from_utf8_lossy(
+            &self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+        .into_owned()
     }
 }
 
@@ -141,9 +147,53 @@ async fn a_failing_app_is_logged_with_each_cause_once() {
         .find(|line| line.contains("stopping the other apps"))
         .unwrap_or_else(|| panic!("no log line about the failure in {logs}"));
     assert!(
-        line.contains("error=app failing failed: run error ") || line.ends_with("error=app failing failed: run error"),
+        line.contains("error=app failing failed: run error ")
+            || line.ends_with("error=app failing failed: run error"),
         "{line}"
     );
     assert_eq!(line.matches("run error").count(), 1, "{line}");
     assert_eq!(line.matches("app failing failed").count(), 1, "{line}");
+}
+#[tokio::test]
+async fn shutdown_hooks_run_after_the_apps_stopped_and_before_run_returns() {
+    let app_stopped = Arc::new(AtomicBool::new(false));
+    let hook_saw_stopped = Arc::new(AtomicBool::new(false));
+
+    /// Sets its flag when `run` returns.
+    struct Flagging(Arc<AtomicBool>);
+    #[async_trait]
+    impl App for Flagging {
+        fn name(&self) -> &str {
+            "flagging"
+        }
+        fn managed_kinds(&self) -> Vec<ApiResource> {
+            Vec::new()
+        }
+        async fn run(&self, stop: CancellationToken) -> Result<(), AppError> {
+            stop.cancelled().await;
+            self.0.store(true, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    let mut runner = Runner::new(RunnerConfig::default().metrics_addr(local()))
+        .expect("runner")
+        .with_app(Arc::new(Flagging(Arc::clone(&app_stopped))));
+    runner.on_shutdown({
+        let (app_stopped, hook_saw_stopped) =
+            (Arc::clone(&app_stopped), Arc::clone(&hook_saw_stopped));
+        move || async move {
+            hook_saw_stopped.store(app_stopped.load(Ordering::SeqCst), Ordering::SeqCst);
+        }
+    });
+    let stop = CancellationToken::new();
+    stop.cancel();
+    tokio::time::timeout(WAIT, runner.run_until(stop.cancelled_owned()))
+        .await
+        .expect("returned in time")
+        .expect("clean stop");
+    assert!(
+        hook_saw_stopped.load(Ordering::SeqCst),
+        "the hook ran, and after the app had stopped"
+    );
 }

@@ -99,6 +99,16 @@ impl Server {
         };
         server.metrics = addr_of(&server.line_starting("metrics on ").await);
         server.webhook = addr_of(&server.line_starting("webhook on ").await);
+        // A first /readyz answer means `run` has started, so its SIGTERM handler is installed
+        // (the addresses are printed after `bind`, before `run`).
+        let metrics = server.metrics;
+        tokio::time::timeout(WAIT, async {
+            while get_status(metrics, "/readyz").await != Some(200) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("/readyz answers 200 once the runner runs");
         server
     }
 
@@ -180,16 +190,24 @@ async fn idle_connections_past_the_open_file_limit_neither_flood_the_log_nor_blo
     for _ in 0..150 {
         idle.push(TcpStream::connect(addr).await.expect("connect"));
     }
-    tokio::time::timeout(WAIT, server.accept_failures.wait_for(|failures| *failures > 0))
-        .await
-        .expect("the child ran out of file descriptors")
-        .expect("stderr reader alive");
+    tokio::time::timeout(
+        WAIT,
+        server.accept_failures.wait_for(|failures| *failures > 0),
+    )
+    .await
+    .expect("the child ran out of file descriptors")
+    .expect("stderr reader alive");
 
     // While the idle clients stay connected, a valid admission request is served: the handshake
     // timeout closes idle connections, the freed descriptors accept the ones waiting.
     // (Shorter than the client's own bound, so that a failure reports the log and CPU first.)
-    let served = tokio::time::timeout(WAIT - Duration::from_secs(5), certs.validate(addr, "valid", 0)).await;
+    let served = tokio::time::timeout(
+        WAIT - Duration::from_secs(5),
+        certs.validate(addr, "valid", 0),
+    )
+    .await;
     let (lines, cpu_ticks) = (server.log_lines.load(Ordering::SeqCst), server.cpu_ticks());
+    println!("{lines} log lines and {cpu_ticks} CPU ticks while out of file descriptors");
     assert!(
         lines < 1_000,
         "{lines} log lines while out of file descriptors (the accept loop spins)"
@@ -208,14 +226,15 @@ async fn after_sigterm_new_connections_are_served_during_the_shutdown_delay() {
     let certs = Certs::new();
     let server = Server::start(&certs, &["delay_ms=4000"], None).await;
     server.sigterm();
-    // Readiness fails at once, so the endpoint is being removed ...
+    // Readiness fails at once (503, or no answer from a runner already gone), so the endpoint
+    // is being removed ...
     tokio::time::timeout(WAIT, async {
-        while get_status(server.metrics, "/readyz").await != Some(503) {
-            tokio::task::yield_now().await;
+        while get_status(server.metrics, "/readyz").await == Some(200) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await
-    .expect("/readyz answers 503 after SIGTERM");
+    .expect("/readyz stops answering 200 after SIGTERM");
     // ... while a client that still has the old endpoint opens a new connection and is served.
     let response = certs.validate(server.webhook, "late", 0).await;
     assert!(admitted(&response), "{response:?}");

@@ -123,7 +123,9 @@ async fn idle_half_handshaken_and_slow_connections_are_closed_by_their_timeouts(
     let mut quiet = server.certs.handshake(addr).await;
     // Handshake done, then a request header that never ends: a byte every 100 ms.
     let mut slow = server.certs.handshake(addr).await;
-    slow.write_all(b"POST /validate HTTP/1.1\r\n").await.expect("send");
+    slow.write_all(b"POST /validate HTTP/1.1\r\n")
+        .await
+        .expect("send");
     let (mut slow_read, mut slow_write) = tokio::io::split(slow);
     let dripping = tokio::spawn(async move {
         let mut interval = tokio::time::interval(Duration::from_millis(100));
@@ -160,7 +162,10 @@ async fn a_request_in_flight_when_the_server_stops_completes() {
         .await
         .expect("response in time")
         .expect("client joined");
-    assert!(admitted(&response), "the call in flight was answered: {response:?}");
+    assert!(
+        admitted(&response),
+        "the call in flight was answered: {response:?}"
+    );
     tokio::time::timeout(WAIT, server.serving)
         .await
         .expect("the server stops once drained")

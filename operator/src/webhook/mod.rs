@@ -10,6 +10,24 @@
 //! - **TLS** with rustls (ring). The certificate and key are PEM files; they are read again when
 //!   they change, so the handshake after a rotation uses the new certificate (see [`ReloadingCert`]).
 //!
+//! # Limits
+//!
+//! Idle, slow or numerous clients cannot take the server down; every limit is a
+//! [`WebhookConfig`] field:
+//!
+//! | what | default | behaviour |
+//! |---|---|---|
+//! | TLS handshake | [`tls_handshake_timeout`](WebhookConfig::tls_handshake_timeout) 10 s | a connection that sends no or half a ClientHello is closed |
+//! | request header | [`header_read_timeout`](WebhookConfig::header_read_timeout) 10 s | HTTP/1.1: a header not complete in time (also an idle keep-alive connection) closes the connection; HTTP/2: a connection with no request in time is closed |
+//! | connections | [`max_connections`](WebhookConfig::max_connections) 512 | at the cap nothing more is accepted: new clients wait in the kernel's listen backlog (they are not refused) until a connection closes |
+//! | failed `accept` | [`accept_backoff_min`](WebhookConfig::accept_backoff_min) 5 ms to [`accept_backoff_max`](WebhookConfig::accept_backoff_max) 1 s | out of file descriptors, the loop pauses (doubling) instead of spinning, one warning per attempt |
+//! | stop | [`drain_timeout`](WebhookConfig::drain_timeout) 10 s | no new connections; requests in flight finish, idle connections close; what is still open after the timeout is closed |
+//!
+//! The open-file limit applies to the whole process: keep `max_connections` below it, with room
+//! for the process's other files and sockets. A [`Runner`](crate::runner::Runner) also keeps the
+//! server accepting during its [shutdown delay](crate::runner::RunnerConfig::shutdown_delay)
+//! after SIGTERM, before it drains.
+//!
 //! # Statuses
 //!
 //! | situation | status |
@@ -40,11 +58,12 @@
 //! assert_ne!(server.local_addr().port(), 0);
 //! let stop = CancellationToken::new();
 //! stop.cancel(); // a runner cancels this on shutdown
-//! server.serve(stop).await?;
+//! server.serve(stop).await?; // returns once drained
 //! # Ok(())
 //! # }
 //! ```
 
+mod accept_backoff;
 mod config;
 mod review;
 mod server;
@@ -59,7 +78,6 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::post;
 use kubeapp_sdk::app::App;
-use tokio_util::sync::CancellationToken;
 
 pub use self::config::{DEFAULT_MAX_BODY_BYTES, WebhookConfig};
 pub use self::server::WebhookServer;
@@ -102,4 +120,3 @@ pub fn router(apps: Vec<Arc<dyn App>>, max_body_bytes: usize) -> Router {
         .route("/convert", post(review::convert))
         .with_state(state)
 }
-

@@ -63,10 +63,7 @@ impl Certs {
     }
 
     /// A TLS connection with the handshake done.
-    pub async fn handshake(
-        &self,
-        addr: SocketAddr,
-    ) -> tokio_rustls::client::TlsStream<TcpStream> {
+    pub async fn handshake(&self, addr: SocketAddr) -> tokio_rustls::client::TlsStream<TcpStream> {
         let tcp = TcpStream::connect(addr).await.expect("connect");
         let name = rustls_pki_types::ServerName::try_from("127.0.0.1").expect("name");
         self.connector()
