@@ -42,7 +42,10 @@ async fn receiver() -> (SocketAddr, mpsc::UnboundedReceiver<Vec<String>>) {
     (addr, rx)
 }
 
-#[tokio::test]
+// Multi-threaded: a guard dropped without a flush shuts its provider down from `Drop`, which
+// blocks its thread until the batch task (on this runtime) answers; with one thread that would
+// hang instead of failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_given_the_guard_flushes_the_last_spans_before_it_returns() {
     let (addr, mut rx) = receiver().await;
     let config = TelemetryConfig::new("flush-test")
