@@ -16,9 +16,12 @@
 //! usual. An explicit HTTP endpoint is a base URL: `/v1/traces` is appended when it has no path,
 //! the same rule the `OTEL_EXPORTER_OTLP_ENDPOINT` variable follows.
 //!
-//! Spans are batched; call [`TelemetryGuard::shutdown`] before the process exits so the last batch
-//! is sent (the Runner does this on shutdown). Dropping the guard without it only warns: a flush
-//! from `Drop` could block the very runtime thread the exporter needs.
+//! Spans are batched; the last batch is sent by [`TelemetryGuard::shutdown`] before the process
+//! exits. Either call it yourself after the Runner returned, or hand the guard to the Runner with
+//! [`TelemetryGuard::flush_on_shutdown`]: it then flushes once the apps and servers stopped, on
+//! every return (errors included) except a second signal, which exits at once. Dropping the
+//! guard without a flush only warns: a flush from `Drop` could block the very runtime thread the
+//! exporter needs.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -210,6 +213,30 @@ impl TelemetryGuard {
     /// True when spans are exported over OTLP.
     pub fn exports_spans(&self) -> bool {
         self.provider.is_some()
+    }
+
+    /// Hands the guard to `runner`, which calls [`shutdown`](Self::shutdown) after its apps and
+    /// servers stopped (a failed flush is logged as a warning).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use kubeapp_operator::runner::{Runner, RunnerConfig};
+    /// use kubeapp_simple::telemetry::{self, Otlp, TelemetryConfig};
+    ///
+    /// let guard = telemetry::init(TelemetryConfig::new("my-operator").otlp(Otlp::Disabled))?;
+    /// let mut runner = Runner::new(RunnerConfig::default().metrics_addr(([127, 0, 0, 1], 0).into()))?;
+    /// guard.flush_on_shutdown(&mut runner);
+    /// runner.run_until(async {}).await?; // in a binary: runner.run().await?
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn flush_on_shutdown(self, runner: &mut kubeapp_operator::runner::Runner) {
+        runner.on_shutdown(move || async move {
+            if let Err(err) = self.shutdown().await {
+                tracing::warn!(%err, "telemetry not flushed");
+            }
+        });
     }
 
     /// Sends the spans still batched and stops the exporter (waits at most 10 s).

@@ -24,6 +24,14 @@ pub struct RunnerConfig {
     pub metrics_addr: SocketAddr,
     /// How long the apps get to return after they were asked to stop. Default 30 s.
     pub shutdown_timeout: Duration,
+    /// How long the runner keeps everything running after a stop request (SIGTERM, SIGINT or the
+    /// stop future) before it stops anything, with `/readyz` already failing. Default 0.
+    ///
+    /// Kubernetes removes a terminating pod from its Services *while* the pod receives SIGTERM:
+    /// for a few seconds the apiserver may still open connections to the webhook server. With a
+    /// delay (e.g. 5 s, well inside the pod's `terminationGracePeriodSeconds`) those admission
+    /// calls are still served. See the [runner docs](super#stopping) for the whole sequence.
+    pub shutdown_delay: Duration,
     /// A prefix for every exported metric name (`{namespace}_{name}`). Default none.
     pub metrics_namespace: Option<String>,
     /// How long one health check may take before `/readyz` counts it as failed. Default 5 s.
@@ -38,6 +46,7 @@ impl Default for RunnerConfig {
         Self {
             metrics_addr: SocketAddr::from(([0, 0, 0, 0], 9090)),
             shutdown_timeout: Duration::from_secs(30),
+            shutdown_delay: Duration::ZERO,
             metrics_namespace: None,
             health_check_timeout: Duration::from_secs(5),
             webhook: None,
@@ -57,6 +66,13 @@ impl RunnerConfig {
     #[must_use]
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Sets [`shutdown_delay`](Self::shutdown_delay).
+    #[must_use]
+    pub fn shutdown_delay(mut self, delay: Duration) -> Self {
+        self.shutdown_delay = delay;
         self
     }
 

@@ -105,3 +105,76 @@ pub enum RunnerError {
         signal: &'static str,
     },
 }
+
+/// `error: cause: cause` for logs, each piece of text once.
+///
+/// Error types disagree on whether a message includes its source: some (like
+/// [`AppError::Run`]) print their source *and* return it from `source()`, so a plain walk down
+/// the chain repeats it (`app a failed: app a failed: boom: boom`). A cause whose message the
+/// text so far already ends with is skipped; a cause whose message restates the previous one
+/// (starts with it) replaces it.
+pub(super) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    // Where the previous level's message starts in `text`.
+    let mut previous_start = 0;
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let message = cause.to_string();
+        let previous = &text[previous_start..];
+        if previous.ends_with(&message) || message.is_empty() {
+            // Already said.
+        } else if message.starts_with(previous) {
+            // The cause restates the previous message and adds to it.
+            text.truncate(previous_start);
+            text.push_str(&message);
+        } else {
+            text.push_str(": ");
+            previous_start = text.len();
+            text.push_str(&message);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_error_chain_joins_the_causes() {
+        let error = RunnerError::App {
+            app: "a".into(),
+            source: AppError::Build {
+                app: "a".into(),
+                message: "bad".into(),
+            },
+        };
+        assert_eq!(error_chain(&error), "app a failed: building app a: bad");
+    }
+
+    #[test]
+    fn a_run_error_is_reported_once() {
+        let error = RunnerError::App {
+            app: "failing".into(),
+            source: AppError::Run {
+                app: "failing".into(),
+                source: "run error".into(),
+            },
+        };
+        assert_eq!(error_chain(&error), "app failing failed: run error");
+    }
+
+    #[test]
+    fn a_source_already_in_the_message_is_not_repeated() {
+        let inner = std::io::Error::other("connection refused");
+        let error = RunnerError::Server {
+            server: "metrics",
+            source: std::io::Error::other(inner),
+        };
+        assert_eq!(
+            error_chain(&error),
+            "the metrics server failed: connection refused"
+        );
+    }
+}

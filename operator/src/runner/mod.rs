@@ -41,11 +41,24 @@
 //!   failed, the first signal during it is only noted; the second one returns at once.)
 //! - **A stop future instead.** [`Runner::run_until`] stops when a future completes, and does not
 //!   touch signals: for tests and for embedding the runner in a larger program.
-//! - **Graceful shutdown.** `/readyz` starts failing, every app's stop token is cancelled, and the
-//!   runner waits for every app's `run` to return, up to [`RunnerConfig::shutdown_timeout`]
-//!   (default 30 s). Apps are expected to stop taking events and let their in-flight handlers
-//!   finish (the `InformerController` does). Then the HTTP server stops (open requests get up to
-//!   5 s) and the runner returns `Ok(())`.
+//! - **Graceful shutdown**, in this order:
+//!   1. the stop request (signal or stop future): `/readyz` starts failing;
+//!   2. the **shutdown delay** ([`RunnerConfig::shutdown_delay`], default 0): everything keeps
+//!      running, and the webhook server still accepts new connections and serves them, while
+//!      Kubernetes removes the pod from its Services (a second signal now returns at once);
+//!   3. every app's stop token is cancelled and, at the same moment, the webhook server stops
+//!      accepting and drains: requests in flight finish (up to
+//!      [`WebhookConfig::drain_timeout`](crate::webhook::WebhookConfig::drain_timeout)), idle
+//!      connections close;
+//!   4. the runner waits for every app's `run` to return, up to
+//!      [`RunnerConfig::shutdown_timeout`] (default 30 s). Apps are expected to stop taking events
+//!      and let their in-flight handlers finish (the `InformerController` does);
+//!   5. the metrics server stops (open requests get up to 5 s; the webhook server is waited for
+//!      up to 5 s plus its drain timeout);
+//!   6. the shutdown hooks run ([`Runner::on_shutdown`], e.g. flushing telemetry), and the runner
+//!      returns `Ok(())`.
+//!
+//!   A shutdown that begins because an app or a server failed skips the delay.
 //! - **Timeout.** Apps still running when the timeout expires are aborted (their futures are
 //!   dropped at their next await) and the runner returns [`RunnerError::ShutdownTimeout`] naming
 //!   them.
@@ -71,7 +84,8 @@
 //!
 //! With [`RunnerConfig::webhook`] set, the runner also serves the apps' admission and conversion
 //! hooks over HTTPS ([`crate::webhook`], default port 8443), bound in [`Runner::bind`] (its
-//! address: [`Runner::webhook_addr`]) and stopped with the metrics server in the sequence above.
+//! address: [`Runner::webhook_addr`]) and stopped in the sequence above. Reviews are routed to
+//! every app the runner runs, including apps added after `bind`.
 //! A missing or bad certificate file fails the start with [`RunnerError::Webhook`]. Whether an
 //! app *needs* webhooks is known from its manifest, so that check belongs to the app
 //! (`kubeapp-simple` validates it), not to the runner.
@@ -128,6 +142,7 @@
 mod client;
 mod config;
 mod error;
+mod hooks;
 mod http;
 mod servers;
 mod shutdown;
@@ -151,6 +166,8 @@ pub use client::{ClientError, default_client};
 pub use config::RunnerConfig;
 pub use error::RunnerError;
 
+use error::error_chain;
+use hooks::ShutdownHook;
 use http::HealthState;
 use servers::{spawn_server, start_servers, stop_servers};
 use shutdown::{AppOutcome, AppTasks, Signals, StopSource};
@@ -163,6 +180,7 @@ pub struct Runner {
     apps: Vec<Arc<dyn App>>,
     listener: Option<TcpListener>,
     webhook: Option<WebhookServer>,
+    shutdown_hooks: Vec<ShutdownHook>,
 }
 
 impl fmt::Debug for Runner {
@@ -207,6 +225,7 @@ impl Runner {
             apps: Vec::new(),
             listener: None,
             webhook: None,
+            shutdown_hooks: Vec::new(),
         })
     }
 
@@ -220,6 +239,20 @@ impl Runner {
     /// Adds an app.
     pub fn add_app(&mut self, app: Arc<dyn App>) -> &mut Self {
         self.apps.push(app);
+        self
+    }
+
+    /// Runs `hook` when the runner returns, after the apps and the servers stopped: to flush
+    /// telemetry (`kubeapp_simple::telemetry::TelemetryGuard::flush_on_shutdown` adds one) or
+    /// release what outlives the apps. Hooks run one after the other, in the order added, on every
+    /// return of [`run`](Self::run) and [`run_until`](Self::run_until) (errors included) except
+    /// [`RunnerError::SecondSignal`], which returns at once.
+    pub fn on_shutdown<F, Fut>(&mut self, hook: F) -> &mut Self
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.shutdown_hooks.push(hooks::boxed(hook));
         self
     }
 
@@ -295,7 +328,16 @@ impl Runner {
         self.run_with(StopSource::Until(Some(stop))).await
     }
 
-    async fn run_with(mut self, mut stop: StopSource<'_>) -> Result<(), RunnerError> {
+    async fn run_with(mut self, stop: StopSource<'_>) -> Result<(), RunnerError> {
+        let shutdown_hooks = std::mem::take(&mut self.shutdown_hooks);
+        let result = self.run_apps(stop).await;
+        if !matches!(result, Err(RunnerError::SecondSignal { .. })) {
+            hooks::run_all(shutdown_hooks).await;
+        }
+        result
+    }
+
+    async fn run_apps(mut self, mut stop: StopSource<'_>) -> Result<(), RunnerError> {
         self.check_webhooks()?;
         self.register_app_collectors()?;
         let addr = self.bind().await?;
@@ -305,6 +347,7 @@ impl Runner {
             apps,
             listener,
             webhook,
+            shutdown_hooks: _,
         } = self;
         let listener = listener.ok_or_else(|| RunnerError::Bind {
             addr,
@@ -318,8 +361,14 @@ impl Runner {
         });
         let server_stop = CancellationToken::new();
         let mut servers = start_servers(listener, registry, Arc::clone(&health), &server_stop);
-        if let Some(webhook) = webhook {
-            let stop = server_stop.clone();
+        // Stopped with the apps, after the shutdown delay; drains within its own timeout.
+        let webhook_stop = server_stop.child_token();
+        let mut server_grace = servers::SERVER_GRACE;
+        if let Some(mut webhook) = webhook {
+            // Every app, also those added after `bind` created the server.
+            webhook.route_to(apps.clone());
+            server_grace += webhook.drain_timeout();
+            let stop = webhook_stop.clone();
             spawn_server(&mut servers, "webhook", async move {
                 webhook.serve(stop).await.map_err(std::io::Error::other)
             });
@@ -361,9 +410,24 @@ impl Runner {
             }
         };
 
-        // Graceful shutdown: fail readiness, stop the apps, wait for them within the timeout.
+        // Graceful shutdown: fail readiness; after a requested stop, keep serving for the delay
+        // (the endpoint is being removed from its Services meanwhile); then stop the apps and the
+        // webhook server (it drains), and wait for the apps within the timeout.
         let mut signalled = failure.is_none() && matches!(stop, StopSource::Signals(_));
         health.shutting_down.store(true, Ordering::SeqCst);
+        if failure.is_none() && !config.shutdown_delay.is_zero() {
+            tracing::info!(delay = ?config.shutdown_delay, "still serving during the shutdown delay");
+            if let Err(signal) = shutdown::delay(&mut stop, config.shutdown_delay).await {
+                tracing::warn!(
+                    signal,
+                    "second signal: exiting without waiting for the apps"
+                );
+                tasks.abort_all();
+                servers.abort_all();
+                return Err(RunnerError::SecondSignal { signal });
+            }
+        }
+        webhook_stop.cancel();
         app_stop.cancel();
         let deadline = Instant::now() + config.shutdown_timeout;
         while !tasks.is_empty() {
@@ -401,7 +465,7 @@ impl Runner {
             }
         }
 
-        stop_servers(servers, &server_stop).await;
+        stop_servers(servers, &server_stop, server_grace).await;
         match failure {
             None => {
                 tracing::info!("runner stopped");
@@ -464,18 +528,6 @@ fn note_stopped(app: String, outcome: AppOutcome, failure: &mut Option<RunnerErr
     failure.get_or_insert(error);
 }
 
-/// `error: cause: cause`, for logs.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
 /// Whether `prefix` is a valid Prometheus metric name (it becomes the start of every name).
 fn valid_metric_prefix(prefix: &str) -> bool {
     let mut chars = prefix.chars();
@@ -510,17 +562,5 @@ mod tests {
             );
         }
         assert!(Runner::new(RunnerConfig::default().metrics_namespace("my_app:x")).is_ok());
-    }
-
-    #[test]
-    fn the_error_chain_joins_the_causes() {
-        let error = RunnerError::App {
-            app: "a".into(),
-            source: kubeapp_sdk::app::AppError::Build {
-                app: "a".into(),
-                message: "bad".into(),
-            },
-        };
-        assert_eq!(error_chain(&error), "app a failed: building app a: bad");
     }
 }

@@ -13,8 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::http::{self, HealthState};
 
-/// How long the HTTP servers get to finish open requests once the apps have stopped.
-const SERVER_GRACE: Duration = Duration::from_secs(5);
+/// How long the metrics server gets to finish open requests once the apps have stopped (the
+/// webhook server adds its own drain timeout).
+pub(super) const SERVER_GRACE: Duration = Duration::from_secs(5);
 
 /// Starts the runner's servers, each on its own task, all stopped by `stop`.
 ///
@@ -51,13 +52,14 @@ pub(super) fn spawn_server(
     });
 }
 
-/// Stops the servers gracefully, giving open requests [`SERVER_GRACE`].
+/// Stops the servers gracefully, giving open requests `grace`.
 pub(super) async fn stop_servers(
     mut servers: JoinSet<(&'static str, std::io::Result<()>)>,
     stop: &CancellationToken,
+    grace: Duration,
 ) {
     stop.cancel();
-    let all_stopped = tokio::time::timeout(SERVER_GRACE, async {
+    let all_stopped = tokio::time::timeout(grace, async {
         while let Some(joined) = servers.join_next().await {
             match joined {
                 Ok((_, Ok(()))) => {}
@@ -70,7 +72,7 @@ pub(super) async fn stop_servers(
     })
     .await;
     if all_stopped.is_err() {
-        tracing::warn!(grace = ?SERVER_GRACE, "open HTTP requests did not finish; dropping them");
+        tracing::warn!(?grace, "open HTTP requests did not finish; dropping them");
         servers.abort_all();
     }
 }

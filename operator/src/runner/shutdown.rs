@@ -41,6 +41,18 @@ impl StopSource<'_> {
     }
 }
 
+/// Waits `delay` after a requested stop; a second signal during it ends the wait with its name
+/// (the runner then returns at once). A stop future has no second request.
+pub(super) async fn delay(
+    stop: &mut StopSource<'_>,
+    delay: std::time::Duration,
+) -> Result<(), &'static str> {
+    tokio::select! {
+        () = tokio::time::sleep(delay) => Ok(()),
+        signal = stop.second() => Err(signal),
+    }
+}
+
 /// The process's SIGTERM and SIGINT, installed once and kept for the runner's lifetime, so that a
 /// signal never falls back to the default action (kill) while the runner runs.
 pub(super) struct Signals {

@@ -10,6 +10,24 @@
 //! - **TLS** with rustls (ring). The certificate and key are PEM files; they are read again when
 //!   they change, so the handshake after a rotation uses the new certificate (see [`ReloadingCert`]).
 //!
+//! # Limits
+//!
+//! Idle, slow or numerous clients cannot take the server down; every limit is a
+//! [`WebhookConfig`] field:
+//!
+//! | what | default | behaviour |
+//! |---|---|---|
+//! | TLS handshake | [`tls_handshake_timeout`](WebhookConfig::tls_handshake_timeout) 10 s | a connection that sends no or half a ClientHello is closed |
+//! | request header | [`header_read_timeout`](WebhookConfig::header_read_timeout) 10 s | HTTP/1.1: a header not complete in time (also an idle keep-alive connection) closes the connection; HTTP/2: a connection with no request in time is closed |
+//! | connections | [`max_connections`](WebhookConfig::max_connections) 512 | at the cap nothing more is accepted: new clients wait in the kernel's listen backlog (they are not refused) until a connection closes |
+//! | failed `accept` | [`accept_backoff_min`](WebhookConfig::accept_backoff_min) 5 ms to [`accept_backoff_max`](WebhookConfig::accept_backoff_max) 1 s | out of file descriptors, the loop pauses (doubling) instead of spinning, one warning per attempt |
+//! | stop | [`drain_timeout`](WebhookConfig::drain_timeout) 10 s | no new connections; requests in flight finish, idle connections close; what is still open after the timeout is closed |
+//!
+//! The open-file limit applies to the whole process: keep `max_connections` below it, with room
+//! for the process's other files and sockets. A [`Runner`](crate::runner::Runner) also keeps the
+//! server accepting during its [shutdown delay](crate::runner::RunnerConfig::shutdown_delay)
+//! after SIGTERM, before it drains.
+//!
 //! # Statuses
 //!
 //! | situation | status |
@@ -40,12 +58,15 @@
 //! assert_ne!(server.local_addr().port(), 0);
 //! let stop = CancellationToken::new();
 //! stop.cancel(); // a runner cancels this on shutdown
-//! server.serve(stop).await?;
+//! server.serve(stop).await?; // returns once drained
 //! # Ok(())
 //! # }
 //! ```
 
+mod accept_backoff;
+mod config;
 mod review;
+mod server;
 #[cfg(test)]
 mod tests;
 mod tls;
@@ -57,51 +78,10 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::post;
 use kubeapp_sdk::app::App;
-use tokio_util::sync::CancellationToken;
 
+pub use self::config::{DEFAULT_MAX_BODY_BYTES, WebhookConfig};
+pub use self::server::WebhookServer;
 pub use self::tls::ReloadingCert;
-
-/// The default body limit: the apiserver's own limit on a request is about 3 MiB.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
-
-/// Settings of the webhook server.
-#[derive(Clone, Debug)]
-pub struct WebhookConfig {
-    /// Where to listen; default `0.0.0.0:8443`.
-    pub addr: SocketAddr,
-    /// The PEM certificate chain.
-    pub cert_path: PathBuf,
-    /// The PEM private key.
-    pub key_path: PathBuf,
-    /// Bodies larger than this are refused with 400.
-    pub max_body_bytes: usize,
-}
-
-impl WebhookConfig {
-    /// Defaults, with the certificate and key files.
-    pub fn new(cert_path: impl Into<PathBuf>, key_path: impl Into<PathBuf>) -> Self {
-        Self {
-            addr: SocketAddr::from(([0, 0, 0, 0], 8443)),
-            cert_path: cert_path.into(),
-            key_path: key_path.into(),
-            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-        }
-    }
-
-    /// Listens on `addr` instead.
-    #[must_use]
-    pub fn addr(mut self, addr: SocketAddr) -> Self {
-        self.addr = addr;
-        self
-    }
-
-    /// Refuses bodies larger than `bytes`.
-    #[must_use]
-    pub fn max_body_bytes(mut self, bytes: usize) -> Self {
-        self.max_body_bytes = bytes;
-        self
-    }
-}
 
 /// What can stop the webhook server from starting or running.
 #[derive(Debug, thiserror::Error)]
@@ -139,96 +119,4 @@ pub fn router(apps: Vec<Arc<dyn App>>, max_body_bytes: usize) -> Router {
         .route("/mutate", post(review::mutate))
         .route("/convert", post(review::convert))
         .with_state(state)
-}
-
-/// A bound HTTPS webhook server; [`serve`](Self::serve) runs it.
-pub struct WebhookServer {
-    listener: tokio::net::TcpListener,
-    acceptor: tokio_rustls::TlsAcceptor,
-    router: Router,
-}
-
-impl std::fmt::Debug for WebhookServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WebhookServer")
-            .field("addr", &self.local_addr())
-            .finish_non_exhaustive()
-    }
-}
-
-impl WebhookServer {
-    /// Loads the certificate (an error names a missing or bad file) and binds the address.
-    pub async fn bind(
-        config: WebhookConfig,
-        apps: Vec<Arc<dyn App>>,
-    ) -> Result<Self, WebhookError> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let resolver = ReloadingCert::load(&config.cert_path, &config.key_path, provider.clone())?;
-        let mut tls = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
-            .with_cert_resolver(Arc::new(resolver));
-        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        let listener = tokio::net::TcpListener::bind(config.addr)
-            .await
-            .map_err(|source| WebhookError::Bind {
-                addr: config.addr,
-                source,
-            })?;
-        Ok(Self {
-            listener,
-            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(tls)),
-            router: router(apps, config.max_body_bytes),
-        })
-    }
-
-    /// The bound address (useful with port 0).
-    pub fn local_addr(&self) -> SocketAddr {
-        self.listener
-            .local_addr()
-            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
-    }
-
-    /// Serves until `stop` is cancelled; connections in progress are closed with the server.
-    /// A failed handshake or connection is logged and does not affect other connections.
-    pub async fn serve(self, stop: CancellationToken) -> Result<(), WebhookError> {
-        use hyper_util::rt::{TokioExecutor, TokioIo};
-        use hyper_util::service::TowerToHyperService;
-        let connections = tokio_util::task::TaskTracker::new();
-        loop {
-            let (tcp, peer) = tokio::select! {
-                () = stop.cancelled() => break,
-                accepted = self.listener.accept() => match accepted {
-                    Ok(accepted) => accepted,
-                    Err(err) => {
-                        tracing::warn!(%err, "webhook accept failed");
-                        continue;
-                    }
-                },
-            };
-            let acceptor = self.acceptor.clone();
-            let service = TowerToHyperService::new(self.router.clone());
-            let stop = stop.clone();
-            connections.spawn(async move {
-                let tls = match acceptor.accept(tcp).await {
-                    Ok(tls) => tls,
-                    Err(err) => {
-                        tracing::debug!(%peer, %err, "webhook TLS handshake failed");
-                        return;
-                    }
-                };
-                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                let connection = builder.serve_connection(TokioIo::new(tls), service);
-                tokio::select! {
-                    () = stop.cancelled() => {}
-                    served = connection => if let Err(err) = served {
-                        tracing::debug!(%peer, %err, "webhook connection ended with an error");
-                    },
-                }
-            });
-        }
-        connections.close();
-        connections.wait().await;
-        Ok(())
-    }
 }

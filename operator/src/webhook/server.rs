@@ -1,0 +1,243 @@
+//! The bound HTTPS server: its accept loop, one task per connection, and the drain on stop.
+//!
+//! Built on hyper-util: `server::conn::auto::Builder` serves each connection (HTTP/1.1 or
+//! HTTP/2, as the TLS handshake negotiated through ALPN) and `server::graceful::GracefulShutdown`
+//! tells every open connection to finish what it is doing and close when the server stops. What
+//! is ours is only the accept loop: the connection cap, the pause after failed accepts, and the
+//! timeouts of the phases hyper does not bound (the TLS handshake, an HTTP/2 client that never
+//! sends a request).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use hyper_util::service::TowerToHyperService;
+use kubeapp_sdk::app::App;
+use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt as _;
+
+use super::accept_backoff::AcceptBackoff;
+use super::{ReloadingCert, WebhookConfig, WebhookError, router};
+
+/// A bound HTTPS webhook server; [`serve`](Self::serve) runs it.
+pub struct WebhookServer {
+    listener: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    router: Router,
+    config: WebhookConfig,
+}
+
+impl std::fmt::Debug for WebhookServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookServer")
+            .field("addr", &self.local_addr())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one connection task needs, shared by all of them.
+#[derive(Clone)]
+struct ConnectionSettings {
+    acceptor: tokio_rustls::TlsAcceptor,
+    router: Router,
+    handshake_timeout: Duration,
+    header_timeout: Duration,
+}
+
+impl WebhookServer {
+    /// Loads the certificate (an error names a missing or bad file) and binds the address.
+    pub async fn bind(
+        config: WebhookConfig,
+        apps: Vec<Arc<dyn App>>,
+    ) -> Result<Self, WebhookError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let resolver = ReloadingCert::load(&config.cert_path, &config.key_path, provider.clone())?;
+        let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(resolver));
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let listener = tokio::net::TcpListener::bind(config.addr)
+            .await
+            .map_err(|source| WebhookError::Bind {
+                addr: config.addr,
+                source,
+            })?;
+        Ok(Self {
+            listener,
+            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(tls)),
+            router: router(apps, config.max_body_bytes),
+            config,
+        })
+    }
+
+    /// Routes reviews to `apps` from now on, in place of the apps given to [`bind`](Self::bind)
+    /// (a [`Runner`](crate::runner::Runner) does this at start, with every app it runs).
+    pub fn route_to(&mut self, apps: Vec<Arc<dyn App>>) {
+        self.router = router(apps, self.config.max_body_bytes);
+    }
+
+    /// How long [`serve`](Self::serve) drains after its stop (the runner waits that long for it).
+    pub(crate) fn drain_timeout(&self) -> Duration {
+        self.config.drain_timeout
+    }
+
+    /// The bound address (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
+
+    /// Serves until `stop` is cancelled, then stops accepting and drains: requests in flight get
+    /// up to [`WebhookConfig::drain_timeout`] to finish, idle connections close at once.
+    /// A failed handshake or connection is logged and does not affect other connections; see the
+    /// [module docs](super#limits) for the limits applied.
+    pub async fn serve(self, stop: CancellationToken) -> Result<(), WebhookError> {
+        let Self {
+            listener,
+            acceptor,
+            router,
+            config,
+        } = self;
+        let settings = ConnectionSettings {
+            acceptor,
+            router,
+            handshake_timeout: config.tls_handshake_timeout,
+            header_timeout: config.header_read_timeout,
+        };
+        let graceful = GracefulShutdown::new();
+        let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
+        let mut connections = JoinSet::new();
+        let mut backoff = AcceptBackoff::new(config.accept_backoff_min, config.accept_backoff_max);
+        loop {
+            // A free slot first: at the cap nothing is accepted, so new clients wait in the
+            // kernel's listen backlog instead of taking file descriptors.
+            let permit = tokio::select! {
+                () = stop.cancelled() => break,
+                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+                permit = Arc::clone(&slots).acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    Err(_closed) => break, // never closed: the semaphore is ours
+                },
+            };
+            let (tcp, peer) = tokio::select! {
+                () = stop.cancelled() => break,
+                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => {
+                        backoff.succeeded();
+                        accepted
+                    }
+                    Err(err) => {
+                        let pause = backoff.failed();
+                        tracing::warn!(%err, ?pause, "webhook accept failed; pausing before the next accept");
+                        tokio::select! {
+                            () = stop.cancelled() => break,
+                            () = tokio::time::sleep(pause) => continue,
+                        }
+                    }
+                },
+            };
+            connections.spawn(serve_connection(
+                tcp,
+                peer,
+                settings.clone(),
+                graceful.watcher(),
+                permit,
+            ));
+        }
+        // Stop accepting: connects from now on are refused, not left in a backlog.
+        drop(listener);
+        let open = connections.len();
+        tracing::info!(open, drain_timeout = ?config.drain_timeout, "webhook server draining");
+        let drained = tokio::time::timeout(config.drain_timeout, graceful.shutdown()).await;
+        if drained.is_err() {
+            tracing::warn!(
+                still_open = connections.len(),
+                drain_timeout = ?config.drain_timeout,
+                "webhook requests did not finish within the drain timeout; closing their connections"
+            );
+        }
+        // Every connection has ended (or is abandoned): end their tasks too.
+        connections.shutdown().await;
+        Ok(())
+    }
+}
+
+/// One connection: the TLS handshake within its timeout, then HTTP until the client closes, a
+/// timeout closes it, or the server drains it.
+async fn serve_connection(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    settings: ConnectionSettings,
+    watcher: Watcher,
+    _slot: OwnedSemaphorePermit,
+) {
+    let handshake = tokio::time::timeout(settings.handshake_timeout, settings.acceptor.accept(tcp));
+    let tls = match handshake.await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(err)) => {
+            tracing::debug!(%peer, %err, "webhook TLS handshake failed");
+            return;
+        }
+        Err(_elapsed) => {
+            tracing::debug!(%peer, timeout = ?settings.handshake_timeout, "webhook TLS handshake timed out");
+            return;
+        }
+    };
+    let http2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+    // The protocol ALPN chose, so hyper does not wait for bytes to guess it.
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder = if http2 {
+        builder.http2_only()
+    } else {
+        builder.http1_only()
+    };
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(settings.header_timeout);
+    builder.http2().timer(TokioTimer::new());
+
+    let requested = Arc::new(AtomicBool::new(false));
+    let service = settings
+        .router
+        .map_request(marking_requested(Arc::clone(&requested)));
+    let connection = builder.serve_connection(TokioIo::new(tls), TowerToHyperService::new(service));
+    let connection = watcher.watch(connection);
+    // HTTP/1.1's header timeout is hyper's; an HTTP/2 client that never sends a request is
+    // bounded here (once one came, the deadline no longer applies).
+    let first_request_deadline = async {
+        tokio::time::sleep(settings.header_timeout).await;
+        if requested.load(Ordering::Relaxed) {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        served = connection => if let Err(err) = served {
+            tracing::debug!(%peer, %err, "webhook connection ended with an error");
+        },
+        () = first_request_deadline => {
+            tracing::debug!(%peer, timeout = ?settings.header_timeout, "webhook connection sent no request; closing it");
+        }
+    }
+}
+
+/// A request mapper that only records that the connection sent a request.
+fn marking_requested<B>(
+    requested: Arc<AtomicBool>,
+) -> impl Fn(http::Request<B>) -> http::Request<B> + Clone {
+    move |request| {
+        requested.store(true, Ordering::Relaxed);
+        request
+    }
+}
