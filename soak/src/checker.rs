@@ -176,10 +176,11 @@ pub async fn check(
     unseen_is_loss: bool,
     patience: Duration,
 ) -> Result<LossReport, SoakError> {
+    let params = ListParams::default();
     let list = retrying(
         || "listing the objects".to_string(),
         patience,
-        || api.list(&ListParams::default()),
+        || api.list(&params),
     )
     .await?;
     let in_apiserver: HashMap<String, Churn> = list

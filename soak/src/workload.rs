@@ -182,10 +182,11 @@ async fn create(api: &Api<Churn>, name: &str, patience: Duration) -> Result<Stri
 
 async fn update(api: &Api<Churn>, name: &str, revision: u32, patience: Duration) -> Result<(), SoakError> {
     let patch = revision_patch(revision);
+    let params = PatchParams::default();
     retrying(
         || format!("setting the revision of {name} to {revision}"),
         patience,
-        || api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)),
+        || async { api.patch(name, &params, &Patch::Merge(&patch)).await },
     )
     .await
     .map(drop)
