@@ -200,7 +200,12 @@ pub async fn check(
     for (name, written) in &ledger.live {
         let uid = ledger.uids.get(name).map_or("", String::as_str);
         let Some(object) = in_apiserver.get(name) else {
-            lose(LossKind::Harness, name, uid, "live object not in the apiserver".into());
+            lose(
+                LossKind::Harness,
+                name,
+                uid,
+                "live object not in the apiserver".into(),
+            );
             continue;
         };
         if object.uid().as_deref() != Some(uid) || object.spec.revision != *written {

@@ -12,7 +12,9 @@ pub const GROUP: &str = "soak.kubeapp.dev";
 pub const POKE_ANNOTATION: &str = "soak.kubeapp.dev/poke";
 
 /// The spec of a `Churn` object.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[derive(
+    CustomResource, Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema,
+)]
 #[kube(
     group = "soak.kubeapp.dev",
     version = "v1",

@@ -115,7 +115,10 @@ impl SoakOperator {
         );
         controller.add_informer(
             INFORMER,
-            Informer::new::<Churn>(client.clone(), InformerOptions::default().namespace(namespace)),
+            Informer::new::<Churn>(
+                client.clone(),
+                InformerOptions::default().namespace(namespace),
+            ),
         );
         match settings.wrapper {
             Wrapper::Watcher => {
@@ -183,7 +186,12 @@ fn uid_of(object: &Churn) -> String {
 }
 
 fn record(recorder: &Recorder, call: Call, object: &Churn) {
-    recorder.record(call, &uid_of(object), &object.name_any(), object.spec.revision);
+    recorder.record(
+        call,
+        &uid_of(object),
+        &object.name_any(),
+        object.spec.revision,
+    );
 }
 
 /// The watcher's handlers: `add` works for `add_delay`, each call is recorded.
@@ -194,7 +202,12 @@ pub fn recording_watcher(recorder: &Recorder, add_delay: Duration) -> WatcherFns
             record(&recorder, call, &object);
         }
     };
-    let (add, update, delete, sync) = (on(Call::Add), on(Call::Update), on(Call::Delete), on(Call::Sync));
+    let (add, update, delete, sync) = (
+        on(Call::Add),
+        on(Call::Update),
+        on(Call::Delete),
+        on(Call::Sync),
+    );
     WatcherFns::new()
         .on_add(move |_, object| {
             let add = add.clone();

@@ -177,10 +177,17 @@ async fn create(api: &Api<Churn>, name: &str, patience: Duration) -> Result<Stri
         },
     )
     .await?;
-    created.uid().ok_or_else(|| SoakError::Setup(format!("{name} was created without a UID")))
+    created
+        .uid()
+        .ok_or_else(|| SoakError::Setup(format!("{name} was created without a UID")))
 }
 
-async fn update(api: &Api<Churn>, name: &str, revision: u32, patience: Duration) -> Result<(), SoakError> {
+async fn update(
+    api: &Api<Churn>,
+    name: &str,
+    revision: u32,
+    patience: Duration,
+) -> Result<(), SoakError> {
     let patch = revision_patch(revision);
     let params = PatchParams::default();
     retrying(
