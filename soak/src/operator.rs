@@ -62,8 +62,9 @@ pub struct OperatorSettings {
     pub workers: usize,
     /// How long `add` / `Created` work before returning.
     pub add_delay: Duration,
-    /// The base of the controller's exponential retry policy (a wrapper whose finalizer patch
-    /// keeps meeting conflicts fails the call, and the controller retries it).
+    /// The first delay of the controller's retry policy ([`patient_retries`]): a wrapper call
+    /// fails when its finalizer patch keeps meeting conflicts or the apiserver is down, and the
+    /// controller retries it.
     pub retry_base: Duration,
     /// How long the informer may take to list at start.
     pub sync_timeout: Duration,
@@ -80,6 +81,24 @@ impl Default for OperatorSettings {
         }
     }
 }
+
+/// Retries that double from `base` up to [`MAX_RETRY_DELAY`] and give up only after
+/// [`MAX_RETRY_ATTEMPTS`] (about 10 minutes): an event the controller gives up on is lost by
+/// configuration, which would hide what the soak looks for, so the soak's operator outlasts any
+/// apiserver restart. (The controller's default gives up after 5 attempts.)
+pub fn patient_retries(base: Duration) -> RetryPolicy {
+    RetryPolicy::new(move |_, attempt| {
+        (attempt <= MAX_RETRY_ATTEMPTS).then(|| {
+            base.saturating_mul(2u32.saturating_pow(attempt))
+                .min(MAX_RETRY_DELAY)
+        })
+    })
+}
+
+/// The longest delay of [`patient_retries`].
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(5);
+/// The attempts after which [`patient_retries`] gives up.
+pub const MAX_RETRY_ATTEMPTS: u32 = 120;
 
 /// A running operator.
 pub struct SoakOperator {
@@ -105,11 +124,10 @@ impl SoakOperator {
         let metrics = FinalizerMetrics::unregistered(Some("soak"))
             .map_err(|e| SoakError::Setup(format!("finalizer metrics: {e}")))?;
         let options = OpinionatedOptions::default().metrics(metrics.clone());
-        let retry_steps = 8;
         let controller = InformerController::new(
             ControllerConfig::default()
                 .max_concurrent_workers(settings.workers)
-                .retry_policy(RetryPolicy::exponential(settings.retry_base, retry_steps))
+                .retry_policy(patient_retries(settings.retry_base))
                 .dequeue_policy(Some(opinionated_dequeue_policy()))
                 .shutdown_grace(Duration::from_secs(10)),
         );
