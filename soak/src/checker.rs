@@ -32,7 +32,7 @@ use kube::api::{Api, ListParams};
 use crate::error::SoakError;
 use crate::kind::Churn;
 use crate::operator::Wrapper;
-use crate::recorder::Recorder;
+use crate::recorder::{Recorder, Sighting};
 use crate::retry::retrying;
 use crate::workload::Ledger;
 
@@ -183,12 +183,27 @@ pub async fn check(
         || api.list(&params),
     )
     .await?;
-    let in_apiserver: HashMap<String, Churn> = list
-        .items
+    Ok(compare(
+        list.items,
+        ledger,
+        &recorder.sightings(),
+        wrapper,
+        unseen_is_loss,
+    ))
+}
+
+/// The check proper: `objects` (what the apiserver holds) against `ledger` and `sightings`.
+pub fn compare(
+    objects: Vec<Churn>,
+    ledger: &Ledger,
+    sightings: &HashMap<String, Sighting>,
+    wrapper: Wrapper,
+    unseen_is_loss: bool,
+) -> LossReport {
+    let in_apiserver: HashMap<String, Churn> = objects
         .into_iter()
         .map(|object| (object.name_any(), object))
         .collect();
-    let sightings = recorder.sightings();
     let mut losses: HashMap<LossKind, Vec<Loss>> = HashMap::new();
     let mut lose = |kind: LossKind, name: &str, uid: &str, problem: String| {
         losses.entry(kind).or_default().push(Loss {
@@ -273,13 +288,13 @@ pub async fn check(
     for list in losses.values_mut() {
         list.sort_by(|a, b| a.name.cmp(&b.name));
     }
-    Ok(LossReport {
+    LossReport {
         wrapper,
         live: ledger.live.len(),
         deleted: ledger.deleted.len(),
         unseen_is_loss,
         losses,
-    })
+    }
 }
 
 /// Checks every `poll` until the check is clean or `deadline` has passed; returns the last
@@ -304,5 +319,106 @@ pub async fn wait_for_convergence(
             return Ok((report, started.elapsed()));
         }
         tokio::time::sleep(POLL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kind::ChurnSpec;
+
+    fn object(name: &str, uid: &str, revision: u32, finalizers: &[&str]) -> Churn {
+        let mut object = Churn::new(name, ChurnSpec { revision });
+        object.metadata.uid = Some(uid.into());
+        object.metadata.finalizers = Some(finalizers.iter().map(|f| (*f).to_string()).collect());
+        object
+    }
+
+    fn seen(name: &str, newest_revision: Option<u32>, deletes: u32) -> Sighting {
+        Sighting {
+            name: name.into(),
+            newest_revision,
+            deletes,
+        }
+    }
+
+    /// live: a (revision 2, seen 2), b (revision 2, seen 1), c (revision 0, never seen);
+    /// deleted: d (seen, deleted once), e (seen, never deleted), f (Deleted twice), g (unseen),
+    /// h (still in the apiserver).
+    fn scenario() -> (Vec<Churn>, Ledger, HashMap<String, Sighting>) {
+        let mut ledger = Ledger::default();
+        for name in ["a", "b", "c", "d", "e", "f", "g", "h"] {
+            ledger.uids.insert(name.into(), format!("u-{name}"));
+        }
+        ledger.live = [("a", 2), ("b", 2), ("c", 0)]
+            .into_iter()
+            .map(|(n, r)| (n.to_string(), r))
+            .collect();
+        ledger.deleted = ["d", "e", "f", "g", "h"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let objects = vec![
+            object("a", "u-a", 2, &[]),
+            object("b", "u-b", 2, &[]),
+            object("c", "u-c", 0, &[]),
+            object("h", "u-h", 0, &["ours"]),
+        ];
+        let sightings = [
+            ("u-a", seen("a", Some(2), 0)),
+            ("u-b", seen("b", Some(1), 0)),
+            ("u-d", seen("d", Some(0), 1)),
+            ("u-e", seen("e", Some(0), 0)),
+            ("u-f", seen("f", None, 2)),
+            ("u-h", seen("h", Some(0), 1)),
+        ]
+        .into_iter()
+        .map(|(uid, s)| (uid.to_string(), s))
+        .collect();
+        (objects, ledger, sightings)
+    }
+
+    fn names(report: &LossReport, kind: LossKind) -> Vec<&str> {
+        report.of(kind).iter().map(|l| l.name.as_str()).collect()
+    }
+
+    #[test]
+    fn every_kind_of_loss_is_found_and_named() {
+        let (objects, ledger, sightings) = scenario();
+        let report = compare(objects, &ledger, &sightings, Wrapper::Reconciler, true);
+        assert_eq!(names(&report, LossKind::StaleSpec), ["b", "c"]);
+        assert_eq!(names(&report, LossKind::MissingDelete), ["e"]);
+        assert_eq!(names(&report, LossKind::DuplicateDeleted), ["f"]);
+        assert_eq!(names(&report, LossKind::UnseenDelete), ["g"]);
+        assert_eq!(names(&report, LossKind::Stuck), ["h"]);
+        assert!(report.of(LossKind::Harness).is_empty());
+        assert_eq!(report.loss_count(), 6);
+        let text = report.display(1).to_string();
+        assert!(
+            text.contains("reconciler: 6 lost of 8 objects (3 live, 5 deleted)"),
+            "{text}"
+        );
+        assert!(text.contains("b (uid u-b): newest spec revision 2 never reached a handler (last seen: revision 1)"), "{text}");
+        assert!(text.contains("... and 1 more"), "{text}");
+    }
+
+    #[test]
+    fn the_watcher_may_see_delete_twice_and_unseen_deletes_after_restarts_are_no_loss() {
+        let (objects, ledger, sightings) = scenario();
+        let report = compare(objects, &ledger, &sightings, Wrapper::Watcher, false);
+        assert!(report.of(LossKind::DuplicateDeleted).is_empty());
+        assert_eq!(names(&report, LossKind::UnseenDelete), ["g"]);
+        // b, c stale; e missing; h stuck.
+        assert_eq!(report.loss_count(), 4);
+        assert!(!report.is_clean());
+    }
+
+    #[test]
+    fn an_object_not_as_the_workload_left_it_is_a_harness_fault() {
+        let (mut objects, ledger, sightings) = scenario();
+        objects.retain(|o| o.name_any() != "a");
+        objects[0].spec.revision = 5;
+        let report = compare(objects, &ledger, &sightings, Wrapper::Watcher, true);
+        assert_eq!(names(&report, LossKind::Harness), ["a", "b"]);
     }
 }
