@@ -3,7 +3,8 @@
 //!
 //! - a spec change made while the watcher's `add` runs, after the in-progress finalizer is on or
 //!   before it lands, reaches the watcher as `update(object the add saw, newest)`, and one made
-//!   after a failed `add` reaches the `add` that succeeds;
+//!   after a failed `add` reaches the `add` that succeeds; two changes made before our finalizer swap
+//!   each reach `update`, from what the handler saw last;
 //! - a spec change made while the reconciler's `Created` runs reaches it, and one made after a
 //!   failed `Created` is delivered as `Created` with the newest object (the failed event's older
 //!   copy is never delivered after it);
@@ -243,6 +244,12 @@ async fn spec_changes_made_while_the_watchers_add_runs_reach_update_from_what_th
             let (api, log) = changer.clone();
             async move {
                 let name = w.name_any();
+                if name == "twice-in-add" {
+                    // Two changes before our swap: the second arrives after the first was
+                    // delivered, in an event that still looks like an add in progress.
+                    set_size(&api, &name, 2).await;
+                    set_size(&api, &name, 3).await;
+                }
                 if name.starts_with("in-add-") {
                     assert!(
                         w.finalizers().is_empty(),
@@ -297,7 +304,11 @@ async fn spec_changes_made_while_the_watchers_add_runs_reach_update_from_what_th
         .cloned()
         .chain(["before-wip".into()])
         .collect();
-    for name in all.iter().map(String::as_str).chain(["failed-add"]) {
+    for name in all
+        .iter()
+        .map(String::as_str)
+        .chain(["failed-add", "twice-in-add"])
+    {
         let w = Widget::new(name, WidgetSpec { size: 1 });
         api.create(&PostParams::default(), &w)
             .await
@@ -332,6 +343,21 @@ async fn spec_changes_made_while_the_watchers_add_runs_reach_update_from_what_th
             format!("update {name} 2->3")
         ],
         "after a failed add, the newest spec reaches the add that succeeds, once"
+    );
+    let name = "twice-in-add";
+    log.wait_contains(&format!("update {name} 2->3")).await;
+    wait_finalizers(&api, name, &[OURS]).await;
+    set_size(&api, name, 4).await;
+    log.wait_contains(&format!("update {name} 3->4")).await;
+    assert_eq!(
+        log.of(name),
+        [
+            format!("add {name} 1"),
+            format!("update {name} 1->2"),
+            format!("update {name} 2->3"),
+            format!("update {name} 3->4")
+        ],
+        "each change made before our swap reaches update, from what the handler saw last"
     );
     op.stop().await;
 }

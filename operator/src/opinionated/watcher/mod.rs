@@ -12,7 +12,7 @@ use tracing::Instrument;
 mod decide;
 
 pub(crate) use self::decide::{AddDecision, UpdateDecision, decide_add, decide_update};
-use super::change::has_generation;
+use super::change::{changed, has_generation};
 use super::finalizer::{
     FinalizerChange, FinalizerNameError, FinalizerNames, FinalizerPatcher, PatchOutcome,
 };
@@ -257,11 +257,40 @@ impl<W: Watcher> OpinionatedWatcher<W> {
         let id = incarnation(new.as_ref());
         // Decided on this entry a moment ago; events of one object never run concurrently.
         let saw = self.progress.add_saw(&id).unwrap_or(old);
-        if !super::finalizer::has_finalizer(new.metadata(), self.names.finalizer()) {
+        let swap_seen = super::finalizer::has_finalizer(new.metadata(), self.names.finalizer());
+        if !swap_seen {
             self.complete_add(ctx, new.clone()).await?;
         }
-        self.inner.update(ctx, saw, new).await?;
-        self.progress.set(&id, Progress::ADDED);
+        self.inner.update(ctx, saw, new.clone()).await?;
+        // Until an event shows our finalizer, further spec changes can still arrive in events
+        // that look like an add in progress (gen2+wip -> gen3+wip): keep comparing them with
+        // what the handler saw last, so each reaches `update` instead of the add path.
+        let progress = if swap_seen {
+            Progress::ADDED
+        } else {
+            Progress::Added { saw: Some(new) }
+        };
+        self.progress.set(&id, progress);
+        Ok(())
+    }
+
+    /// The add path for an event without our finalizer. When the add already succeeded in this
+    /// process and the event carries a spec change, the change is not the add's to absorb: the
+    /// swap is completed and the change goes to `update(old, new)`.
+    async fn complete_add_or_update(
+        &self,
+        ctx: &HandlerContext,
+        old: SharedObject,
+        new: SharedObject,
+    ) -> Result<(), BoxError> {
+        let added = matches!(
+            self.progress.get(&incarnation(new.as_ref())),
+            Some(Progress::Added { .. })
+        );
+        self.complete_add(ctx, new.clone()).await?;
+        if added && changed(old.as_ref(), new.as_ref()) {
+            self.inner.update(ctx, old, new).await?;
+        }
         Ok(())
     }
 
@@ -324,7 +353,7 @@ impl<W: Watcher> OpinionatedWatcher<W> {
                     .await?;
                 Ok(())
             }
-            UpdateDecision::CompleteAdd => self.complete_add(ctx, new).await,
+            UpdateDecision::CompleteAdd => self.complete_add_or_update(ctx, old, new).await,
             UpdateDecision::Update => self.inner.update(ctx, old, new).await,
         }
     }
