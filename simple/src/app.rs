@@ -6,8 +6,12 @@
 //! handlers downcast) keyed by the kind's plural, and its one handler, wrapped in
 //! [`OpinionatedWatcher`] / [`OpinionatedReconciler`] when the kind is opinionated (managed kinds
 //! by default, unmanaged kinds on request). Opinionated kinds use the finalizers
-//! `{app}-{plural}-finalizer` and `{app}-wip` ([`OpinionatedOptions::app_finalizers`](kubeapp_operator::OpinionatedOptions::app_finalizers)) unless the
-//! kind sets its own finalizer or the config its own in-progress finalizer.
+//! `{group}/{app}-{plural}-{version}` and `{group}/{app}-{plural}-{version}-wip` (the core group
+//! stands as `core.kubeapp.dev`; [`OpinionatedOptions::app_name`](kubeapp_operator::OpinionatedOptions::app_name),
+//! scheme in [`finalizer`](kubeapp_operator::opinionated::finalizer#names)) unless the kind sets
+//! its own finalizer or the config its own in-progress finalizer. Objects still carrying the
+//! names of earlier releases (`{app}-{plural}-finalizer`, `{app}-wip`) count as carrying these,
+//! and the wrappers replace the old names.
 //!
 //! # Guarantees and defaults
 //!

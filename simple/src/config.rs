@@ -87,7 +87,8 @@ impl AppConfig {
         self
     }
 
-    /// The in-progress finalizer of opinionated watchers, instead of `{app}-wip`.
+    /// The in-progress finalizer of opinionated watchers, instead of
+    /// `{group}/{app}-{plural}-{version}-wip`. Must be a qualified name `prefix/name`.
     #[must_use]
     pub fn in_progress_finalizer(mut self, name: impl Into<String>) -> Self {
         self.in_progress_finalizer = Some(name.into());
@@ -141,10 +142,7 @@ impl AppConfig {
     }
 
     pub(crate) fn opinionated_for(&self, spec: &KindSpec) -> OpinionatedOptions {
-        let mut options = self
-            .opinionated
-            .clone()
-            .app_finalizers(&self.name, &spec.resource.plural);
+        let mut options = self.opinionated.clone().app_name(&self.name);
         if let Some(finalizer) = &spec.finalizer {
             options = options.finalizer(finalizer.clone());
         }

@@ -2,6 +2,7 @@
 //! [module docs](super) for the rules and the guarantee.
 
 use std::fmt;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -9,13 +10,12 @@ use kube::Client;
 use kube::api::ApiResource;
 use tracing::Instrument;
 
-use super::finalizer::{
-    FinalizerChange, FinalizerNameError, FinalizerNames, FinalizerPatcher, has_finalizer,
-};
+use super::finalizer::{FinalizerChange, FinalizerNameError, FinalizerNames, FinalizerPatcher};
 use super::progress::{Progress, ProgressMap, incarnation};
+use super::undecodable::UndecodableHandler;
 use super::{OpinionatedOptions, mark_error};
 use crate::handler::HandlerContext;
-use crate::object::KubeObject;
+use crate::object::{KubeObject, Undecodable, as_undecodable};
 use crate::reconciler::{
     ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult, ReconcileState, Reconciler,
     TypedReconciler, TypedReconcilerAdapter, typed_reconciler,
@@ -72,9 +72,10 @@ pub(crate) fn decide(
     action: ReconcileAction,
     meta: &ObjectMeta,
     state: &ReconcileState,
-    finalizer: &str,
+    names: &FinalizerNames,
 ) -> ReconcileDecision {
-    let ours = has_finalizer(meta, finalizer);
+    // Legacy names count as ours; the next patch replaces them.
+    let ours = names.is_handled(meta);
     match state.get(STATE_KEY).and_then(|v| v.as_str()) {
         Some(PENDING_REMOVAL) if action != ReconcileAction::Deleted => {
             return ReconcileDecision::RetryPatch { removal: true };
@@ -112,6 +113,7 @@ pub struct OpinionatedReconciler<R> {
     patcher: FinalizerPatcher,
     delivered: ProgressMap,
     kind: String,
+    undecodable: UndecodableHandler,
 }
 
 impl<R: Reconciler> OpinionatedReconciler<R> {
@@ -129,6 +131,7 @@ impl<R: Reconciler> OpinionatedReconciler<R> {
             inner: reconciler,
             names,
             kind: resource.kind.clone(),
+            undecodable: options.undecodable_handler(client.clone(), resource.clone()),
             patcher: options.patcher(client, resource),
             delivered: ProgressMap::default(),
         })
@@ -202,6 +205,52 @@ fn noted(mut state: ReconcileState, note: Option<&str>) -> ReconcileState {
 }
 
 impl<R: Reconciler> OpinionatedReconciler<R> {
+    /// A request for an undecodable object; see the [module docs](super#objects-that-do-not-decode).
+    async fn run_undecodable(
+        &self,
+        ctx: &HandlerContext,
+        action: ReconcileAction,
+        object: Arc<Undecodable>,
+    ) -> Result<ReconcileResult, ReconcileError> {
+        let meta = &object.raw().metadata;
+        let span = tracing::info_span!(
+            "opinionated-reconcile",
+            kind = %self.kind,
+            namespace = meta.namespace.as_deref().unwrap_or(""),
+            name = meta.name.as_deref().unwrap_or(""),
+            action = %action,
+            decision = "undecodable",
+            error = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let result = if action == ReconcileAction::Deleted {
+            let handled = self.delivered.remove(&incarnation(object.as_ref()))
+                == Some(Progress::DeleteHandled);
+            self.undecodable
+                .gone(ctx, object, handled)
+                .instrument(span.clone())
+                .await
+        } else {
+            let held = self.names.is_handled(meta);
+            let release = self.names.finalizer_and_legacy();
+            self.undecodable
+                .handle(
+                    ctx,
+                    object.clone(),
+                    held,
+                    &self.delivered,
+                    &self.patcher,
+                    &release,
+                )
+                .instrument(span.clone())
+                .await
+        };
+        mark_error(&span, &result);
+        result
+            .map(|()| ReconcileResult::done())
+            .map_err(ReconcileError::new)
+    }
+
     /// Runs `change` after a successful downstream call. On failure the error carries the state
     /// with `note`, so the retry only re-tries the patch. `trust_event_copy`: whether the patch
     /// may start from the event's copy (see the [finalizer module](super::finalizer)).
@@ -240,13 +289,15 @@ impl<R: Reconciler> OpinionatedReconciler<R> {
     ) -> Result<ReconcileResult, ReconcileError> {
         let finalizer = self.names.finalizer();
         let id = incarnation(request.object.as_ref());
+        let all = self.names.finalizer_and_legacy();
+        // Adding ours also replaces a legacy name; removing ours removes them all.
         let add = FinalizerChange {
             add: Some(finalizer),
-            remove: &[],
+            remove: &all[1..],
         };
         let remove = FinalizerChange {
             add: None,
-            remove: &[finalizer],
+            remove: &all,
         };
         match decision {
             ReconcileDecision::RetryPatch { removal } => {
@@ -289,9 +340,15 @@ impl<R: Reconciler> OpinionatedReconciler<R> {
             ReconcileDecision::Resync => {
                 let downstream = ReconcileRequest {
                     action: ReconcileAction::Resynced,
-                    ..request
+                    ..request.clone()
                 };
-                self.inner.reconcile(ctx, downstream).await
+                let result = self.inner.reconcile(ctx, downstream).await?;
+                if !self.names.carries_legacy(request.object.metadata()) {
+                    return Ok(result);
+                }
+                // The upgrade patch: a legacy finalizer name is replaced by ours.
+                self.patch_after(ctx, &request, result, add, PENDING_ADD, true)
+                    .await
             }
             ReconcileDecision::Create => {
                 let result = self.inner.reconcile(ctx, request.clone()).await?;
@@ -329,11 +386,14 @@ impl<R: Reconciler> Reconciler for OpinionatedReconciler<R> {
         ctx: &HandlerContext,
         request: ReconcileRequest,
     ) -> Result<ReconcileResult, ReconcileError> {
+        if let Some(undecodable) = as_undecodable(&request.object) {
+            return self.run_undecodable(ctx, request.action, undecodable).await;
+        }
         let decision = decide(
             request.action,
             request.object.metadata(),
             &request.state,
-            self.names.finalizer(),
+            &self.names,
         );
         let meta = request.object.metadata();
         let span = tracing::info_span!(
@@ -369,6 +429,10 @@ mod tests {
         }
     }
 
+    fn ours() -> FinalizerNames {
+        FinalizerNames::unchecked("ours", "wip")
+    }
+
     fn none() -> ReconcileState {
         ReconcileState::new()
     }
@@ -376,19 +440,19 @@ mod tests {
     #[test]
     fn deletion_with_our_finalizer_delivers_deleted_and_without_it_waits_for_the_delete_event() {
         assert_eq!(
-            decide(Updated, &meta(&["ours"], true), &none(), "ours"),
+            decide(Updated, &meta(&["ours"], true), &none(), &ours()),
             ReconcileDecision::Delete
         );
         assert_eq!(
-            decide(Created, &meta(&["ours"], true), &none(), "ours"),
+            decide(Created, &meta(&["ours"], true), &none(), &ours()),
             ReconcileDecision::Delete
         );
         assert_eq!(
-            decide(Updated, &meta(&["x"], true), &none(), "ours"),
+            decide(Updated, &meta(&["x"], true), &none(), &ours()),
             ReconcileDecision::IgnoreDeleting
         );
         assert_eq!(
-            decide(Deleted, &meta(&["ours"], true), &none(), "ours"),
+            decide(Deleted, &meta(&["ours"], true), &none(), &ours()),
             ReconcileDecision::DeleteEvent
         );
     }
@@ -396,11 +460,11 @@ mod tests {
     #[test]
     fn created_with_our_finalizer_is_a_resync_and_without_it_a_create() {
         assert_eq!(
-            decide(Created, &meta(&["x", "ours"], false), &none(), "ours"),
+            decide(Created, &meta(&["x", "ours"], false), &none(), &ours()),
             ReconcileDecision::Resync
         );
         assert_eq!(
-            decide(Created, &meta(&["x"], false), &none(), "ours"),
+            decide(Created, &meta(&["x"], false), &none(), &ours()),
             ReconcileDecision::Create
         );
     }
@@ -408,15 +472,15 @@ mod tests {
     #[test]
     fn an_update_without_our_finalizer_only_adds_it() {
         assert_eq!(
-            decide(Updated, &meta(&[], false), &none(), "ours"),
+            decide(Updated, &meta(&[], false), &none(), &ours()),
             ReconcileDecision::AddFinalizer
         );
         assert_eq!(
-            decide(Resynced, &meta(&[], false), &none(), "ours"),
+            decide(Resynced, &meta(&[], false), &none(), &ours()),
             ReconcileDecision::AddFinalizer
         );
         assert_eq!(
-            decide(Updated, &meta(&["ours"], false), &none(), "ours"),
+            decide(Updated, &meta(&["ours"], false), &none(), &ours()),
             ReconcileDecision::Pass
         );
     }
@@ -425,12 +489,12 @@ mod tests {
     fn a_noted_patch_is_retried_without_calling_downstream_again() {
         let removal = noted(none(), Some(PENDING_REMOVAL));
         assert_eq!(
-            decide(Updated, &meta(&["ours"], true), &removal, "ours"),
+            decide(Updated, &meta(&["ours"], true), &removal, &ours()),
             ReconcileDecision::RetryPatch { removal: true }
         );
         let add = noted(none(), Some(PENDING_ADD));
         assert_eq!(
-            decide(Created, &meta(&[], false), &add, "ours"),
+            decide(Created, &meta(&[], false), &add, &ours()),
             ReconcileDecision::RetryPatch { removal: false }
         );
         assert!(!noted(add, None).contains_key(STATE_KEY));

@@ -2,6 +2,7 @@
 //! finalizer; see the [module docs](super) for the rules and the guarantee.
 
 use std::fmt;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -11,12 +12,12 @@ use tracing::Instrument;
 
 use super::finalizer::{
     FinalizerChange, FinalizerNameError, FinalizerNames, FinalizerPatcher, PatchOutcome,
-    has_finalizer,
 };
 use super::progress::{Progress, ProgressMap, incarnation};
+use super::undecodable::UndecodableHandler;
 use super::{OpinionatedOptions, mark_error};
 use crate::handler::{BoxError, HandlerContext};
-use crate::object::{KubeObject, SharedObject};
+use crate::object::{KubeObject, SharedObject, Undecodable, as_undecodable};
 use crate::watcher::{TypedWatcher, TypedWatcherAdapter, Watcher, typed_watcher};
 
 /// What the wrapper does with an `add`; see the [module docs](super).
@@ -48,8 +49,8 @@ impl AddDecision {
 }
 
 pub(crate) fn decide_add(meta: &ObjectMeta, names: &FinalizerNames) -> AddDecision {
-    let ours = has_finalizer(meta, names.finalizer());
-    let in_progress = has_finalizer(meta, names.in_progress());
+    let ours = names.is_handled(meta);
+    let in_progress = names.is_in_progress(meta);
     if meta.deletion_timestamp.is_some() {
         if ours || in_progress {
             AddDecision::Delete
@@ -58,7 +59,8 @@ pub(crate) fn decide_add(meta: &ObjectMeta, names: &FinalizerNames) -> AddDecisi
         }
     } else if ours {
         AddDecision::Sync {
-            drop_in_progress: in_progress,
+            // A legacy name is tidied up by the same patch.
+            drop_in_progress: in_progress || names.carries_legacy(meta),
         }
     } else {
         AddDecision::Add
@@ -103,6 +105,14 @@ pub(crate) fn decide_update(
     new: &ObjectMeta,
     names: &FinalizerNames,
 ) -> UpdateDecision {
+    // Legacy names count as ours (see the finalizer module's names section).
+    let has_finalizer = |meta: &ObjectMeta, name: &str| {
+        if name == names.finalizer() {
+            names.is_handled(meta)
+        } else {
+            names.is_in_progress(meta)
+        }
+    };
     let (ours, wip) = (names.finalizer(), names.in_progress());
     let same_generation = old.generation == new.generation;
     if new.deletion_timestamp.is_some() {
@@ -145,6 +155,7 @@ pub struct OpinionatedWatcher<W> {
     patcher: FinalizerPatcher,
     progress: ProgressMap,
     kind: String,
+    undecodable: UndecodableHandler,
 }
 
 impl<W: Watcher> OpinionatedWatcher<W> {
@@ -162,6 +173,7 @@ impl<W: Watcher> OpinionatedWatcher<W> {
             inner: watcher,
             names,
             kind: resource.kind.clone(),
+            undecodable: options.undecodable_handler(client.clone(), resource.clone()),
             patcher: options.patcher(client, resource),
             progress: ProgressMap::default(),
         })
@@ -267,14 +279,13 @@ impl<W: Watcher> OpinionatedWatcher<W> {
             self.inner.delete(ctx, object.clone()).await?;
             self.progress.set(&id, Progress::DeleteHandled);
         }
-        let (ours, wip) = (self.names.finalizer(), self.names.in_progress());
         self.patch(
             ctx,
             object.metadata(),
             Self::trust_event_copy(ctx),
             FinalizerChange {
                 add: None,
-                remove: &[ours, wip],
+                remove: &self.names.all(),
             },
         )
         .await?;
@@ -325,9 +336,10 @@ impl<W: Watcher> OpinionatedWatcher<W> {
                 self.progress.set(&id, Progress::Added);
             }
         }
+        let superseded = self.names.superseded_by_finalizer();
         let swap = FinalizerChange {
             add: Some(ours),
-            remove: &[wip],
+            remove: &superseded,
         };
         if self.patch(ctx, &latest, trusted, swap).await? == PatchOutcome::BlockedByDeletion {
             tracing::debug!(
@@ -351,9 +363,10 @@ impl<W: Watcher> OpinionatedWatcher<W> {
                 self.progress
                     .set(&incarnation(object.as_ref()), Progress::Added);
                 if drop_in_progress {
+                    // Also the upgrade patch: a legacy finalizer is replaced by ours.
                     let drop_wip = FinalizerChange {
-                        add: None,
-                        remove: &[self.names.in_progress()],
+                        add: Some(self.names.finalizer()),
+                        remove: &self.names.superseded_by_finalizer(),
                     };
                     self.patch(
                         ctx,
@@ -384,7 +397,7 @@ impl<W: Watcher> OpinionatedWatcher<W> {
             UpdateDecision::Restore => {
                 let restore = FinalizerChange {
                     add: Some(self.names.finalizer()),
-                    remove: &[self.names.in_progress()],
+                    remove: &self.names.superseded_by_finalizer(),
                 };
                 self.patch(ctx, new.metadata(), Self::trust_event_copy(ctx), restore)
                     .await?;
@@ -395,7 +408,26 @@ impl<W: Watcher> OpinionatedWatcher<W> {
         }
     }
 
+    /// An Add or Update to an undecodable object; see the [module docs](super#objects-that-do-not-decode).
+    async fn run_undecodable(
+        &self,
+        ctx: &HandlerContext,
+        object: Arc<Undecodable>,
+    ) -> Result<(), BoxError> {
+        let meta = &object.raw().metadata;
+        let held = self.names.is_handled(meta) || self.names.is_in_progress(meta);
+        let release = self.names.all();
+        self.undecodable
+            .handle(ctx, object, held, &self.progress, &self.patcher, &release)
+            .await
+    }
+
     async fn run_delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+        if let Some(undecodable) = as_undecodable(&object) {
+            let handled = self.progress.remove(&incarnation(object.as_ref()))
+                == Some(Progress::DeleteHandled);
+            return self.undecodable.gone(ctx, undecodable, handled).await;
+        }
         match self.progress.remove(&incarnation(object.as_ref())) {
             Some(Progress::DeleteHandled) => {
                 tracing::debug!("delete was handled at deletionTimestamp");
@@ -411,6 +443,15 @@ impl<W: Watcher> OpinionatedWatcher<W> {
 #[async_trait]
 impl<W: Watcher> Watcher for OpinionatedWatcher<W> {
     async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+        if let Some(undecodable) = as_undecodable(&object) {
+            let span = wrapper_span!("opinionated-watcher-add", self, object, "undecodable");
+            let result = self
+                .run_undecodable(ctx, undecodable)
+                .instrument(span.clone())
+                .await;
+            mark_error(&span, &result);
+            return result;
+        }
         let decision = decide_add(object.metadata(), &self.names);
         let span = wrapper_span!("opinionated-watcher-add", self, object, decision.label());
         let result = self
@@ -427,6 +468,15 @@ impl<W: Watcher> Watcher for OpinionatedWatcher<W> {
         old: SharedObject,
         new: SharedObject,
     ) -> Result<(), BoxError> {
+        if let Some(undecodable) = as_undecodable(&new) {
+            let span = wrapper_span!("opinionated-watcher-update", self, new, "undecodable");
+            let result = self
+                .run_undecodable(ctx, undecodable)
+                .instrument(span.clone())
+                .await;
+            mark_error(&span, &result);
+            return result;
+        }
         let decision = decide_update(old.metadata(), new.metadata(), &self.names);
         let span = wrapper_span!("opinionated-watcher-update", self, new, decision.label());
         let result = self

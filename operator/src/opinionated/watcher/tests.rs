@@ -4,7 +4,7 @@ use super::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 fn names() -> FinalizerNames {
-    FinalizerNames::new("ours", "wip").expect("valid")
+    FinalizerNames::unchecked("ours", "wip")
 }
 
 fn meta(generation: i64, finalizers: &[&str], deleting: bool) -> ObjectMeta {
