@@ -8,7 +8,9 @@ use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
 use kube::runtime::wait::await_condition;
 use kube::{CustomResource, ResourceExt};
 use kubeapp::operator::opinionated::{FinalizerMetrics, OpinionatedOptions};
@@ -272,17 +274,21 @@ async fn an_object_that_stops_decoding_is_handed_to_the_hook_held_with_a_warning
             .await
             .expect("both finalizers in time")
             .expect("watch");
+        // Untyped from here on: the object no longer reads as a Thing.
+        let raw: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<Thing>(&()));
         let undecodable = serde_json::json!({ "spec": { "count": "many" } });
-        api.patch("t", &PatchParams::default(), &Patch::Merge(&undecodable))
+        raw.patch("t", &PatchParams::default(), &Patch::Merge(&undecodable))
             .await
             .expect("a string where the Rust type wants an integer");
-        api.delete("t", &DeleteParams::default())
+        raw.delete("t", &DeleteParams::default())
             .await
             .expect("delete");
     }
 
     for (setup, ns, log, metrics) in &scenarios {
-        let api: Api<Thing> = Api::namespaced(client.clone(), ns);
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<Thing>(&()));
         match setup {
             Setup::Hook => {
                 log.wait_contains("watcher-hook t true").await;

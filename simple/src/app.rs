@@ -567,5 +567,18 @@ mod tests {
             matches!(&err, AppConfigError::Finalizer { kind, .. } if kind == "ConfigMap"),
             "{err}"
         );
+        // The name of earlier releases' defaults is not qualified: refused, and named.
+        let configmaps = ManagedKind::<ConfigMap>::new()
+            .watcher_fns(WatcherFns::new())
+            .finalizer("shop-configmaps-finalizer");
+        let err = App::new(
+            AppConfig::new("shop").managed_kind(configmaps),
+            offline_client(),
+        )
+        .expect_err("unqualified");
+        assert!(
+            err.to_string().contains("shop-configmaps-finalizer"),
+            "{err}"
+        );
     }
 }

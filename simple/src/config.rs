@@ -142,7 +142,11 @@ impl AppConfig {
     }
 
     pub(crate) fn opinionated_for(&self, spec: &KindSpec) -> OpinionatedOptions {
-        let mut options = self.opinionated.clone().app_name(&self.name);
+        let mut options = self
+            .opinionated
+            .clone()
+            .app_name(&self.name)
+            .event_reporter(&self.name);
         if let Some(finalizer) = &spec.finalizer {
             options = options.finalizer(finalizer.clone());
         }
@@ -177,7 +181,8 @@ pub enum AppConfigError {
         /// Every problem found.
         problems: Vec<AppProblem>,
     },
-    /// A finalizer name is invalid (too long, empty, or both names the same).
+    /// A finalizer name is invalid (not a qualified name `prefix/name`, a name part past 63
+    /// characters, or both names the same).
     #[error("app {app}: kind {kind}: {source}")]
     Finalizer {
         /// The app's name.
