@@ -290,10 +290,15 @@ impl<R: Reconciler> OpinionatedReconciler<R> {
         let finalizer = self.names.finalizer();
         let id = incarnation(request.object.as_ref());
         let all = self.names.finalizer_and_legacy();
-        // Adding ours also replaces a legacy name; removing ours removes them all.
+        // Adding ours also replaces a legacy name (a "replace" then); removing ours removes all.
+        let legacy = if self.names.carries_legacy(request.object.metadata()) {
+            &all[1..]
+        } else {
+            &[]
+        };
         let add = FinalizerChange {
             add: Some(finalizer),
-            remove: &all[1..],
+            remove: legacy,
         };
         let remove = FinalizerChange {
             add: None,

@@ -364,8 +364,9 @@ impl<W: Watcher> OpinionatedWatcher<W> {
                     .set(&incarnation(object.as_ref()), Progress::Added);
                 if drop_in_progress {
                     // Also the upgrade patch: a legacy finalizer is replaced by ours.
+                    let upgrade = self.names.carries_legacy(object.metadata());
                     let drop_wip = FinalizerChange {
-                        add: Some(self.names.finalizer()),
+                        add: upgrade.then(|| self.names.finalizer()),
                         remove: &self.names.superseded_by_finalizer(),
                     };
                     self.patch(
