@@ -128,7 +128,8 @@
 //!
 //! # Metrics and spans
 //!
-//! [`FinalizerMetrics`] counts patch requests (by operation and result) and conflicts; register
+//! [`FinalizerMetrics`] counts patch requests (by operation and result), conflicts and
+//! undecodable objects (by outcome, see [above](#objects-that-do-not-decode)); register
 //! it with [`FinalizerMetrics::register`] and pass it in [`OpinionatedOptions::metrics`]. Each
 //! wrapper call runs in a span (`opinionated-watcher-add|update|delete`, `opinionated-reconcile`)
 //! that records the decision taken, with a child span `opinionated-finalizer-patch` per patch;
