@@ -91,7 +91,7 @@
 //! # Objects that do not decode
 //!
 //! A typed informer delivers an object that does not deserialize into its Rust type (a field of
-//! the wrong type from an older schema, say) as an [`Undecodable`](crate::object::Undecodable):
+//! the wrong type from an older schema, say) as an [`Undecodable`]:
 //! the raw `DynamicObject` and the serde error. The wrapped typed handler is never called with
 //! it, but the wrappers read its metadata, so it is never stuck silently nor deleted silently:
 //!
@@ -234,7 +234,7 @@ impl OpinionatedOptions {
 
     /// Handles the deletion of an object that does not deserialize into the wrapped handler's
     /// type (see [Objects that do not decode](self#objects-that-do-not-decode)): `hook` gets the
-    /// raw object and the serde error ([`Undecodable`](crate::object::Undecodable)); when it
+    /// raw object and the serde error ([`Undecodable`]); when it
     /// succeeds, the wrapper's finalizers are removed; when it fails, it is retried by policy.
     #[must_use]
     pub fn on_undecodable_delete<F, Fut>(mut self, hook: F) -> Self
