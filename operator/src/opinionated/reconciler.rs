@@ -504,4 +504,21 @@ mod tests {
         );
         assert!(!noted(add, None).contains_key(STATE_KEY));
     }
+
+    #[test]
+    fn a_legacy_finalizer_counts_as_ours() {
+        let names = ours().with_legacy(["old".to_string()], []);
+        assert_eq!(
+            decide(Created, &meta(&["old"], false), &none(), &names),
+            ReconcileDecision::Resync
+        );
+        assert_eq!(
+            decide(Updated, &meta(&["old"], true), &none(), &names),
+            ReconcileDecision::Delete
+        );
+        assert_eq!(
+            decide(Updated, &meta(&["old"], false), &none(), &names),
+            ReconcileDecision::Pass
+        );
+    }
 }

@@ -126,3 +126,32 @@ fn same_generation_is_ignored_and_a_spec_change_is_an_update() {
         UpdateDecision::Update
     );
 }
+
+#[test]
+fn legacy_names_count_as_ours_and_a_sync_upgrades_them() {
+    let n = FinalizerNames::unchecked("ours", "wip")
+        .with_legacy(["old".to_string()], ["old-wip".to_string()]);
+    assert_eq!(
+        decide_add(&meta(1, &["old"], false), &n),
+        AddDecision::Sync {
+            drop_in_progress: true
+        }
+    );
+    assert_eq!(
+        decide_add(&meta(1, &["old-wip"], true), &n),
+        AddDecision::Delete
+    );
+    assert_eq!(
+        decide_add(&meta(1, &["old-wip"], false), &n),
+        AddDecision::Add
+    );
+    // The upgrade patch (legacy out, ours in) is no event of note; a removal of it is.
+    assert_eq!(
+        decide_update(&meta(1, &["old"], false), &meta(1, &["ours"], false), &n),
+        UpdateDecision::IgnoreSameGeneration
+    );
+    assert_eq!(
+        decide_update(&meta(1, &["old"], false), &meta(1, &[], false), &n),
+        UpdateDecision::Restore
+    );
+}
