@@ -315,6 +315,7 @@ impl<R: Reconciler> OpinionatedReconciler<R> {
                     .await
             }
             ReconcileDecision::DeleteEvent => {
+                self.undecodable.forget(request.object.as_ref());
                 if self.delivered.remove(&id) == Some(Progress::DeleteHandled) {
                     tracing::debug!("Deleted was delivered at deletionTimestamp");
                     return Ok(ReconcileResult::done());

@@ -14,7 +14,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use super::finalizer::{FinalizerChange, FinalizerMetrics, FinalizerPatcher};
 use super::progress::{Progress, ProgressMap, incarnation};
 use crate::handler::{BoxError, HandlerContext};
-use crate::object::{ObjectKey, Undecodable};
+use crate::object::{KubeObject, ObjectKey, Undecodable};
 
 /// The Event reason of an undecodable object (held, or changed without being deleted).
 pub const UNDECODABLE_REASON: &str = "UndecodableObject";
@@ -119,7 +119,8 @@ impl UndecodableHandler {
         reported.insert(incarnation(object), version.clone()) != Some(version)
     }
 
-    fn forget(&self, object: &Undecodable) {
+    /// Drops the memory of reports about `object`'s incarnation (it is gone or released).
+    pub(crate) fn forget(&self, object: &dyn KubeObject) {
         self.reported
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -208,7 +209,7 @@ impl UndecodableHandler {
         patcher
             .apply(ctx, &object.raw().metadata, ctx.attempt() == 0, change)
             .await?;
-        self.forget(&object);
+        self.forget(object.as_ref());
         Ok(())
     }
 
@@ -234,7 +235,7 @@ impl UndecodableHandler {
         object: Arc<Undecodable>,
         handled: bool,
     ) -> Result<(), BoxError> {
-        self.forget(&object);
+        self.forget(object.as_ref());
         if handled {
             return Ok(());
         }

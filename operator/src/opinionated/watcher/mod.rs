@@ -429,6 +429,7 @@ impl<W: Watcher> OpinionatedWatcher<W> {
                 == Some(Progress::DeleteHandled);
             return self.undecodable.gone(ctx, undecodable, handled).await;
         }
+        self.undecodable.forget(object.as_ref());
         match self.progress.remove(&incarnation(object.as_ref())) {
             Some(Progress::DeleteHandled) => {
                 tracing::debug!("delete was handled at deletionTimestamp");
