@@ -85,7 +85,7 @@ impl Log {
 
 /// Registers a watcher and a reconciler that log into `log` as `w ...` and `r ...`.
 fn add_logging_handlers(controller: &InformerController, log: &Log) {
-    let (add, update, delete) = (log.clone(), log.clone(), log.clone());
+    let (add, update, delete, sync) = (log.clone(), log.clone(), log.clone(), log.clone());
     controller.add_watcher(
         KIND,
         WatcherFns::<Gadget>::new()
@@ -104,6 +104,10 @@ fn add_logging_handlers(controller: &InformerController, log: &Log) {
             })
             .on_delete(move |_, g| {
                 delete.push(format!("w delete {} {}", name_of(&g), g.spec.size));
+                async { Ok(()) }
+            })
+            .on_sync(move |_, g| {
+                sync.push(format!("w sync {} {}", name_of(&g), g.spec.size));
                 async { Ok(()) }
             }),
     );
@@ -491,29 +495,34 @@ async fn an_object_that_fails_to_deserialize_does_not_stop_the_others() {
         .await
         .expect("patch");
 
-    // bad-2 becomes readable: it is new to the typed cache, so it arrives as an Add.
-    let entries = log.wait_contains("r Created bad-2 3").await;
+    // bad-2 becomes readable: the cache held it as Undecodable, so it arrives as an Update from
+    // an undecodable state, which a typed watcher gets as `sync` and a reconciler as `Updated`.
+    let entries = log.wait_contains("r Updated bad-2 3").await;
     // Across objects the order is free; per object, the watcher runs before the reconciler.
     let mut sorted = entries.clone();
     sorted.sort();
     assert_eq!(
         sorted,
         [
-            "r Created bad-2 3",
             "r Created good-1 1",
             "r Created good-2 2",
-            "w add bad-2 3",
+            "r Updated bad-2 3",
             "w add good-1 1",
             "w add good-2 2",
+            "w sync bad-2 3",
         ]
     );
-    for name in ["good-1", "good-2", "bad-2"] {
+    for (name, watched, reconciled) in [
+        ("good-1", "w add", "r Created"),
+        ("good-2", "w add", "r Created"),
+        ("bad-2", "w sync", "r Updated"),
+    ] {
         let position = |prefix: &str| {
             entries
                 .iter()
                 .position(|e| e.starts_with(&format!("{prefix} {name} ")))
         };
-        assert!(position("w add") < position("r Created"), "{entries:#?}");
+        assert!(position(watched) < position(reconciled), "{entries:#?}");
     }
     untyped
         .wait_for("all four untyped", |log| log.len() == 4)

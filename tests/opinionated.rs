@@ -45,8 +45,8 @@ struct WidgetStatus {
     seen: Option<i32>,
 }
 
-const OURS: &str = "operator.v1.Widget.opinionated.kubeapp.dev";
-const WIP: &str = "wip.v1.Widget.opinionated.kubeapp.dev";
+const OURS: &str = "opinionated.kubeapp.dev/operator-widgets-v1";
+const WIP: &str = "opinionated.kubeapp.dev/operator-widgets-v1-wip";
 const KIND: &str = "widgets";
 const TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_PARALLEL_ENVS: usize = 3;

@@ -39,7 +39,7 @@ struct WidgetSpec {
 }
 
 const APP: &str = "shop";
-const FINALIZER: &str = "shop-widgets-finalizer";
+const FINALIZER: &str = "simple.kubeapp.dev/shop-widgets-v1";
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn logs() {

@@ -13,7 +13,7 @@ pub const PLURAL: &str = "benchobjects";
 /// The app name of the simple-App contenders (kubeapp and grafana-app-sdk).
 pub const APP_NAME: &str = "bench";
 /// The finalizer every contender puts on every object. Domain-qualified, because kube-apiserver
-/// answers a write of the simple Apps' default (`bench-benchobjects-finalizer`) with a warning,
+/// answers a write of the simple Apps' default (`bench-benchobjects-finalizer` in earlier releases) with a warning,
 /// which client-go logs and kube-rs ignores: an unequal cost that is no part of the benchmark.
 pub const FINALIZER: &str = "bench.kubeapp.dev/finalizer";
 

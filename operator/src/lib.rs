@@ -42,7 +42,9 @@ pub use controller::{
 pub use handler::{BoxError, HandlerContext, HandlerError};
 pub use informer::{Informer, InformerEvent, InformerOptions, KindInfo, SyncedFlag};
 pub use metrics::ControllerMetrics;
-pub use object::{KubeObject, ObjectKey, SharedObject, downcast_shared, share};
+pub use object::{
+    KubeObject, ObjectKey, SharedObject, Undecodable, as_undecodable, downcast_shared, share,
+};
 pub use opinionated::{OpinionatedOptions, OpinionatedReconciler, OpinionatedWatcher};
 pub use reconciler::{
     ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult, ReconcileState, Reconciler,

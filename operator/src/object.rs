@@ -5,12 +5,22 @@
 //! [`SharedObject`], an `Arc<dyn KubeObject>`. Handlers that know their type get the concrete
 //! `Arc<K>` back without a copy ([`downcast_shared`]); the typed adapters in
 //! [`watcher`](crate::watcher) and [`reconciler`](crate::reconciler) do that for them.
+//!
+//! # Objects that do not decode
+//!
+//! A typed informer delivers an object that does not deserialize into its Rust type as an
+//! [`Undecodable`]: the raw `DynamicObject` and the serde error, a [`KubeObject`] like any other,
+//! so its metadata (finalizers, `deletionTimestamp`) still reaches the opinionated wrappers, which
+//! can release or hand it over (see [`opinionated`](crate::opinionated#objects-that-do-not-decode)).
+//! Typed handlers never see it: the typed adapters skip it without calling the user (details in
+//! [`watcher`](crate::watcher#objects-that-do-not-decode)).
 
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::DynamicObject;
 
 /// A Kubernetes object of any kind, readable through its metadata and downcastable to its type.
 ///
@@ -64,6 +74,77 @@ pub fn share<K: KubeObject>(object: K) -> SharedObject {
 /// object is of another type.
 pub fn downcast_shared<K: KubeObject>(object: &SharedObject) -> Option<Arc<K>> {
     Arc::clone(object).into_any_arc().downcast::<K>().ok()
+}
+
+/// An object that a typed informer could not deserialize into its Rust type: the raw object and
+/// why it failed; see the [module docs](self#objects-that-do-not-decode).
+#[derive(Debug)]
+pub struct Undecodable {
+    raw: Arc<DynamicObject>,
+    error: String,
+    expected: &'static str,
+}
+
+impl Undecodable {
+    /// `raw` failed to deserialize into `expected` (a Rust type name) with `error`.
+    pub fn new(raw: DynamicObject, error: &serde_json::Error, expected: &'static str) -> Self {
+        Self {
+            raw: Arc::new(raw),
+            error: error.to_string(),
+            expected,
+        }
+    }
+
+    /// The object as the apiserver sent it (after the informer's transform).
+    pub fn raw(&self) -> &Arc<DynamicObject> {
+        &self.raw
+    }
+
+    /// The serde error, as text.
+    pub fn error(&self) -> &str {
+        &self.error
+    }
+
+    /// The Rust type the object did not deserialize into.
+    pub fn expected_type(&self) -> &'static str {
+        self.expected
+    }
+}
+
+impl fmt::Display for Undecodable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} does not deserialize into {}: {}",
+            ObjectKey::of(self),
+            self.expected,
+            self.error
+        )
+    }
+}
+
+impl KubeObject for Undecodable {
+    fn metadata(&self) -> &ObjectMeta {
+        &self.raw.metadata
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn into_any_arc(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<Self>()
+    }
+    /// The raw object: what the apiserver holds, which is what a change comparison needs.
+    fn to_json(&self) -> serde_json::Result<serde_json::Value> {
+        serde_json::to_value(self.raw.as_ref())
+    }
+}
+
+/// `object` as an [`Undecodable`], when it is one.
+pub fn as_undecodable(object: &SharedObject) -> Option<Arc<Undecodable>> {
+    downcast_shared::<Undecodable>(object)
 }
 
 /// Identifies one object within a kind: its namespace (none for cluster-scoped kinds) and name.

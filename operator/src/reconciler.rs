@@ -10,7 +10,9 @@
 //! controller's queue may merge into the newest one (see [`controller`](crate::controller)).
 //!
 //! For a concrete type implement [`TypedReconciler`] and register [`typed_reconciler`]`(r)`; for a
-//! closure use [`ReconcilerFn`].
+//! closure use [`ReconcilerFn`]. Both skip an [`Undecodable`](crate::object::Undecodable) object
+//! (any action) with `ReconcileResult::done()` without calling the user, like the typed watchers
+//! (see [`watcher`](crate::watcher#objects-that-do-not-decode)).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -23,7 +25,7 @@ use async_trait::async_trait;
 
 use crate::handler::{BoxError, HandlerContext};
 use crate::object::{KubeObject, SharedObject};
-use crate::watcher::expect_type;
+use crate::watcher::typed_or_skip;
 
 /// What happened to the object of a [`ReconcileRequest`] (also the action of a watcher event, as
 /// retry dequeue policies see it).
@@ -222,12 +224,14 @@ pub struct TypedReconcileRequest<K> {
 }
 
 impl<K: KubeObject> TypedReconcileRequest<K> {
-    fn from_request(request: ReconcileRequest) -> Result<Self, ReconcileError> {
-        Ok(Self {
+    /// The typed request; `None` for an undecodable object, which typed reconcilers skip (see
+    /// [`watcher`](crate::watcher#objects-that-do-not-decode)).
+    fn from_request(request: ReconcileRequest) -> Result<Option<Self>, ReconcileError> {
+        Ok(typed_or_skip(&request.object)?.map(|object| Self {
             action: request.action,
-            object: expect_type(&request.object)?,
+            object,
             state: request.state,
-        })
+        }))
     }
 }
 
@@ -272,8 +276,10 @@ impl<K: KubeObject, R: TypedReconciler<K>> Reconciler for TypedReconcilerAdapter
         ctx: &HandlerContext,
         request: ReconcileRequest,
     ) -> Result<ReconcileResult, ReconcileError> {
-        let request = TypedReconcileRequest::from_request(request)?;
-        self.inner.reconcile(ctx, request).await
+        match TypedReconcileRequest::from_request(request)? {
+            Some(request) => self.inner.reconcile(ctx, request).await,
+            None => Ok(ReconcileResult::done()),
+        }
     }
 }
 
@@ -323,8 +329,10 @@ where
         ctx: &HandlerContext,
         request: ReconcileRequest,
     ) -> Result<ReconcileResult, ReconcileError> {
-        let request = TypedReconcileRequest::from_request(request)?;
-        (self.f)(ctx.clone(), request).await
+        match TypedReconcileRequest::from_request(request)? {
+            Some(request) => (self.f)(ctx.clone(), request).await,
+            None => Ok(ReconcileResult::done()),
+        }
     }
 }
 

@@ -10,6 +10,22 @@
 //! wrappers can wrap any watcher. For a concrete type implement [`TypedWatcher`] and register
 //! [`typed_watcher`]`(w)`; for a few closures use [`WatcherFns`]. Both downcast without copying;
 //! an object of another type is an error for that call (and is retried by policy, then given up).
+//!
+//! # Objects that do not decode
+//!
+//! A typed informer delivers an object that does not deserialize into its type as an
+//! [`Undecodable`](crate::object::Undecodable) (see [`object`](crate::object)). The typed adapters
+//! ([`typed_watcher`], [`WatcherFns`]) skip it without calling the user and without an error
+//! (the informer has logged and counted it already):
+//!
+//! - `add`, `sync` or `delete` of an undecodable object, and an `update` to one: nothing;
+//! - an `update` from an undecodable object to a decodable one: `sync(new)`, since the watcher
+//!   missed the states in between (it may never have seen the object at all), which is what
+//!   `sync` means ("reconcile to this state").
+//!
+//! So a plain typed watcher does not hear of the deletion of an object whose last state did not
+//! decode; the [opinionated wrappers](crate::opinionated#objects-that-do-not-decode) hand such a
+//! deletion to a raw hook instead.
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -19,7 +35,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::handler::{BoxError, HandlerContext};
-use crate::object::{KubeObject, SharedObject, downcast_shared};
+use crate::object::{KubeObject, SharedObject, as_undecodable, downcast_shared};
 
 /// An edge-triggered handler for one kind; see the [module docs](self).
 #[async_trait]
@@ -122,6 +138,39 @@ pub(crate) fn expect_type<K: KubeObject>(object: &SharedObject) -> Result<Arc<K>
     })
 }
 
+/// Downcasts `object` for a typed handler: `None` for an undecodable object, which typed
+/// handlers skip (see the [module docs](self#objects-that-do-not-decode)).
+pub(crate) fn typed_or_skip<K: KubeObject>(
+    object: &SharedObject,
+) -> Result<Option<Arc<K>>, BoxError> {
+    if let Some(undecodable) = as_undecodable(object) {
+        tracing::debug!(%undecodable, "undecodable object skipped by a typed handler");
+        return Ok(None);
+    }
+    expect_type(object).map(Some)
+}
+
+/// What a typed watcher's `update(old, new)` becomes when either side may be undecodable.
+pub(crate) enum TypedUpdate<K> {
+    /// Both decode: `update(old, new)`.
+    Update(Arc<K>, Arc<K>),
+    /// From undecodable to decodable: `sync(new)`.
+    Sync(Arc<K>),
+    /// To undecodable: nothing.
+    Skip,
+}
+
+pub(crate) fn typed_update<K: KubeObject>(
+    old: &SharedObject,
+    new: &SharedObject,
+) -> Result<TypedUpdate<K>, BoxError> {
+    Ok(match (typed_or_skip::<K>(old)?, typed_or_skip::<K>(new)?) {
+        (Some(old), Some(new)) => TypedUpdate::Update(old, new),
+        (None, Some(new)) => TypedUpdate::Sync(new),
+        (_, None) => TypedUpdate::Skip,
+    })
+}
+
 /// Makes a [`Watcher`] of a [`TypedWatcher`].
 pub fn typed_watcher<K: KubeObject, W: TypedWatcher<K>>(watcher: W) -> TypedWatcherAdapter<K, W> {
     TypedWatcherAdapter {
@@ -146,7 +195,10 @@ impl<K, W> TypedWatcherAdapter<K, W> {
 #[async_trait]
 impl<K: KubeObject, W: TypedWatcher<K>> Watcher for TypedWatcherAdapter<K, W> {
     async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        self.inner.add(ctx, expect_type(&object)?).await
+        match typed_or_skip(&object)? {
+            Some(object) => self.inner.add(ctx, object).await,
+            None => Ok(()),
+        }
     }
     async fn update(
         &self,
@@ -154,14 +206,23 @@ impl<K: KubeObject, W: TypedWatcher<K>> Watcher for TypedWatcherAdapter<K, W> {
         old: SharedObject,
         new: SharedObject,
     ) -> Result<(), BoxError> {
-        let (old, new) = (expect_type(&old)?, expect_type(&new)?);
-        self.inner.update(ctx, old, new).await
+        match typed_update(&old, &new)? {
+            TypedUpdate::Update(old, new) => self.inner.update(ctx, old, new).await,
+            TypedUpdate::Sync(new) => self.inner.sync(ctx, new).await,
+            TypedUpdate::Skip => Ok(()),
+        }
     }
     async fn delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        self.inner.delete(ctx, expect_type(&object)?).await
+        match typed_or_skip(&object)? {
+            Some(object) => self.inner.delete(ctx, object).await,
+            None => Ok(()),
+        }
     }
     async fn sync(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        self.inner.sync(ctx, expect_type(&object)?).await
+        match typed_or_skip(&object)? {
+            Some(object) => self.inner.sync(ctx, object).await,
+            None => Ok(()),
+        }
     }
 }
 
@@ -273,8 +334,9 @@ fn call_one<K: KubeObject>(
 ) -> BoxFuture {
     match f {
         None => Box::pin(std::future::ready(Ok(()))),
-        Some(f) => match expect_type(object) {
-            Ok(object) => f(ctx.clone(), object),
+        Some(f) => match typed_or_skip(object) {
+            Ok(Some(object)) => f(ctx.clone(), object),
+            Ok(None) => Box::pin(std::future::ready(Ok(()))),
             Err(error) => Box::pin(std::future::ready(Err(error))),
         },
     }
@@ -303,12 +365,14 @@ impl<K: KubeObject> Watcher for WatcherFns<K> {
         'c: 'f,
         Self: 'f,
     {
-        let Some(f) = &self.update else {
-            return Box::pin(std::future::ready(Ok(())));
-        };
-        match (expect_type(&old), expect_type(&new)) {
-            (Ok(old), Ok(new)) => f(ctx.clone(), old, new),
-            (Err(error), _) | (_, Err(error)) => Box::pin(std::future::ready(Err(error))),
+        match typed_update(&old, &new) {
+            Ok(TypedUpdate::Update(old, new)) => match &self.update {
+                Some(f) => f(ctx.clone(), old, new),
+                None => Box::pin(std::future::ready(Ok(()))),
+            },
+            Ok(TypedUpdate::Sync(_)) => call_one(self.sync.as_ref(), ctx, &new),
+            Ok(TypedUpdate::Skip) => Box::pin(std::future::ready(Ok(()))),
+            Err(error) => Box::pin(std::future::ready(Err(error))),
         }
     }
 
@@ -375,5 +439,100 @@ mod tests {
             .expect_err("a Secret is not a ConfigMap");
         assert!(err.to_string().contains("Secret"), "{err}");
         assert_eq!(*seen.lock().expect("lock"), ["a"]);
+    }
+
+    /// A typed watcher that logs every call.
+    struct Logged(Arc<Mutex<Vec<String>>>);
+
+    #[async_trait]
+    impl TypedWatcher<ConfigMap> for Logged {
+        async fn add(&self, _: &HandlerContext, o: Arc<ConfigMap>) -> Result<(), BoxError> {
+            self.push("add", &o);
+            Ok(())
+        }
+        async fn update(
+            &self,
+            _: &HandlerContext,
+            _: Arc<ConfigMap>,
+            o: Arc<ConfigMap>,
+        ) -> Result<(), BoxError> {
+            self.push("update", &o);
+            Ok(())
+        }
+        async fn delete(&self, _: &HandlerContext, o: Arc<ConfigMap>) -> Result<(), BoxError> {
+            self.push("delete", &o);
+            Ok(())
+        }
+        async fn sync(&self, _: &HandlerContext, o: Arc<ConfigMap>) -> Result<(), BoxError> {
+            self.push("sync", &o);
+            Ok(())
+        }
+    }
+
+    impl Logged {
+        fn push(&self, what: &str, o: &ConfigMap) {
+            let name = o.metadata.name.clone().unwrap_or_default();
+            self.0.lock().expect("lock").push(format!("{what} {name}"));
+        }
+    }
+
+    #[tokio::test]
+    async fn typed_adapters_skip_undecodable_objects_and_an_update_back_to_decodable_is_a_sync() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let ctx = HandlerContext::new("cm", CancellationToken::new());
+        let raw: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": { "name": "a", "namespace": "ns" }, "data": { "k": 1 },
+        }))
+        .expect("raw");
+        let error = serde_json::from_str::<u8>("-1").expect_err("a serde error");
+        let bad = share(crate::object::Undecodable::new(raw, &error, "ConfigMap"));
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some("a".into());
+        let good = share(cm);
+        let adapters: [Box<dyn Watcher>; 2] = [
+            Box::new(typed_watcher(Logged(seen.clone()))),
+            Box::new({
+                let (sync, update) = (seen.clone(), seen.clone());
+                WatcherFns::<ConfigMap>::new()
+                    .on_sync(move |_, o| {
+                        Logged(sync.clone()).push("sync", &o);
+                        async { Ok(()) }
+                    })
+                    .on_update(move |_, _, o| {
+                        Logged(update.clone()).push("update", &o);
+                        async { Ok(()) }
+                    })
+            }),
+        ];
+        for watcher in adapters {
+            watcher.add(&ctx, bad.clone()).await.expect("skipped");
+            watcher
+                .update(&ctx, good.clone(), bad.clone())
+                .await
+                .expect("skipped");
+            watcher
+                .update(&ctx, bad.clone(), good.clone())
+                .await
+                .expect("a sync");
+            watcher.delete(&ctx, bad.clone()).await.expect("skipped");
+            watcher.sync(&ctx, bad.clone()).await.expect("skipped");
+        }
+        assert_eq!(*seen.lock().expect("lock"), ["sync a", "sync a"]);
+        let reconciler = crate::reconciler::ReconcilerFn::<ConfigMap, _>::new(|_, _| async {
+            Err::<crate::reconciler::ReconcileResult, _>(crate::reconciler::ReconcileError::new(
+                "never called",
+            ))
+        });
+        let request = crate::reconciler::ReconcileRequest {
+            action: crate::reconciler::ReconcileAction::Updated,
+            object: bad,
+            state: Default::default(),
+        };
+        let result = crate::reconciler::Reconciler::reconcile(&reconciler, &ctx, request).await;
+        assert_eq!(
+            result.ok(),
+            Some(crate::reconciler::ReconcileResult::done())
+        );
     }
 }

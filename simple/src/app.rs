@@ -6,8 +6,12 @@
 //! handlers downcast) keyed by the kind's plural, and its one handler, wrapped in
 //! [`OpinionatedWatcher`] / [`OpinionatedReconciler`] when the kind is opinionated (managed kinds
 //! by default, unmanaged kinds on request). Opinionated kinds use the finalizers
-//! `{app}-{plural}-finalizer` and `{app}-wip` ([`OpinionatedOptions::app_finalizers`](kubeapp_operator::OpinionatedOptions::app_finalizers)) unless the
-//! kind sets its own finalizer or the config its own in-progress finalizer.
+//! `{group}/{app}-{plural}-{version}` and `{group}/{app}-{plural}-{version}-wip` (the core group
+//! stands as `core.kubeapp.dev`; [`OpinionatedOptions::app_name`](kubeapp_operator::OpinionatedOptions::app_name),
+//! scheme in [`finalizer`](kubeapp_operator::opinionated::finalizer#names)) unless the kind sets
+//! its own finalizer or the config its own in-progress finalizer. Objects still carrying the
+//! names of earlier releases (`{app}-{plural}-finalizer`, `{app}-wip`) count as carrying these,
+//! and the wrappers replace the old names.
 //!
 //! # Guarantees and defaults
 //!
@@ -561,6 +565,19 @@ mod tests {
         .expect_err("too long");
         assert!(
             matches!(&err, AppConfigError::Finalizer { kind, .. } if kind == "ConfigMap"),
+            "{err}"
+        );
+        // The name of earlier releases' defaults is not qualified: refused, and named.
+        let configmaps = ManagedKind::<ConfigMap>::new()
+            .watcher_fns(WatcherFns::new())
+            .finalizer("shop-configmaps-finalizer");
+        let err = App::new(
+            AppConfig::new("shop").managed_kind(configmaps),
+            offline_client(),
+        )
+        .expect_err("unqualified");
+        assert!(
+            err.to_string().contains("shop-configmaps-finalizer"),
             "{err}"
         );
     }

@@ -87,7 +87,8 @@ impl AppConfig {
         self
     }
 
-    /// The in-progress finalizer of opinionated watchers, instead of `{app}-wip`.
+    /// The in-progress finalizer of opinionated watchers, instead of
+    /// `{group}/{app}-{plural}-{version}-wip`. Must be a qualified name `prefix/name`.
     #[must_use]
     pub fn in_progress_finalizer(mut self, name: impl Into<String>) -> Self {
         self.in_progress_finalizer = Some(name.into());
@@ -144,7 +145,8 @@ impl AppConfig {
         let mut options = self
             .opinionated
             .clone()
-            .app_finalizers(&self.name, &spec.resource.plural);
+            .app_name(&self.name)
+            .event_reporter(&self.name);
         if let Some(finalizer) = &spec.finalizer {
             options = options.finalizer(finalizer.clone());
         }
@@ -179,7 +181,8 @@ pub enum AppConfigError {
         /// Every problem found.
         problems: Vec<AppProblem>,
     },
-    /// A finalizer name is invalid (too long, empty, or both names the same).
+    /// A finalizer name is invalid (not a qualified name `prefix/name`, a name part past 63
+    /// characters, or both names the same).
     #[error("app {app}: kind {kind}: {source}")]
     Finalizer {
         /// The app's name.

@@ -218,7 +218,8 @@ macro_rules! handler_methods {
             self
         }
 
-        /// The finalizer of the opinionated wrapper, instead of `{app}-{plural}-finalizer`.
+        /// The finalizer of the opinionated wrapper, instead of
+        /// `{group}/{app}-{plural}-{version}`. Must be a qualified name `prefix/name`.
         #[must_use]
         pub fn finalizer(mut self, name: impl Into<String>) -> Self {
             self.spec.finalizer = Some(name.into());

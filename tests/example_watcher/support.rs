@@ -23,8 +23,9 @@ pub const BINARY: &str = "kubeapp-example-watcher";
 pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(20);
 /// The app name: the Events' reportingController.
 pub const APP: &str = "probe-watcher";
-/// The finalizer the opinionated watcher puts on handled Probes (`{app}-{plural}-finalizer`).
-pub const FINALIZER: &str = "probe-watcher-probes-finalizer";
+/// The finalizer the opinionated watcher puts on handled Probes
+/// (`{group}/{app}-{plural}-{version}`).
+pub const FINALIZER: &str = "watcher.example.kubeapp.dev/probe-watcher-probes-v1";
 /// The custom metric.
 pub const STEPS: &str = "probe_lifecycle_events_total";
 

@@ -6,8 +6,10 @@ use crate::object::{ObjectKey, SharedObject};
 
 use super::InformerEvent;
 
-/// Watch traffic after decoding: `object` is `None` when the object did not deserialize (it was
-/// reported already); its key is still known from the raw metadata.
+/// Watch traffic after decoding. A typed informer delivers an object that does not deserialize
+/// as an [`Undecodable`](crate::object::Undecodable), so `object` is always set by the informer;
+/// `None` (an object known only by its key) keeps the previous cached state and still counts as
+/// listed.
 #[derive(Debug)]
 pub(crate) enum Observed {
     /// A (re-)list begins.

@@ -21,9 +21,14 @@
 //!
 //! The informer lists and watches objects as `DynamicObject` (which always decodes) and converts
 //! each one to the typed kind on its own. An object that does not convert is logged (kind,
-//! namespace, name and the serde error), counted (`informer_decode_errors_total`) and skipped: the
-//! informer and all other objects carry on. The skipped object keeps its previous cached state and
-//! is not reported deleted by a re-list. The cost is one extra conversion per object.
+//! namespace, name and the serde error), counted (`informer_decode_errors_total`) and delivered
+//! as an [`Undecodable`] (the raw object and the serde error) through the normal event path: it
+//! is cached, diffed and resynced like any object, so a list never fails for it and the informer
+//! and all other objects carry on. Typed handlers skip it without being called (see
+//! [`watcher`](crate::watcher#objects-that-do-not-decode)); the opinionated wrappers read its
+//! metadata, so a deletion it holds with their finalizer is never stuck silently (see
+//! [`opinionated`](crate::opinionated#objects-that-do-not-decode)). When it decodes again, the
+//! next event carries the typed object. The cost is one extra conversion per object.
 //!
 //! # Memory
 //!
@@ -54,7 +59,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use crate::metrics::{ControllerMetrics, KindMetrics};
-use crate::object::{ObjectKey, SharedObject, share};
+use crate::object::{ObjectKey, SharedObject, Undecodable, share};
 use crate::reconciler::ReconcileAction;
 
 use self::cache::{InformerCache, Observed};
@@ -137,7 +142,8 @@ pub struct KindInfo {
     pub kind: String,
 }
 
-type Decode = Arc<dyn Fn(DynamicObject) -> Result<SharedObject, serde_json::Error> + Send + Sync>;
+/// Turns a raw object into the informer's object, or an [`Undecodable`] when it does not decode.
+type Decode = Arc<dyn Fn(DynamicObject) -> Result<SharedObject, Undecodable> + Send + Sync>;
 type Source = Box<dyn FnOnce(KindMetrics) -> BoxStream<'static, InformerEvent> + Send>;
 
 /// A list+watch of one kind; see the [module docs](self). Add it to an
@@ -291,15 +297,17 @@ impl Informer {
     }
 }
 
-/// Converts each `DynamicObject` to `K` on its own, so one bad object fails alone.
+/// Converts each `DynamicObject` to `K` on its own, so one bad object fails alone, and keeps the
+/// raw object of one that fails.
 fn typed_decoder<K>() -> Decode
 where
     K: kube::Resource + DeserializeOwned + serde::Serialize + fmt::Debug + Send + Sync + 'static,
 {
     Arc::new(|object: DynamicObject| {
-        serde_json::to_value(object)
-            .and_then(serde_json::from_value::<K>)
-            .map(share)
+        match serde_json::to_value(&object).and_then(serde_json::from_value::<K>) {
+            Ok(typed) => Ok(share(typed)),
+            Err(error) => Err(Undecodable::new(object, &error, std::any::type_name::<K>())),
+        }
     })
 }
 
@@ -447,16 +455,16 @@ impl InformerState {
         }
         match (self.decode)(object) {
             Ok(decoded) => (key, Some(decoded)),
-            Err(error) => {
+            Err(undecodable) => {
                 self.metrics.decode_errors.inc();
                 tracing::error!(
                     kind = %self.kind,
                     namespace = key.namespace.as_deref().unwrap_or(""),
                     name = %key.name,
-                    %error,
-                    "object does not deserialize; skipped"
+                    error = undecodable.error(),
+                    "object does not deserialize; delivered as Undecodable (typed handlers skip it)"
                 );
-                (key, None)
+                (key, Some(share(undecodable)))
             }
         }
     }

@@ -22,6 +22,15 @@ fn raw_cm(name: &str, rv: &str, data: serde_json::Value) -> DynamicObject {
 }
 
 fn describe(event: &InformerEvent) -> String {
+    if let Some(undecodable) = crate::object::as_undecodable(event.object()) {
+        let meta = &undecodable.raw().metadata;
+        return format!(
+            "{} {} rv{} undecodable",
+            event.action(),
+            meta.name.as_deref().unwrap_or(""),
+            meta.resource_version.as_deref().unwrap_or("")
+        );
+    }
     let cm = crate::object::downcast_shared::<ConfigMap>(event.object()).expect("ConfigMap");
     format!(
         "{} {} rv{} managedFields={}",
@@ -46,7 +55,7 @@ fn metrics() -> (ControllerMetrics, KindMetrics) {
 }
 
 #[tokio::test(start_paused = true)]
-async fn undecodable_objects_are_reported_and_skipped_and_the_list_still_syncs() {
+async fn undecodable_objects_are_reported_delivered_raw_and_the_list_still_syncs() {
     let (_, kind_metrics) = metrics();
     let synced = SyncedFlag::new(false);
     let raw = raw_stream(vec![
@@ -56,6 +65,10 @@ async fn undecodable_objects_are_reported_and_skipped_and_the_list_still_syncs()
         Event::InitApply(raw_cm("bad", "2", serde_json::json!({ "k": 1 }))),
         Event::InitDone,
         Event::Apply(raw_cm("later", "3", serde_json::json!({}))),
+        // It decodes again, then stops decoding, then is deleted.
+        Event::Apply(raw_cm("bad", "4", serde_json::json!({ "k": "1" }))),
+        Event::Apply(raw_cm("bad", "5", serde_json::json!({ "k": 2 }))),
+        Event::Delete(raw_cm("bad", "6", serde_json::json!({ "k": 2 }))),
     ]);
     let mut events = informer_events(
         raw,
@@ -65,12 +78,37 @@ async fn undecodable_objects_are_reported_and_skipped_and_the_list_still_syncs()
         synced.clone(),
         kind_metrics.clone(),
     );
-    let first = events.next().await.expect("an event");
-    assert_eq!(describe(&first), "Created good rv1 managedFields=false");
-    let second = events.next().await.expect("an event");
-    assert_eq!(describe(&second), "Created later rv3 managedFields=false");
+    let seen: Vec<String> = events
+        .by_ref()
+        .take(6)
+        .map(|e| describe(&e))
+        .collect()
+        .await;
+    assert_eq!(
+        seen,
+        [
+            "Created good rv1 managedFields=false",
+            "Created bad rv2 undecodable",
+            "Created later rv3 managedFields=false",
+            "Updated bad rv4 managedFields=false",
+            "Updated bad rv5 undecodable",
+            "Deleted bad rv6 undecodable",
+        ]
+    );
+    let error = crate::object::as_undecodable(&share(Undecodable::new(
+        raw_cm("x", "1", serde_json::json!({})),
+        &serde_json::from_str::<u8>("\"x\"").expect_err("a serde error"),
+        "u8",
+    )))
+    .map(|u| u.to_string());
+    assert_eq!(
+        error.as_deref(),
+        Some(
+            "ns/x does not deserialize into u8: invalid type: string \"x\", expected u8 at line 1 column 3"
+        )
+    );
     assert!(synced.is_synced());
-    assert_eq!(kind_metrics.decode_errors.get(), 1);
+    assert_eq!(kind_metrics.decode_errors.get(), 3);
     assert_eq!(kind_metrics.informer_synced.get(), 1);
 }
 

@@ -21,10 +21,14 @@
 //!
 //! # Finalizers
 //!
-//! By default `operator.{version}.{kind}.{group}` ("handled") and, for the watcher, an
-//! in-progress finalizer `wip.{version}.{kind}.{group}` ("add started, not completed"); both can
-//! be set through [`OpinionatedOptions`] and must be at most 63 characters long (a longer name is
-//! a [`FinalizerNameError::TooLong`] naming it and its length). Finalizer changes are patches with
+//! By default `{group}/{app}-{plural}-{version}` ("handled") and, for the watcher, an
+//! in-progress finalizer `{group}/{app}-{plural}-{version}-wip` ("add started, not completed"),
+//! with `core.kubeapp.dev` for the core group and `operator` as the app of plain wrappers; see
+//! [`finalizer`](self::finalizer#names) for the scheme, the shortening of long names, and how the
+//! unqualified names of earlier releases are recognised and replaced. Both can be set through
+//! [`OpinionatedOptions`]; every name must be a qualified name `prefix/name` with at most 63
+//! characters after the slash (a [`FinalizerNameError`] names the rejected finalizer and the rule
+//! when the wrapper is built). Finalizer changes are patches with
 //! a `resourceVersion` precondition that are re-read and retried on HTTP 409 and never remove or
 //! reorder other controllers' finalizers; see [`finalizer`] for the details.
 //!
@@ -109,6 +113,33 @@
 //! its own `Deleted` call fails or asks for a requeue, or across a restart between the call and
 //! the finalizer removal).
 //!
+//! # Objects that do not decode
+//!
+//! A typed informer delivers an object that does not deserialize into its Rust type (a field of
+//! the wrong type from an older schema, say) as an [`Undecodable`]:
+//! the raw `DynamicObject` and the serde error. The wrapped typed handler is never called with
+//! it, but the wrappers read its metadata, so it is never stuck silently nor deleted silently:
+//!
+//! - being deleted and held by our finalizer (or the in-progress or a legacy one): the hook set
+//!   with [`OpinionatedOptions::on_undecodable_delete`] gets the raw object, then our finalizers
+//!   are removed (`delete` counts as handled for that incarnation, as usual). Without a hook the
+//!   object stays held: a Warning Event (reason `UndecodableObject`, naming the serde error) is
+//!   recorded on it and `opinionated_undecodable_objects_total{outcome="held"}` counts it, once
+//!   per resourceVersion; the call fails with [`UndecodableHeld`](undecodable::UndecodableHeld)
+//!   and is retried by the controller's retry policy, so a fix of the object (it decodes again)
+//!   or a hook added at the next start releases it. With the explicit opt-in
+//!   [`OpinionatedOptions::release_undecodable_without_handler`] the finalizers are removed
+//!   without any handler call, with a Warning Event `UndecodableObjectReleased` and
+//!   `outcome="released"`.
+//! - any other add or update (including being deleted without our finalizers): nothing but a
+//!   Warning Event `UndecodableObject` and `outcome="ignored"`, once per resourceVersion.
+//! - the watch's Delete of an undecodable object whose delete was not handled at
+//!   `deletionTimestamp`: the hook if set (`outcome="handled"`), otherwise a warning log and
+//!   `outcome="gone"`.
+//!
+//! When the object decodes again, the next event is typed and handled by the rules above (a
+//! plain typed watcher gets `sync(new)` for an update from an undecodable state).
+//!
 //! # Retries and the dequeue policy
 //!
 //! When `add` fails, the controller schedules a retry of the Add event. The wrapper's own
@@ -122,7 +153,8 @@
 //!
 //! # Metrics and spans
 //!
-//! [`FinalizerMetrics`] counts patch requests (by operation and result) and conflicts; register
+//! [`FinalizerMetrics`] counts patch requests (by operation and result), conflicts and
+//! undecodable objects (by outcome, see [above](#objects-that-do-not-decode)); register
 //! it with [`FinalizerMetrics::register`] and pass it in [`OpinionatedOptions::metrics`]. Each
 //! wrapper call runs in a span (`opinionated-watcher-add|update|delete`, `opinionated-reconcile`)
 //! that records the decision taken, with a child span `opinionated-finalizer-patch` per patch;
@@ -148,7 +180,7 @@
 //!     watcher,
 //!     OpinionatedOptions::default().finalizer("example.dev/configmaps-finalizer"),
 //! )?;
-//! assert_eq!(watcher.finalizers().in_progress(), "wip.v1.ConfigMap");
+//! assert_eq!(watcher.finalizers().in_progress(), "core.kubeapp.dev/operator-configmaps-v1-wip");
 //! controller.add_watcher("configmaps", watcher);
 //! controller.run(kubeapp_operator::CancellationToken::new()).await?;
 //! # Ok(())
@@ -159,16 +191,27 @@ mod change;
 pub mod finalizer;
 mod progress;
 mod reconciler;
+pub mod undecodable;
 mod watcher;
+
+use std::future::Future;
+use std::sync::Arc;
 
 use kube::Client;
 use kube::api::ApiResource;
 
 use crate::controller::RetryDequeuePolicy;
+use crate::handler::{BoxError, HandlerContext};
+use crate::object::Undecodable;
+
+use self::undecodable::{UndecodableHandler, UndecodableOptions};
 
 pub use self::finalizer::{
-    ConflictRetry, FinalizerMetrics, FinalizerNameError, FinalizerNames, FinalizerPatchError,
-    MAX_FINALIZER_LENGTH, default_finalizer, default_in_progress_finalizer, validate_finalizer,
+    CORE_GROUP_FINALIZER_PREFIX, ConflictRetry, DEFAULT_FINALIZER_APP, FinalizerMetrics,
+    FinalizerNameError, FinalizerNames, FinalizerPatchError, IN_PROGRESS_SUFFIX,
+    MAX_FINALIZER_LENGTH, MAX_FINALIZER_PREFIX_LENGTH, app_finalizer, app_in_progress_finalizer,
+    default_finalizer, default_in_progress_finalizer, finalizer_prefix, legacy_finalizers,
+    validate_finalizer,
 };
 pub use self::reconciler::{OpinionatedReconciler, STATE_KEY};
 pub use self::watcher::OpinionatedWatcher;
@@ -176,37 +219,74 @@ pub use self::watcher::OpinionatedWatcher;
 use self::finalizer::FinalizerPatcher;
 
 /// Settings of the opinionated wrappers; `OpinionatedOptions::default()` uses the default
-/// finalizer names, 5 conflict retries from 50 ms, and metrics registered nowhere.
+/// finalizer names (see [`finalizer`](self::finalizer#names)), 5 conflict retries from 50 ms,
+/// metrics registered nowhere, and undecodable objects held (no hook, no release).
 #[derive(Clone, Debug, Default)]
 pub struct OpinionatedOptions {
     finalizer: Option<String>,
     in_progress_finalizer: Option<String>,
+    app: Option<String>,
     conflict_retry: ConflictRetry,
     metrics: Option<FinalizerMetrics>,
+    undecodable: UndecodableOptions,
 }
 
 impl OpinionatedOptions {
-    /// The finalizer that marks objects as handled (default `operator.{version}.{kind}.{group}`;
-    /// the simple App uses `{app}-{plural}-finalizer`). Validated when the wrapper is made.
+    /// The finalizer that marks objects as handled (default `{group}/{app}-{plural}-{version}`,
+    /// see [`finalizer`](self::finalizer#names)). Must be a qualified name `prefix/name`;
+    /// validated when the wrapper is made.
     #[must_use]
     pub fn finalizer(mut self, name: impl Into<String>) -> Self {
         self.finalizer = Some(name.into());
         self
     }
 
-    /// The watcher's in-progress finalizer (default `wip.{version}.{kind}.{group}`; the simple App
-    /// uses `{app}-wip`). Validated when the wrapper is made; unused by the reconciler.
+    /// The watcher's in-progress finalizer (default `{group}/{app}-{plural}-{version}-wip`).
+    /// Must be a qualified name; validated when the wrapper is made; unused by the reconciler.
     #[must_use]
     pub fn in_progress_finalizer(mut self, name: impl Into<String>) -> Self {
         self.in_progress_finalizer = Some(name.into());
         self
     }
 
-    /// The simple App's names: `{app}-{plural}-finalizer` and `{app}-wip`.
+    /// The app whose name goes into the default finalizer names (instead of `operator`); the
+    /// simple App sets it to its name. Its legacy names `{app}-{plural}-finalizer` and
+    /// `{app}-wip` are then recognised and replaced.
     #[must_use]
-    pub fn app_finalizers(self, app: &str, plural: &str) -> Self {
-        self.finalizer(format!("{app}-{plural}-finalizer"))
-            .in_progress_finalizer(format!("{app}-wip"))
+    pub fn app_name(mut self, app: impl Into<String>) -> Self {
+        self.app = Some(app.into());
+        self
+    }
+
+    /// Handles the deletion of an object that does not deserialize into the wrapped handler's
+    /// type (see [Objects that do not decode](self#objects-that-do-not-decode)): `hook` gets the
+    /// raw object and the serde error ([`Undecodable`]); when it
+    /// succeeds, the wrapper's finalizers are removed; when it fails, it is retried by policy.
+    #[must_use]
+    pub fn on_undecodable_delete<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn(HandlerContext, Arc<Undecodable>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+    {
+        self.undecodable.on_delete = Some(Arc::new(move |ctx, object| Box::pin(hook(ctx, object))));
+        self
+    }
+
+    /// Opt-in: without an [`on_undecodable_delete`](Self::on_undecodable_delete) hook, release
+    /// an undecodable object being deleted (remove the wrapper's finalizers) without calling any
+    /// handler, with a Warning Event saying so. Without this, such an object stays held.
+    #[must_use]
+    pub fn release_undecodable_without_handler(mut self) -> Self {
+        self.undecodable.release_without_handler = true;
+        self
+    }
+
+    /// The reporting controller of the wrappers' Events (default
+    /// [`DEFAULT_EVENT_REPORTER`](undecodable::DEFAULT_EVENT_REPORTER)).
+    #[must_use]
+    pub fn event_reporter(mut self, controller: impl Into<String>) -> Self {
+        self.undecodable.reporter = Some(controller.into());
+        self
     }
 
     /// How conflicting finalizer patches are retried.
@@ -223,15 +303,35 @@ impl OpinionatedOptions {
         self
     }
 
-    /// The validated names for `resource`, defaults filled in.
+    /// The validated names for `resource`, defaults filled in. A default name brings its legacy
+    /// name along (recognised and replaced, see [`finalizer`](self::finalizer#names)); a name set
+    /// by hand does not.
     pub fn names(&self, resource: &ApiResource) -> Result<FinalizerNames, FinalizerNameError> {
-        FinalizerNames::new(
+        let app = self.app.as_deref();
+        let app_or_default = app.unwrap_or(finalizer::DEFAULT_FINALIZER_APP);
+        let (legacy, legacy_wip) = finalizer::legacy_finalizers(app, resource);
+        let names = FinalizerNames::new(
             self.finalizer
                 .clone()
-                .unwrap_or_else(|| default_finalizer(resource)),
+                .unwrap_or_else(|| app_finalizer(app_or_default, resource)),
             self.in_progress_finalizer
                 .clone()
-                .unwrap_or_else(|| default_in_progress_finalizer(resource)),
+                .unwrap_or_else(|| app_in_progress_finalizer(app_or_default, resource)),
+        )?;
+        Ok(names.with_legacy(
+            self.finalizer.is_none().then_some(legacy),
+            self.in_progress_finalizer.is_none().then_some(legacy_wip),
+        ))
+    }
+
+    fn undecodable_handler(&self, client: Client, resource: ApiResource) -> UndecodableHandler {
+        UndecodableHandler::new(
+            client,
+            resource,
+            self.undecodable.clone(),
+            self.metrics
+                .clone()
+                .unwrap_or_else(finalizer::default_metrics),
         )
     }
 
@@ -308,24 +408,33 @@ mod tests {
             plural: "widgets".into(),
         };
         let names = OpinionatedOptions::default()
-            .finalizer("app-widgets-finalizer")
+            .finalizer("app.example.dev/widgets")
             .names(&widgets)
             .expect("valid");
-        assert_eq!(names.finalizer(), "app-widgets-finalizer");
-        assert_eq!(names.in_progress(), "wip.v1.Widget.example.dev");
+        assert_eq!(names.finalizer(), "app.example.dev/widgets");
+        assert!(names.legacy_finalizers().is_empty(), "a name set by hand");
+        assert_eq!(names.in_progress(), "example.dev/operator-widgets-v1-wip");
+        assert_eq!(names.legacy_in_progress(), ["wip.v1.Widget.example.dev"]);
         let app = OpinionatedOptions::default()
-            .app_finalizers("shop", "widgets")
+            .app_name("shop")
             .names(&widgets)
             .expect("valid");
-        assert_eq!(app.finalizer(), "shop-widgets-finalizer");
-        assert_eq!(app.in_progress(), "shop-wip");
+        assert_eq!(app.finalizer(), "example.dev/shop-widgets-v1");
+        assert_eq!(app.in_progress(), "example.dev/shop-widgets-v1-wip");
+        assert_eq!(app.legacy_finalizers(), ["shop-widgets-finalizer"]);
+        assert_eq!(app.legacy_in_progress(), ["shop-wip"]);
         let err = OpinionatedOptions::default()
-            .in_progress_finalizer("w".repeat(64))
+            .in_progress_finalizer(format!("example.dev/{}", "w".repeat(64)))
             .names(&widgets)
             .expect_err("too long");
         assert!(
             matches!(err, FinalizerNameError::TooLong { length: 64, .. }),
             "{err}"
         );
+        let err = OpinionatedOptions::default()
+            .finalizer("shop-widgets-finalizer")
+            .names(&widgets)
+            .expect_err("unqualified");
+        assert!(err.to_string().contains("shop-widgets-finalizer"), "{err}");
     }
 }

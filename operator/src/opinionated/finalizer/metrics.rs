@@ -13,6 +13,7 @@ use crate::metrics::MetricsError;
 /// |---|---|---|
 /// | `opinionated_finalizer_patches_total` | counter, patch requests sent | `kind`, `operation` (add, remove, replace), `result` (success, conflict, error) |
 /// | `opinionated_finalizer_conflicts_total` | counter, patches refused with 409 Conflict | `kind` |
+/// | `opinionated_undecodable_objects_total` | counter, undecodable objects met (see [`opinionated`](crate::opinionated#objects-that-do-not-decode)) | `kind`, `outcome` (handled, released, held, ignored, gone) |
 ///
 /// Like [`ControllerMetrics`](crate::ControllerMetrics), one set of collectors exists per
 /// namespace prefix in the process, and registering it into a registry again is a no-op.
@@ -20,6 +21,7 @@ use crate::metrics::MetricsError;
 pub struct FinalizerMetrics {
     pub(crate) patches: IntCounterVec,
     pub(crate) conflicts: IntCounterVec,
+    pub(crate) undecodable: IntCounterVec,
 }
 
 impl FinalizerMetrics {
@@ -45,6 +47,11 @@ impl FinalizerMetrics {
                 "Finalizer patches refused with 409 Conflict (the object changed meanwhile).",
                 &["kind"],
             )?,
+            undecodable: counter(
+                "opinionated_undecodable_objects_total",
+                "Objects that do not decode into the handler's type met by the opinionated wrappers, by outcome.",
+                &["kind", "outcome"],
+            )?,
         })
     }
 
@@ -67,7 +74,7 @@ impl FinalizerMetrics {
                 }
             }
         };
-        let collectors: [(&str, Box<dyn prometheus::core::Collector>); 2] = [
+        let collectors: [(&str, Box<dyn prometheus::core::Collector>); 3] = [
             (
                 "opinionated_finalizer_patches_total",
                 Box::new(metrics.patches.clone()),
@@ -75,6 +82,10 @@ impl FinalizerMetrics {
             (
                 "opinionated_finalizer_conflicts_total",
                 Box::new(metrics.conflicts.clone()),
+            ),
+            (
+                "opinionated_undecodable_objects_total",
+                Box::new(metrics.undecodable.clone()),
             ),
         ];
         for (name, collector) in collectors {
@@ -91,13 +102,19 @@ impl FinalizerMetrics {
         Ok(metrics)
     }
 
-    /// Both collectors, for a registry of the caller's choosing (an app's
+    /// All collectors, for a registry of the caller's choosing (an app's
     /// `metric_collectors()`); clones share their counts with `self`.
     pub fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
         vec![
             Box::new(self.patches.clone()),
             Box::new(self.conflicts.clone()),
+            Box::new(self.undecodable.clone()),
         ]
+    }
+
+    /// Undecodable objects of `kind` met with `outcome` so far.
+    pub fn undecodable(&self, kind: &str, outcome: &str) -> u64 {
+        self.undecodable.with_label_values(&[kind, outcome]).get()
     }
 
     /// Patches of `kind` with `result` for `operation` so far.

@@ -2,10 +2,39 @@
 //!
 //! # Names
 //!
-//! [`FinalizerNames`] holds the wrapper's finalizer and its in-progress finalizer. The defaults
-//! are `operator.{version}.{kind}.{group}` and `wip.{version}.{kind}.{group}` (for the core group,
-//! whose name is empty, the trailing `.{group}` is left out, because a finalizer must not end in a
-//! dot). Both can be overridden; each must be 1 to 63 characters long, and the two must differ.
+//! [`FinalizerNames`] holds the wrapper's finalizer and its in-progress finalizer. Every name is
+//! a qualified name `prefix/name` ([`validate_finalizer`]): kube-apiserver refuses anything else on
+//! core kinds with HTTP 422 and warns about it on custom kinds. The defaults, the one scheme used
+//! everywhere:
+//!
+//! | | name |
+//! |---|---|
+//! | finalizer | `{prefix}/{app}-{plural}-{version}` |
+//! | in-progress finalizer | `{prefix}/{app}-{plural}-{version}-wip` |
+//!
+//! - `{prefix}` is the kind's API group (`example.dev`, `apps`); the core group, which has no name,
+//!   stands as [`CORE_GROUP_FINALIZER_PREFIX`] (`core.kubeapp.dev`).
+//! - `{app}` is the app's name ([`OpinionatedOptions::app_name`](super::OpinionatedOptions::app_name),
+//!   set by the simple App) or [`DEFAULT_FINALIZER_APP`] (`operator`) for plain wrappers. So a
+//!   ConfigMap wrapper's defaults are `core.kubeapp.dev/operator-configmaps-v1` and
+//!   `core.kubeapp.dev/operator-configmaps-v1-wip`; the simple App `shop` on
+//!   `widgets.example.dev/v1` uses `example.dev/shop-widgets-v1` and `…-wip`.
+//! - The part after the slash may be at most 63 characters. When app, plural and version make it
+//!   longer, it is shortened deterministically: cut to fit, followed by `-` and 10 hex digits of
+//!   an FNV-1a hash of the whole unshortened part (then `-wip` for the in-progress one), so every
+//!   replica computes the same name and two long kinds stay apart.
+//!
+//! Names set by hand are validated the same way when the wrapper is built: a
+//! [`FinalizerNameError`] names the finalizer and the rule it breaks; the two must differ.
+//!
+//! **Upgrades.** Earlier releases used unqualified defaults: `operator.{version}.{kind}.{group}` /
+//! `wip.{version}.{kind}.{group}` (plain wrappers) and `{app}-{plural}-finalizer` / `{app}-wip`
+//! (the simple App). A default name brings its old form along as a *legacy* name
+//! ([`FinalizerNames::legacy_finalizers`], [`legacy_finalizers`]): an object carrying it counts
+//! as carrying ours (or the in-progress one), so it is neither added again nor left stuck, and the
+//! wrapper replaces it: the watcher's `sync` at start-up and the reconciler's `Resynced` send an
+//! upgrade patch (old name out, new name in), every swap or restore removes it, and the release at
+//! deletion removes it with ours. Names set by hand bring no legacy name.
 //!
 //! # Patches
 //!

@@ -40,48 +40,146 @@ fn widgets() -> ApiResource {
     }
 }
 
-#[test]
-fn default_names_follow_the_go_sdk_pattern_and_drop_an_empty_group() {
-    let names = FinalizerNames::defaults(&widgets()).expect("short enough");
-    assert_eq!(names.finalizer(), "operator.v1.Widget.example.dev");
-    assert_eq!(names.in_progress(), "wip.v1.Widget.example.dev");
-    let configmaps = ApiResource {
+fn configmaps() -> ApiResource {
+    ApiResource {
         group: String::new(),
         version: "v1".into(),
         api_version: "v1".into(),
         kind: "ConfigMap".into(),
         plural: "configmaps".into(),
-    };
-    assert_eq!(default_finalizer(&configmaps), "operator.v1.ConfigMap");
+    }
 }
 
 #[test]
-fn a_name_longer_than_63_characters_is_rejected_with_its_length() {
-    let long = format!("operator.v1.Widget.{}", "a".repeat(50));
-    let err = FinalizerNames::new(long.clone(), "wip").expect_err("too long");
+fn default_names_are_qualified_by_the_group_or_the_core_stand_in() {
+    let names = FinalizerNames::defaults(&widgets()).expect("valid");
+    assert_eq!(names.finalizer(), "example.dev/operator-widgets-v1");
+    assert_eq!(names.in_progress(), "example.dev/operator-widgets-v1-wip");
     assert_eq!(
-        err,
-        FinalizerNameError::TooLong {
-            finalizer: long.clone(),
-            length: 69
-        }
+        default_finalizer(&configmaps()),
+        "core.kubeapp.dev/operator-configmaps-v1"
     );
-    assert!(err.to_string().contains(&long), "{err}");
-    assert!(err.to_string().contains("69"), "{err}");
-    assert!(validate_finalizer(&"x".repeat(63)).is_ok());
-    assert_eq!(validate_finalizer(""), Err(FinalizerNameError::Empty));
     assert_eq!(
-        FinalizerNames::new("same", "same"),
-        Err(FinalizerNameError::Same("same".into()))
+        app_in_progress_finalizer("shop", &configmaps()),
+        "core.kubeapp.dev/shop-configmaps-v1-wip"
     );
-    let long_group = ApiResource {
-        group: "a-very-long-group-name.of-an-example.kubeapp.dev".into(),
+    for name in [
+        default_finalizer(&widgets()),
+        default_in_progress_finalizer(&configmaps()),
+    ] {
+        assert_eq!(validate_finalizer(&name), Ok(()), "{name}");
+    }
+}
+
+#[test]
+fn a_default_name_part_past_63_characters_is_shortened_with_a_hash_deterministically() {
+    let long = ApiResource {
+        plural: format!("{}s", "averyverylongkindname".repeat(3)),
         ..widgets()
     };
+    let names = FinalizerNames::defaults(&long).expect("shortened, still valid");
+    let (prefix, name) = names.finalizer().split_once('/').expect("qualified");
+    assert_eq!(prefix, "example.dev");
+    assert_eq!(name.len(), MAX_FINALIZER_LENGTH);
+    assert!(name.starts_with("operator-averyverylong"), "{name}");
+    let (_, wip) = names.in_progress().split_once('/').expect("qualified");
+    assert!(
+        wip.len() <= MAX_FINALIZER_LENGTH && wip.ends_with("-wip"),
+        "{wip}"
+    );
+    // Deterministic, and another long kind gets another name.
+    assert_eq!(FinalizerNames::defaults(&long), Ok(names.clone()));
+    let other = ApiResource {
+        plural: format!("{}x", long.plural),
+        ..widgets()
+    };
+    let other = FinalizerNames::defaults(&other).expect("valid");
+    assert_ne!(other.finalizer(), names.finalizer());
+}
+
+#[test]
+fn every_rule_of_a_qualified_name_is_checked_and_named() {
+    assert_eq!(validate_finalizer(""), Err(FinalizerNameError::Empty));
+    assert_eq!(
+        validate_finalizer("my-finalizer"),
+        Err(FinalizerNameError::MissingPrefix {
+            finalizer: "my-finalizer".into()
+        })
+    );
+    let err = validate_finalizer("Example.dev/x").expect_err("uppercase prefix");
+    assert!(
+        matches!(&err, FinalizerNameError::InvalidPrefix { prefix, .. } if prefix == "Example.dev"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("Example.dev/x"), "{err}");
     assert!(matches!(
-        FinalizerNames::defaults(&long_group),
-        Err(FinalizerNameError::TooLong { .. })
+        validate_finalizer("example..dev/x"),
+        Err(FinalizerNameError::InvalidPrefix { .. })
     ));
+    assert!(matches!(
+        validate_finalizer("/x"),
+        Err(FinalizerNameError::InvalidPrefix { .. })
+    ));
+    let long = format!("example.dev/{}", "a".repeat(64));
+    assert_eq!(
+        validate_finalizer(&long),
+        Err(FinalizerNameError::TooLong {
+            finalizer: long.clone(),
+            length: 64
+        })
+    );
+    // The limit is on the part after the slash: a long prefix is fine.
+    let long_prefix = format!("{}.example.dev/{}", "a".repeat(60), "x".repeat(63));
+    assert_eq!(validate_finalizer(&long_prefix), Ok(()));
+    for bad in [
+        "example.dev/",
+        "example.dev/-x",
+        "example.dev/a/b",
+        "example.dev/a b",
+    ] {
+        let err = validate_finalizer(bad).expect_err(bad);
+        assert!(
+            matches!(err, FinalizerNameError::InvalidName { .. }),
+            "{bad}: {err}"
+        );
+        assert!(err.to_string().contains(bad), "{err}");
+    }
+    assert_eq!(validate_finalizer("example.dev/My_name.v1"), Ok(()));
+    assert_eq!(
+        FinalizerNames::new("example.dev/same", "example.dev/same"),
+        Err(FinalizerNameError::Same("example.dev/same".into()))
+    );
+}
+
+#[test]
+fn legacy_defaults_count_as_ours_and_are_superseded() {
+    let names = FinalizerNames::defaults(&widgets()).expect("valid");
+    assert_eq!(
+        names.legacy_finalizers(),
+        ["operator.v1.Widget.example.dev"]
+    );
+    assert_eq!(names.legacy_in_progress(), ["wip.v1.Widget.example.dev"]);
+    let meta = |finalizers: &[&str]| k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        finalizers: Some(list(finalizers)),
+        ..Default::default()
+    };
+    let old = meta(&["theirs", "operator.v1.Widget.example.dev"]);
+    assert!(names.is_handled(&old) && names.carries_legacy(&old));
+    assert!(names.is_in_progress(&meta(&["wip.v1.Widget.example.dev"])));
+    assert!(!names.is_handled(&meta(&["theirs"])));
+    let swap = FinalizerChange {
+        add: Some(names.finalizer()),
+        remove: &names.superseded_by_finalizer(),
+    };
+    assert_eq!(
+        plan_finalizers(old.finalizers.as_deref().unwrap_or_default(), swap, false),
+        ListPlan::Set(list(&["theirs", "example.dev/operator-widgets-v1"]))
+    );
+    let (app, app_wip) = legacy_finalizers(Some("shop"), &widgets());
+    assert_eq!(
+        (app.as_str(), app_wip.as_str()),
+        ("shop-widgets-finalizer", "shop-wip")
+    );
 }
 
 #[test]

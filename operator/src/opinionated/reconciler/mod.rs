@@ -2,6 +2,7 @@
 //! [module docs](super) for the rules and the guarantee.
 
 use std::fmt;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -9,13 +10,12 @@ use kube::Client;
 use kube::api::ApiResource;
 use tracing::Instrument;
 
-use super::finalizer::{
-    FinalizerChange, FinalizerNameError, FinalizerNames, FinalizerPatcher, has_finalizer,
-};
+use super::finalizer::{FinalizerChange, FinalizerNameError, FinalizerNames, FinalizerPatcher};
 use super::progress::{Progress, ProgressMap, incarnation};
+use super::undecodable::UndecodableHandler;
 use super::{OpinionatedOptions, mark_error};
 use crate::handler::HandlerContext;
-use crate::object::KubeObject;
+use crate::object::{KubeObject, Undecodable, as_undecodable};
 use crate::reconciler::{
     ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult, ReconcileState, Reconciler,
     TypedReconciler, TypedReconcilerAdapter, typed_reconciler,
@@ -78,10 +78,11 @@ pub(crate) fn decide(
     action: ReconcileAction,
     meta: &ObjectMeta,
     state: &ReconcileState,
-    finalizer: &str,
+    names: &FinalizerNames,
     created: bool,
 ) -> ReconcileDecision {
-    let ours = has_finalizer(meta, finalizer);
+    // Legacy names count as ours; the next patch replaces them.
+    let ours = names.is_handled(meta);
     match state.get(STATE_KEY).and_then(|v| v.as_str()) {
         Some(PENDING_REMOVAL) if action != ReconcileAction::Deleted => {
             return ReconcileDecision::RetryPatch { removal: true };
@@ -120,6 +121,7 @@ pub struct OpinionatedReconciler<R> {
     patcher: FinalizerPatcher,
     delivered: ProgressMap,
     kind: String,
+    undecodable: UndecodableHandler,
 }
 
 impl<R: Reconciler> OpinionatedReconciler<R> {
@@ -137,6 +139,7 @@ impl<R: Reconciler> OpinionatedReconciler<R> {
             inner: reconciler,
             names,
             kind: resource.kind.clone(),
+            undecodable: options.undecodable_handler(client.clone(), resource.clone()),
             patcher: options.patcher(client, resource),
             delivered: ProgressMap::default(),
         })
@@ -210,6 +213,54 @@ fn noted(mut state: ReconcileState, note: Option<&str>) -> ReconcileState {
 }
 
 impl<R: Reconciler> OpinionatedReconciler<R> {
+    /// A request for an undecodable object; see the [module docs](super#objects-that-do-not-decode).
+    async fn run_undecodable(
+        &self,
+        ctx: &HandlerContext,
+        action: ReconcileAction,
+        object: Arc<Undecodable>,
+    ) -> Result<ReconcileResult, ReconcileError> {
+        let meta = &object.raw().metadata;
+        let span = tracing::info_span!(
+            "opinionated-reconcile",
+            kind = %self.kind,
+            namespace = meta.namespace.as_deref().unwrap_or(""),
+            name = meta.name.as_deref().unwrap_or(""),
+            action = %action,
+            decision = "undecodable",
+            error = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let result = if action == ReconcileAction::Deleted {
+            let handled = self
+                .delivered
+                .remove(&incarnation(object.as_ref()))
+                .is_some_and(|progress| progress.delete_handled());
+            self.undecodable
+                .gone(ctx, object, handled)
+                .instrument(span.clone())
+                .await
+        } else {
+            let held = self.names.is_handled(meta);
+            let release = self.names.finalizer_and_legacy();
+            self.undecodable
+                .handle(
+                    ctx,
+                    object.clone(),
+                    held,
+                    &self.delivered,
+                    &self.patcher,
+                    &release,
+                )
+                .instrument(span.clone())
+                .await
+        };
+        mark_error(&span, &result);
+        result
+            .map(|()| ReconcileResult::done())
+            .map_err(ReconcileError::new)
+    }
+
     /// Runs `change` after a successful downstream call. On failure the error carries the state
     /// with `note`, so the retry only re-tries the patch. `trust_event_copy`: whether the patch
     /// may start from the event's copy (see the [finalizer module](super::finalizer)).
@@ -248,13 +299,20 @@ impl<R: Reconciler> OpinionatedReconciler<R> {
     ) -> Result<ReconcileResult, ReconcileError> {
         let finalizer = self.names.finalizer();
         let id = incarnation(request.object.as_ref());
+        let all = self.names.finalizer_and_legacy();
+        // Adding ours also replaces a legacy name (a "replace" then); removing ours removes all.
+        let legacy = if self.names.carries_legacy(request.object.metadata()) {
+            &all[1..]
+        } else {
+            &[]
+        };
         let add = FinalizerChange {
             add: Some(finalizer),
-            remove: &[],
+            remove: legacy,
         };
         let remove = FinalizerChange {
             add: None,
-            remove: &[finalizer],
+            remove: &all,
         };
         match decision {
             ReconcileDecision::RetryPatch { removal } => {
@@ -267,6 +325,7 @@ impl<R: Reconciler> OpinionatedReconciler<R> {
                     .await
             }
             ReconcileDecision::DeleteEvent => {
+                self.undecodable.forget(request.object.as_ref());
                 if self
                     .delivered
                     .remove(&id)
@@ -301,11 +360,16 @@ impl<R: Reconciler> OpinionatedReconciler<R> {
             ReconcileDecision::Resync => {
                 let downstream = ReconcileRequest {
                     action: ReconcileAction::Resynced,
-                    ..request
+                    ..request.clone()
                 };
                 let result = self.inner.reconcile(ctx, downstream).await?;
                 self.delivered.set(&id, Progress::ADDED);
-                Ok(result)
+                if !self.names.carries_legacy(request.object.metadata()) {
+                    return Ok(result);
+                }
+                // The upgrade patch: a legacy finalizer name is replaced by ours.
+                self.patch_after(ctx, &request, result, add, PENDING_ADD, true)
+                    .await
             }
             ReconcileDecision::Create => {
                 let downstream = ReconcileRequest {
@@ -355,6 +419,9 @@ impl<R: Reconciler> Reconciler for OpinionatedReconciler<R> {
         ctx: &HandlerContext,
         request: ReconcileRequest,
     ) -> Result<ReconcileResult, ReconcileError> {
+        if let Some(undecodable) = as_undecodable(&request.object) {
+            return self.run_undecodable(ctx, request.action, undecodable).await;
+        }
         let created = self
             .delivered
             .get(&incarnation(request.object.as_ref()))
@@ -363,7 +430,7 @@ impl<R: Reconciler> Reconciler for OpinionatedReconciler<R> {
             request.action,
             request.object.metadata(),
             &request.state,
-            self.names.finalizer(),
+            &self.names,
             created,
         );
         let meta = request.object.metadata();

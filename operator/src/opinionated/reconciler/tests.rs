@@ -12,6 +12,10 @@ fn meta(finalizers: &[&str], deleting: bool) -> ObjectMeta {
     }
 }
 
+fn ours() -> FinalizerNames {
+    FinalizerNames::unchecked("ours", "wip")
+}
+
 fn none() -> ReconcileState {
     ReconcileState::new()
 }
@@ -19,19 +23,19 @@ fn none() -> ReconcileState {
 #[test]
 fn deletion_with_our_finalizer_delivers_deleted_and_without_it_waits_for_the_delete_event() {
     assert_eq!(
-        decide(Updated, &meta(&["ours"], true), &none(), "ours", false),
+        decide(Updated, &meta(&["ours"], true), &none(), &ours(), false),
         ReconcileDecision::Delete
     );
     assert_eq!(
-        decide(Created, &meta(&["ours"], true), &none(), "ours", false),
+        decide(Created, &meta(&["ours"], true), &none(), &ours(), false),
         ReconcileDecision::Delete
     );
     assert_eq!(
-        decide(Updated, &meta(&["x"], true), &none(), "ours", false),
+        decide(Updated, &meta(&["x"], true), &none(), &ours(), false),
         ReconcileDecision::IgnoreDeleting
     );
     assert_eq!(
-        decide(Deleted, &meta(&["ours"], true), &none(), "ours", false),
+        decide(Deleted, &meta(&["ours"], true), &none(), &ours(), false),
         ReconcileDecision::DeleteEvent
     );
 }
@@ -43,13 +47,13 @@ fn created_with_our_finalizer_is_a_resync_and_without_it_a_create() {
             Created,
             &meta(&["x", "ours"], false),
             &none(),
-            "ours",
+            &ours(),
             false
         ),
         ReconcileDecision::Resync
     );
     assert_eq!(
-        decide(Created, &meta(&["x"], false), &none(), "ours", false),
+        decide(Created, &meta(&["x"], false), &none(), &ours(), false),
         ReconcileDecision::Create
     );
 }
@@ -57,15 +61,15 @@ fn created_with_our_finalizer_is_a_resync_and_without_it_a_create() {
 #[test]
 fn an_update_without_our_finalizer_after_created_only_adds_it() {
     assert_eq!(
-        decide(Updated, &meta(&[], false), &none(), "ours", true),
+        decide(Updated, &meta(&[], false), &none(), &ours(), true),
         ReconcileDecision::AddFinalizer
     );
     assert_eq!(
-        decide(Resynced, &meta(&[], false), &none(), "ours", true),
+        decide(Resynced, &meta(&[], false), &none(), &ours(), true),
         ReconcileDecision::AddFinalizer
     );
     assert_eq!(
-        decide(Updated, &meta(&["ours"], false), &none(), "ours", false),
+        decide(Updated, &meta(&["ours"], false), &none(), &ours(), false),
         ReconcileDecision::Pass
     );
 }
@@ -74,12 +78,12 @@ fn an_update_without_our_finalizer_after_created_only_adds_it() {
 fn a_noted_patch_is_retried_without_calling_downstream_again() {
     let removal = noted(none(), Some(PENDING_REMOVAL));
     assert_eq!(
-        decide(Updated, &meta(&["ours"], true), &removal, "ours", false),
+        decide(Updated, &meta(&["ours"], true), &removal, &ours(), false),
         ReconcileDecision::RetryPatch { removal: true }
     );
     let add = noted(none(), Some(PENDING_ADD));
     assert_eq!(
-        decide(Created, &meta(&[], false), &add, "ours", false),
+        decide(Created, &meta(&[], false), &add, &ours(), false),
         ReconcileDecision::RetryPatch { removal: false }
     );
     assert!(!noted(add, None).contains_key(STATE_KEY));
@@ -91,19 +95,36 @@ fn a_noted_patch_is_retried_without_calling_downstream_again() {
 #[test]
 fn an_update_before_created_was_delivered_is_delivered_as_created_and_the_stale_retry_is_not() {
     assert_eq!(
-        decide(Updated, &meta(&[], false), &none(), "ours", false),
+        decide(Updated, &meta(&[], false), &none(), &ours(), false),
         ReconcileDecision::Create
     );
     assert_eq!(
-        decide(Resynced, &meta(&[], false), &none(), "ours", false),
+        decide(Resynced, &meta(&[], false), &none(), &ours(), false),
         ReconcileDecision::Create
     );
     assert_eq!(
-        decide(Created, &meta(&[], false), &none(), "ours", true),
+        decide(Created, &meta(&[], false), &none(), &ours(), true),
         ReconcileDecision::AddFinalizer
     );
     assert_eq!(
-        decide(Updated, &meta(&[], false), &none(), "ours", true),
+        decide(Updated, &meta(&[], false), &none(), &ours(), true),
         ReconcileDecision::AddFinalizer
+    );
+}
+
+#[test]
+fn a_legacy_finalizer_counts_as_ours() {
+    let names = ours().with_legacy(["old".to_string()], []);
+    assert_eq!(
+        decide(Created, &meta(&["old"], false), &none(), &names, false),
+        ReconcileDecision::Resync
+    );
+    assert_eq!(
+        decide(Updated, &meta(&["old"], true), &none(), &names, true),
+        ReconcileDecision::Delete
+    );
+    assert_eq!(
+        decide(Updated, &meta(&["old"], false), &none(), &names, true),
+        ReconcileDecision::Pass
     );
 }

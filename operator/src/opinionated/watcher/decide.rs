@@ -5,7 +5,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::super::change::{changed, has_generation};
-use super::super::finalizer::{FinalizerNames, has_finalizer};
+use super::super::finalizer::FinalizerNames;
 use crate::object::KubeObject;
 
 /// What the wrapper does with an `add`; see the [module docs](super::super).
@@ -37,8 +37,9 @@ impl AddDecision {
 }
 
 pub(crate) fn decide_add(meta: &ObjectMeta, names: &FinalizerNames) -> AddDecision {
-    let ours = has_finalizer(meta, names.finalizer());
-    let in_progress = has_finalizer(meta, names.in_progress());
+    // Legacy default names count as ours (see the finalizer module's names section).
+    let ours = names.is_handled(meta);
+    let in_progress = names.is_in_progress(meta);
     if meta.deletion_timestamp.is_some() {
         if ours || in_progress {
             AddDecision::Delete
@@ -47,7 +48,8 @@ pub(crate) fn decide_add(meta: &ObjectMeta, names: &FinalizerNames) -> AddDecisi
         }
     } else if ours {
         AddDecision::Sync {
-            drop_in_progress: in_progress,
+            // A legacy name is tidied up by the same patch.
+            drop_in_progress: in_progress || names.carries_legacy(meta),
         }
     } else {
         AddDecision::Add
@@ -107,6 +109,14 @@ pub(crate) fn decide_update(
     names: &FinalizerNames,
     add_saw: Option<&dyn KubeObject>,
 ) -> UpdateDecision {
+    // Legacy default names count as ours (see the finalizer module's names section).
+    let has_finalizer = |meta: &ObjectMeta, name: &str| {
+        if name == names.finalizer() {
+            names.is_handled(meta)
+        } else {
+            names.is_in_progress(meta)
+        }
+    };
     let (ours, wip) = (names.finalizer(), names.in_progress());
     let (old_meta, new_meta) = (old.metadata(), new.metadata());
     if new_meta.deletion_timestamp.is_some() {

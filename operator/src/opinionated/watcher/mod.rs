@@ -2,6 +2,7 @@
 //! finalizer; see the [module docs](super) for the rules and the guarantee.
 
 use std::fmt;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -17,9 +18,10 @@ use super::finalizer::{
     FinalizerChange, FinalizerNameError, FinalizerNames, FinalizerPatcher, PatchOutcome,
 };
 use super::progress::{Progress, ProgressMap, incarnation};
+use super::undecodable::UndecodableHandler;
 use super::{OpinionatedOptions, mark_error};
 use crate::handler::{BoxError, HandlerContext};
-use crate::object::{KubeObject, SharedObject};
+use crate::object::{KubeObject, SharedObject, Undecodable, as_undecodable};
 use crate::watcher::{TypedWatcher, TypedWatcherAdapter, Watcher, typed_watcher};
 
 /// A [`Watcher`] wrapper that makes downtime safe with finalizers; see the [module docs](super).
@@ -32,6 +34,7 @@ pub struct OpinionatedWatcher<W> {
     patcher: FinalizerPatcher,
     progress: ProgressMap,
     kind: String,
+    undecodable: UndecodableHandler,
 }
 
 impl<W: Watcher> OpinionatedWatcher<W> {
@@ -49,6 +52,7 @@ impl<W: Watcher> OpinionatedWatcher<W> {
             inner: watcher,
             names,
             kind: resource.kind.clone(),
+            undecodable: options.undecodable_handler(client.clone(), resource.clone()),
             patcher: options.patcher(client, resource),
             progress: ProgressMap::default(),
         })
@@ -154,14 +158,13 @@ impl<W: Watcher> OpinionatedWatcher<W> {
             self.inner.delete(ctx, object.clone()).await?;
             self.progress.set(&id, Progress::DeleteHandled);
         }
-        let (ours, wip) = (self.names.finalizer(), self.names.in_progress());
         self.patch(
             ctx,
             object.metadata(),
             Self::trust_event_copy(ctx),
             FinalizerChange {
                 add: None,
-                remove: &[ours, wip],
+                remove: &self.names.all(),
             },
         )
         .await?;
@@ -221,9 +224,10 @@ impl<W: Watcher> OpinionatedWatcher<W> {
                 added_now = true;
             }
         }
+        let superseded = self.names.superseded_by_finalizer();
         let swap = FinalizerChange {
             add: Some(ours),
-            remove: &[wip],
+            remove: &superseded,
         };
         match self.patch(ctx, &latest, trusted, swap).await? {
             PatchOutcome::BlockedByDeletion => tracing::debug!(
@@ -257,7 +261,7 @@ impl<W: Watcher> OpinionatedWatcher<W> {
         let id = incarnation(new.as_ref());
         // Decided on this entry a moment ago; events of one object never run concurrently.
         let saw = self.progress.add_saw(&id).unwrap_or(old);
-        let swap_seen = super::finalizer::has_finalizer(new.metadata(), self.names.finalizer());
+        let swap_seen = self.names.is_handled(new.metadata());
         if !swap_seen {
             self.complete_add(ctx, new.clone()).await?;
         }
@@ -308,9 +312,11 @@ impl<W: Watcher> OpinionatedWatcher<W> {
                 self.progress
                     .set(&incarnation(object.as_ref()), Progress::ADDED);
                 if drop_in_progress {
+                    // Also the upgrade patch: a legacy finalizer is replaced by ours.
+                    let upgrade = self.names.carries_legacy(object.metadata());
                     let drop_wip = FinalizerChange {
-                        add: None,
-                        remove: &[self.names.in_progress()],
+                        add: upgrade.then(|| self.names.finalizer()),
+                        remove: &self.names.superseded_by_finalizer(),
                     };
                     self.patch(
                         ctx,
@@ -347,7 +353,7 @@ impl<W: Watcher> OpinionatedWatcher<W> {
             UpdateDecision::Restore => {
                 let restore = FinalizerChange {
                     add: Some(self.names.finalizer()),
-                    remove: &[self.names.in_progress()],
+                    remove: &self.names.superseded_by_finalizer(),
                 };
                 self.patch(ctx, new.metadata(), Self::trust_event_copy(ctx), restore)
                     .await?;
@@ -358,7 +364,29 @@ impl<W: Watcher> OpinionatedWatcher<W> {
         }
     }
 
+    /// An Add or Update to an undecodable object; see the [module docs](super#objects-that-do-not-decode).
+    async fn run_undecodable(
+        &self,
+        ctx: &HandlerContext,
+        object: Arc<Undecodable>,
+    ) -> Result<(), BoxError> {
+        let meta = &object.raw().metadata;
+        let held = self.names.is_handled(meta) || self.names.is_in_progress(meta);
+        let release = self.names.all();
+        self.undecodable
+            .handle(ctx, object, held, &self.progress, &self.patcher, &release)
+            .await
+    }
+
     async fn run_delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+        if let Some(undecodable) = as_undecodable(&object) {
+            let handled = self
+                .progress
+                .remove(&incarnation(object.as_ref()))
+                .is_some_and(|progress| progress.delete_handled());
+            return self.undecodable.gone(ctx, undecodable, handled).await;
+        }
+        self.undecodable.forget(object.as_ref());
         match self.progress.remove(&incarnation(object.as_ref())) {
             Some(Progress::DeleteHandled) => {
                 tracing::debug!("delete was handled at deletionTimestamp");
@@ -374,6 +402,15 @@ impl<W: Watcher> OpinionatedWatcher<W> {
 #[async_trait]
 impl<W: Watcher> Watcher for OpinionatedWatcher<W> {
     async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+        if let Some(undecodable) = as_undecodable(&object) {
+            let span = wrapper_span!("opinionated-watcher-add", self, object, "undecodable");
+            let result = self
+                .run_undecodable(ctx, undecodable)
+                .instrument(span.clone())
+                .await;
+            mark_error(&span, &result);
+            return result;
+        }
         let decision = decide_add(object.metadata(), &self.names);
         let span = wrapper_span!("opinionated-watcher-add", self, object, decision.label());
         let result = self
@@ -390,6 +427,15 @@ impl<W: Watcher> Watcher for OpinionatedWatcher<W> {
         old: SharedObject,
         new: SharedObject,
     ) -> Result<(), BoxError> {
+        if let Some(undecodable) = as_undecodable(&new) {
+            let span = wrapper_span!("opinionated-watcher-update", self, new, "undecodable");
+            let result = self
+                .run_undecodable(ctx, undecodable)
+                .instrument(span.clone())
+                .await;
+            mark_error(&span, &result);
+            return result;
+        }
         let add_saw = self.progress.add_saw(&incarnation(new.as_ref()));
         let decision = decide_update(old.as_ref(), new.as_ref(), &self.names, add_saw.as_deref());
         let span = wrapper_span!("opinionated-watcher-update", self, new, decision.label());

@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 fn names() -> FinalizerNames {
-    FinalizerNames::new("ours", "wip").expect("valid")
+    FinalizerNames::unchecked("ours", "wip")
 }
 
 fn meta(generation: i64, finalizers: &[&str], deleting: bool) -> ObjectMeta {
@@ -242,5 +242,39 @@ fn without_a_generation_every_change_but_our_own_patch_is_an_update() {
             Some(&saw)
         ),
         UpdateDecision::AddConfirmed
+    );
+}
+
+#[test]
+fn legacy_names_count_as_ours_and_a_sync_upgrades_them() {
+    let n = FinalizerNames::unchecked("ours", "wip")
+        .with_legacy(["old".to_string()], ["old-wip".to_string()]);
+    assert_eq!(
+        decide_add(&meta(1, &["old"], false), &n),
+        AddDecision::Sync {
+            drop_in_progress: true
+        }
+    );
+    assert_eq!(
+        decide_add(&meta(1, &["old-wip"], true), &n),
+        AddDecision::Delete
+    );
+    assert_eq!(
+        decide_add(&meta(1, &["old-wip"], false), &n),
+        AddDecision::Add
+    );
+    // The upgrade patch (legacy out, ours in) is no event of note; a removal of it is.
+    assert_eq!(
+        decide_update(
+            &obj(1, &["old"], false),
+            &obj(1, &["ours"], false),
+            &n,
+            None
+        ),
+        UpdateDecision::IgnoreUnchanged
+    );
+    assert_eq!(
+        decide_update(&obj(1, &["old"], false), &obj(1, &[], false), &n, None),
+        UpdateDecision::Restore
     );
 }

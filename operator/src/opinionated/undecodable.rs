@@ -1,0 +1,257 @@
+//! What the opinionated wrappers do with an object that does not decode into the wrapped
+//! handler's type; see the [module docs](super#objects-that-do-not-decode).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures::future::BoxFuture;
+use kube::Client;
+use kube::Resource;
+use kube::api::ApiResource;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+use super::finalizer::{FinalizerChange, FinalizerMetrics, FinalizerPatcher};
+use super::progress::{Progress, ProgressMap, incarnation};
+use crate::handler::{BoxError, HandlerContext};
+use crate::object::{KubeObject, ObjectKey, Undecodable};
+
+/// The Event reason of an undecodable object (held, or changed without being deleted).
+pub const UNDECODABLE_REASON: &str = "UndecodableObject";
+/// The Event reason of an undecodable object released without a handler.
+pub const UNDECODABLE_RELEASED_REASON: &str = "UndecodableObjectReleased";
+/// The reporting controller of the wrappers' Events unless set otherwise.
+pub const DEFAULT_EVENT_REPORTER: &str = "kubeapp-opinionated";
+
+/// The hook that handles the deletion of an undecodable object: it gets the raw object (and the
+/// serde error) instead of the typed one; see
+/// [`OpinionatedOptions::on_undecodable_delete`](super::OpinionatedOptions::on_undecodable_delete).
+pub type UndecodableDeleteHook = Arc<
+    dyn Fn(HandlerContext, Arc<Undecodable>) -> BoxFuture<'static, Result<(), BoxError>>
+        + Send
+        + Sync,
+>;
+
+/// The settings for undecodable objects, part of [`OpinionatedOptions`](super::OpinionatedOptions).
+#[derive(Clone, Default)]
+pub(crate) struct UndecodableOptions {
+    pub(crate) on_delete: Option<UndecodableDeleteHook>,
+    pub(crate) release_without_handler: bool,
+    pub(crate) reporter: Option<String>,
+}
+
+impl fmt::Debug for UndecodableOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UndecodableOptions")
+            .field("on_delete", &self.on_delete.is_some())
+            .field("release_without_handler", &self.release_without_handler)
+            .field("reporter", &self.reporter)
+            .finish()
+    }
+}
+
+/// An undecodable object being deleted is held by our finalizer, and nothing may release it.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{kind} {object} is being deleted but does not deserialize into {expected} ({error}); it stays held by its finalizer: set OpinionatedOptions::on_undecodable_delete to handle it, fix the object, or opt in with release_undecodable_without_handler"
+)]
+pub struct UndecodableHeld {
+    /// The kind.
+    pub kind: String,
+    /// Namespace and name.
+    pub object: ObjectKey,
+    /// The Rust type it does not deserialize into.
+    pub expected: &'static str,
+    /// The serde error.
+    pub error: String,
+}
+
+/// The wrappers' handling of undecodable objects: the hook, the Warning Events and the metric.
+pub(crate) struct UndecodableHandler {
+    options: UndecodableOptions,
+    recorder: Recorder,
+    resource: ApiResource,
+    metrics: FinalizerMetrics,
+    /// The resourceVersion last reported per UID, so an object is reported once per version and
+    /// not once per retry.
+    reported: Mutex<HashMap<String, String>>,
+}
+
+impl UndecodableHandler {
+    pub(crate) fn new(
+        client: Client,
+        resource: ApiResource,
+        options: UndecodableOptions,
+        metrics: FinalizerMetrics,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: options
+                .reporter
+                .clone()
+                .unwrap_or_else(|| DEFAULT_EVENT_REPORTER.to_string()),
+            instance: None,
+        };
+        Self {
+            recorder: Recorder::new(client, reporter),
+            resource,
+            options,
+            metrics,
+            reported: Mutex::default(),
+        }
+    }
+
+    fn count(&self, outcome: &str) {
+        self.metrics
+            .undecodable
+            .with_label_values(&[&self.resource.kind, outcome])
+            .inc();
+    }
+
+    /// True the first time this version of the object is seen (then forgotten once it is gone).
+    fn first_report(&self, object: &Undecodable) -> bool {
+        let version = object
+            .raw()
+            .metadata
+            .resource_version
+            .clone()
+            .unwrap_or_default();
+        let mut reported = self.reported.lock().unwrap_or_else(PoisonError::into_inner);
+        reported.insert(incarnation(object), version.clone()) != Some(version)
+    }
+
+    /// Drops the memory of reports about `object`'s incarnation (it is gone or released).
+    pub(crate) fn forget(&self, object: &dyn KubeObject) {
+        self.reported
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&incarnation(object));
+    }
+
+    /// A Warning Event on the object; a failure to record it is logged, never fatal.
+    async fn warn(&self, object: &Undecodable, reason: &str, note: String) {
+        let reference = object.raw().object_ref(&self.resource);
+        let event = Event {
+            type_: EventType::Warning,
+            reason: reason.to_string(),
+            note: Some(note.chars().take(1000).collect()),
+            action: "Reconcile".to_string(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &reference).await {
+            tracing::warn!(%error, reason, "recording the Warning Event failed");
+        }
+    }
+
+    /// An Add or Update (or a reconcile that is not the watch's Delete) of an undecodable object:
+    /// [`deleting`](Self::deleting) when it is being deleted and `held` by our finalizers,
+    /// otherwise [`changed`](Self::changed).
+    pub(crate) async fn handle(
+        &self,
+        ctx: &HandlerContext,
+        object: Arc<Undecodable>,
+        held: bool,
+        progress: &ProgressMap,
+        patcher: &FinalizerPatcher,
+        release: &[&str],
+    ) -> Result<(), BoxError> {
+        if held && object.raw().metadata.deletion_timestamp.is_some() {
+            self.deleting(ctx, object, progress, patcher, release).await
+        } else {
+            self.changed(object).await
+        }
+    }
+
+    /// An undecodable object that is being deleted and held by our finalizers (`release`):
+    /// the hook, or the opt-in release, or it stays held (an error, retried by policy).
+    pub(crate) async fn deleting(
+        &self,
+        ctx: &HandlerContext,
+        object: Arc<Undecodable>,
+        progress: &ProgressMap,
+        patcher: &FinalizerPatcher,
+        release: &[&str],
+    ) -> Result<(), BoxError> {
+        let id = incarnation(object.as_ref());
+        if !progress.delete_handled(&id) {
+            if let Some(hook) = &self.options.on_delete {
+                hook(ctx.clone(), object.clone()).await?;
+                self.count("handled");
+                tracing::info!(%object, "undecodable object's delete handled by the raw hook");
+            } else if self.options.release_without_handler {
+                self.count("released");
+                tracing::warn!(%object, "undecodable object released without a handler (opt-in)");
+                let note = format!(
+                    "{object}; its finalizer was released without calling a handler (release_undecodable_without_handler)"
+                );
+                self.warn(&object, UNDECODABLE_RELEASED_REASON, note).await;
+            } else {
+                if self.first_report(&object) {
+                    self.count("held");
+                    let note = format!(
+                        "{object}; the deletion stays held by finalizer {} until a handler can run",
+                        release.first().copied().unwrap_or_default()
+                    );
+                    self.warn(&object, UNDECODABLE_REASON, note).await;
+                }
+                return Err(Box::new(UndecodableHeld {
+                    kind: self.resource.kind.clone(),
+                    object: ObjectKey::of(object.as_ref()),
+                    expected: object.expected_type(),
+                    error: object.error().to_string(),
+                }));
+            }
+            progress.set(&id, Progress::DeleteHandled);
+        }
+        let change = FinalizerChange {
+            add: None,
+            remove: release,
+        };
+        patcher
+            .apply(ctx, &object.raw().metadata, ctx.attempt() == 0, change)
+            .await?;
+        self.forget(object.as_ref());
+        Ok(())
+    }
+
+    /// An undecodable object that is not being deleted (or not held by us): nothing but a Warning
+    /// Event and the metric, once per resourceVersion.
+    pub(crate) async fn changed(&self, object: Arc<Undecodable>) -> Result<(), BoxError> {
+        if object.raw().metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        if self.first_report(&object) {
+            self.count("ignored");
+            tracing::warn!(%object, "undecodable object: no handler called");
+            let note = format!("{object}; no handler is called until it deserializes again");
+            self.warn(&object, UNDECODABLE_REASON, note).await;
+        }
+        Ok(())
+    }
+
+    /// The watch says an undecodable object is gone: the hook, unless its delete was handled.
+    pub(crate) async fn gone(
+        &self,
+        ctx: &HandlerContext,
+        object: Arc<Undecodable>,
+        handled: bool,
+    ) -> Result<(), BoxError> {
+        self.forget(object.as_ref());
+        if handled {
+            return Ok(());
+        }
+        match &self.options.on_delete {
+            Some(hook) => {
+                hook(ctx.clone(), object.clone()).await?;
+                self.count("handled");
+            }
+            None => {
+                self.count("gone");
+                tracing::warn!(
+                    %object,
+                    "undecodable object gone without being held by our finalizer; no handler called"
+                );
+            }
+        }
+        Ok(())
+    }
+}

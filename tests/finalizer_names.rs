@@ -1,0 +1,435 @@
+//! End-to-end tests of the finalizer names (kubeapp issue #12, defect 2) against a real
+//! kube-apiserver + etcd: the default names are qualified (core kinds accept them), objects
+//! carrying the unqualified names of earlier releases are recognised, handled and upgraded, and
+//! invalid names are refused when a wrapper is built.
+
+use std::sync::{Arc, Once};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{CustomResource, Resource, ResourceExt};
+use kubeapp::operator::opinionated::{FinalizerNameError, OpinionatedOptions};
+use kubeapp::operator::{
+    CancellationToken, ControllerConfig, Informer, InformerController, InformerOptions,
+    OpinionatedReconciler, OpinionatedWatcher, ReconcileResult, ReconcilerFn, RetryPolicy,
+    WatcherFns,
+};
+use kubeapp::sdk::testenv::TestEnv;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A custom kind, for the legacy names (kube-apiserver refuses them on core kinds).
+#[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[kube(
+    group = "names.kubeapp.dev",
+    version = "v1",
+    kind = "Gizmo",
+    namespaced
+)]
+struct GizmoSpec {
+    size: i32,
+}
+
+const GIZMO_OURS: &str = "names.kubeapp.dev/operator-gizmos-v1";
+const GIZMO_LEGACY: &str = "operator.v1.Gizmo.names.kubeapp.dev";
+const GIZMO_LEGACY_WIP: &str = "wip.v1.Gizmo.names.kubeapp.dev";
+const CM_OURS: &str = "core.kubeapp.dev/operator-configmaps-v1";
+
+fn logs() {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "kubeapp_operator=info".into()),
+            )
+            .with_test_writer()
+            .try_init();
+    });
+}
+
+/// An append-only log of handler calls that tests await conditions on.
+#[derive(Clone)]
+struct Log(Arc<watch::Sender<Vec<String>>>);
+
+impl Log {
+    fn new() -> Self {
+        Self(Arc::new(watch::Sender::new(Vec::new())))
+    }
+
+    fn push(&self, entry: String) {
+        self.0.send_modify(|log| log.push(entry));
+    }
+
+    async fn wait_contains(&self, entry: &str) {
+        let mut rx = self.0.subscribe();
+        let found =
+            tokio::time::timeout(TIMEOUT, rx.wait_for(|log| log.iter().any(|e| e == entry)));
+        if !matches!(found.await, Ok(Ok(_))) {
+            panic!(
+                "`{entry}` not logged within {TIMEOUT:?}; log: {:#?}",
+                self.0.borrow()
+            );
+        }
+    }
+
+    fn count(&self, entry: &str) -> usize {
+        self.0.borrow().iter().filter(|e| *e == entry).count()
+    }
+}
+
+/// A watcher of `K` that logs `add|update|delete|sync {name}`.
+fn logging_watcher<K: Resource + Send + Sync + std::fmt::Debug + 'static>(
+    log: &Log,
+) -> WatcherFns<K> {
+    let (add, update, delete, sync) = (log.clone(), log.clone(), log.clone(), log.clone());
+    WatcherFns::new()
+        .on_add(move |_, o: Arc<K>| {
+            add.push(format!("add {}", o.meta().name.clone().unwrap_or_default()));
+            async { Ok(()) }
+        })
+        .on_update(move |_, _, o: Arc<K>| {
+            update.push(format!(
+                "update {}",
+                o.meta().name.clone().unwrap_or_default()
+            ));
+            async { Ok(()) }
+        })
+        .on_delete(move |_, o: Arc<K>| {
+            delete.push(format!(
+                "delete {}",
+                o.meta().name.clone().unwrap_or_default()
+            ));
+            async { Ok(()) }
+        })
+        .on_sync(move |_, o: Arc<K>| {
+            sync.push(format!(
+                "sync {}",
+                o.meta().name.clone().unwrap_or_default()
+            ));
+            async { Ok(()) }
+        })
+}
+
+/// A reconciler of `K` that logs `{action} {name}`.
+fn logging_reconciler<K>(log: &Log) -> impl kubeapp::operator::Reconciler
+where
+    K: Resource + Send + Sync + std::fmt::Debug + 'static,
+{
+    let log = log.clone();
+    ReconcilerFn::<K, _>::new(move |_ctx, request| {
+        let name = request.object.meta().name.clone().unwrap_or_default();
+        log.push(format!("{} {name}", request.action));
+        async { Ok(ReconcileResult::done()) }
+    })
+}
+
+/// A running controller, stopped by [`Operator::stop`].
+struct Operator {
+    stop: CancellationToken,
+    running: JoinHandle<()>,
+}
+
+impl Operator {
+    async fn start(controller: InformerController) -> Self {
+        let stop = CancellationToken::new();
+        let running = tokio::spawn({
+            let (controller, stop) = (controller.clone(), stop.clone());
+            async move {
+                controller
+                    .run(stop)
+                    .await
+                    .expect("the controller runs once")
+            }
+        });
+        for (kind, flag) in controller.synced_flags() {
+            tokio::time::timeout(TIMEOUT, flag.wait())
+                .await
+                .unwrap_or_else(|_| panic!("informer {kind} never synced"));
+        }
+        Self { stop, running }
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        tokio::time::timeout(TIMEOUT, self.running)
+            .await
+            .expect("the controller stops in time")
+            .expect("the controller task does not panic");
+    }
+}
+
+fn config() -> ControllerConfig {
+    ControllerConfig::default()
+        .retry_policy(RetryPolicy::exponential(Duration::from_millis(100), 30))
+        .shutdown_grace(Duration::from_secs(5))
+}
+
+async fn wait_finalizers<K>(api: &Api<K>, name: &str, expected: &[&str])
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let expected: Vec<String> = expected.iter().map(|f| (*f).to_string()).collect();
+    let wanted = expected.clone();
+    let reached = tokio::time::timeout(
+        TIMEOUT,
+        await_condition(api.clone(), name, move |o: Option<&K>| {
+            o.is_some_and(|o| o.meta().finalizers.clone().unwrap_or_default() == wanted)
+        }),
+    )
+    .await;
+    if !matches!(reached, Ok(Ok(_))) {
+        let now = api.get_opt(name).await.ok().flatten();
+        panic!(
+            "{name} never had the finalizers {expected:?}; now: {:?}",
+            now.map(|o| o.meta().finalizers.clone())
+        );
+    }
+}
+
+async fn delete_and_wait_gone<K>(api: &Api<K>, name: &str)
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let uid = api.get(name).await.expect("exists").meta().uid.clone();
+    api.delete(name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(api, name, uid.as_deref().unwrap_or_default()).await;
+}
+
+async fn wait_gone<K>(api: &Api<K>, name: &str, uid: &str)
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let gone = tokio::time::timeout(
+        TIMEOUT,
+        await_condition(api.clone(), name, conditions::is_deleted(uid)),
+    )
+    .await;
+    if !matches!(gone, Ok(Ok(_))) {
+        let now = api.get_opt(name).await.ok().flatten();
+        panic!(
+            "{name} still exists after {TIMEOUT:?}; finalizers: {:?}",
+            now.map(|o| o.meta().finalizers.clone())
+        );
+    }
+}
+
+fn configmap(name: &str) -> ConfigMap {
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some(name.into());
+    cm
+}
+
+#[tokio::test]
+async fn default_names_let_an_opinionated_watcher_and_reconciler_add_and_delete_a_configmap() {
+    logs();
+    let env = TestEnv::start().await.expect("control plane");
+    let watched = env.create_namespace("watched").await.expect("namespace");
+    let reconciled = env.create_namespace("reconciled").await.expect("namespace");
+    let client = env.client();
+    let (watch_log, reconcile_log) = (Log::new(), Log::new());
+
+    let controller = InformerController::new(config());
+    for (key, ns) in [("watched", &watched), ("reconciled", &reconciled)] {
+        let options = InformerOptions::default().namespace(ns);
+        controller.add_informer(key, Informer::new::<ConfigMap>(client.clone(), options));
+    }
+    let watcher = OpinionatedWatcher::for_kind::<ConfigMap>(
+        client.clone(),
+        logging_watcher::<ConfigMap>(&watch_log),
+        OpinionatedOptions::default(),
+    )
+    .expect("the default names are valid");
+    assert_eq!(watcher.finalizers().finalizer(), CM_OURS);
+    controller.add_watcher("watched", watcher);
+    let reconciler = OpinionatedReconciler::for_kind::<ConfigMap>(
+        client.clone(),
+        logging_reconciler::<ConfigMap>(&reconcile_log),
+        OpinionatedOptions::default(),
+    )
+    .expect("the default names are valid");
+    assert_eq!(reconciler.finalizer(), CM_OURS);
+    controller.add_reconciler("reconciled", reconciler);
+    let operator = Operator::start(controller).await;
+
+    for (ns, log) in [(&watched, &watch_log), (&reconciled, &reconcile_log)] {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        api.create(&PostParams::default(), &configmap("cm"))
+            .await
+            .expect("create");
+        // kube-apiserver answers an unqualified finalizer on a ConfigMap with 422: the add
+        // would never complete and the finalizer never appear.
+        wait_finalizers(&api, "cm", &[CM_OURS]).await;
+        delete_and_wait_gone(&api, "cm").await;
+        let (added, deleted) = if ns == &watched {
+            ("add cm", "delete cm")
+        } else {
+            ("Created cm", "Deleted cm")
+        };
+        log.wait_contains(added).await;
+        log.wait_contains(deleted).await;
+    }
+    operator.stop().await;
+}
+
+fn gizmo(name: &str, finalizers: &[&str]) -> Gizmo {
+    let mut g = Gizmo::new(name, GizmoSpec { size: 1 });
+    g.metadata.finalizers = Some(finalizers.iter().map(|f| (*f).to_string()).collect());
+    g
+}
+
+#[tokio::test]
+async fn objects_with_the_old_default_names_are_synced_upgraded_and_their_deletes_handled() {
+    logs();
+    let env = TestEnv::start().await.expect("control plane");
+    env.install_crd::<Gizmo>().await.expect("CRD");
+    let watched = env.create_namespace("watched").await.expect("namespace");
+    let reconciled = env.create_namespace("reconciled").await.expect("namespace");
+    let client = env.client();
+    let (watch_log, reconcile_log) = (Log::new(), Log::new());
+    let watched_api: Api<Gizmo> = Api::namespaced(client.clone(), &watched);
+    let reconciled_api: Api<Gizmo> = Api::namespaced(client.clone(), &reconciled);
+
+    // What an earlier release left behind: objects it handled (its finalizer), one whose add was
+    // in progress (its in-progress finalizer), and deletions it did not get to before it stopped.
+    for api in [&watched_api, &reconciled_api] {
+        for (name, finalizer) in [("kept", GIZMO_LEGACY), ("deleted", GIZMO_LEGACY)] {
+            api.create(&PostParams::default(), &gizmo(name, &[finalizer]))
+                .await
+                .expect("create with the old finalizer");
+        }
+        api.delete("deleted", &DeleteParams::default())
+            .await
+            .expect("delete while the operator is down");
+    }
+    watched_api
+        .create(
+            &PostParams::default(),
+            &gizmo("wip-deleted", &[GIZMO_LEGACY_WIP]),
+        )
+        .await
+        .expect("create with the old in-progress finalizer");
+    watched_api
+        .delete("wip-deleted", &DeleteParams::default())
+        .await
+        .expect("delete while the operator is down");
+
+    let uid = |api: &Api<Gizmo>, name: &'static str| {
+        let api = api.clone();
+        async move { api.get(name).await.expect("held").uid().expect("a UID") }
+    };
+    let held = [
+        (
+            &watched_api,
+            &watch_log,
+            "delete deleted",
+            uid(&watched_api, "deleted").await,
+        ),
+        (
+            &watched_api,
+            &watch_log,
+            "delete wip-deleted",
+            uid(&watched_api, "wip-deleted").await,
+        ),
+        (
+            &reconciled_api,
+            &reconcile_log,
+            "Deleted deleted",
+            uid(&reconciled_api, "deleted").await,
+        ),
+    ];
+
+    // The upgraded operator, with the new (default) names.
+    let controller = InformerController::new(config());
+    for (key, ns) in [("watched", &watched), ("reconciled", &reconciled)] {
+        let options = InformerOptions::default().namespace(ns);
+        controller.add_informer(key, Informer::new::<Gizmo>(client.clone(), options));
+    }
+    let watcher = OpinionatedWatcher::for_kind::<Gizmo>(
+        client.clone(),
+        logging_watcher::<Gizmo>(&watch_log),
+        OpinionatedOptions::default(),
+    )
+    .expect("valid names");
+    controller.add_watcher("watched", watcher);
+    let reconciler = OpinionatedReconciler::for_kind::<Gizmo>(
+        client.clone(),
+        logging_reconciler::<Gizmo>(&reconcile_log),
+        OpinionatedOptions::default(),
+    )
+    .expect("valid names");
+    controller.add_reconciler("reconciled", reconciler);
+    let operator = Operator::start(controller).await;
+
+    // Deletions held by the old names are handled and released.
+    for (api, log, entry, uid) in held {
+        log.wait_contains(entry).await;
+        let name = entry.split_once(' ').map(|(_, n)| n).unwrap_or_default();
+        wait_gone(api, name, &uid).await;
+    }
+    // Handled objects are synced (not added again) and their old name is replaced by the new.
+    watch_log.wait_contains("sync kept").await;
+    reconcile_log.wait_contains("Resynced kept").await;
+    for api in [&watched_api, &reconciled_api] {
+        wait_finalizers(api, "kept", &[GIZMO_OURS]).await;
+    }
+    assert_eq!(watch_log.count("add kept"), 0, "handled before: not added");
+    assert_eq!(reconcile_log.count("Created kept"), 0, "handled before");
+
+    // And their deletion after the upgrade reaches the handlers.
+    for (api, log, entry) in [
+        (&watched_api, &watch_log, "delete kept"),
+        (&reconciled_api, &reconcile_log, "Deleted kept"),
+    ] {
+        delete_and_wait_gone(api, "kept").await;
+        log.wait_contains(entry).await;
+    }
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn invalid_finalizer_names_are_refused_when_a_wrapper_is_built_naming_them() {
+    let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
+    let client = kube::Client::try_from(config).expect("a client (never used)");
+    let err = OpinionatedWatcher::for_kind::<ConfigMap>(
+        client.clone(),
+        WatcherFns::<ConfigMap>::new(),
+        OpinionatedOptions::default().finalizer("my-finalizer"),
+    )
+    .expect_err("an unqualified name");
+    assert!(
+        matches!(err, FinalizerNameError::MissingPrefix { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("`my-finalizer`"), "{err}");
+
+    let long = format!("example.dev/{}", "x".repeat(64));
+    let err = OpinionatedWatcher::for_kind::<ConfigMap>(
+        client.clone(),
+        WatcherFns::<ConfigMap>::new(),
+        OpinionatedOptions::default().in_progress_finalizer(long.clone()),
+    )
+    .expect_err("a name part of 64 characters");
+    assert!(err.to_string().contains(&long), "{err}");
+    assert!(err.to_string().contains("64"), "{err}");
+
+    let err = OpinionatedReconciler::for_kind::<ConfigMap>(
+        client,
+        logging_reconciler::<ConfigMap>(&Log::new()),
+        OpinionatedOptions::default().finalizer("Example.dev/finalizer"),
+    )
+    .expect_err("an uppercase prefix");
+    assert!(
+        matches!(err, FinalizerNameError::InvalidPrefix { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("Example.dev/finalizer"), "{err}");
+}

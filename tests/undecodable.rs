@@ -1,0 +1,360 @@
+//! End-to-end tests of objects that stop decoding (kubeapp issue #12, defect 4) against a real
+//! kube-apiserver + etcd: a custom object handled by the opinionated watcher and reconciler is
+//! changed so that it no longer deserializes into the Rust type, then deleted. With a raw hook the
+//! hook gets it and it disappears; without one it stays held, with a Warning Event and a metric;
+//! with the explicit opt-in it is released without a handler call.
+
+use std::sync::{Arc, Once};
+use std::time::Duration;
+
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::runtime::wait::await_condition;
+use kube::{CustomResource, ResourceExt};
+use kubeapp::operator::opinionated::{FinalizerMetrics, OpinionatedOptions};
+use kubeapp::operator::{
+    CancellationToken, ControllerConfig, Informer, InformerController, InformerOptions,
+    OpinionatedReconciler, OpinionatedWatcher, ReconcileResult, ReconcilerFn, RetryPolicy,
+    WatcherFns,
+};
+use kubeapp::sdk::testenv::TestEnv;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+const WATCHER_FINALIZER: &str = "undecodable.kubeapp.dev/operator-things-v1";
+const RECONCILER_FINALIZER: &str = "undecodable.kubeapp.dev/reconciler";
+
+/// The Rust type wants an integer; the stored schema accepts anything in `spec`.
+#[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[kube(
+    group = "undecodable.kubeapp.dev",
+    version = "v1",
+    kind = "Thing",
+    namespaced
+)]
+struct ThingSpec {
+    count: i64,
+}
+
+const CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: things.undecodable.kubeapp.dev
+spec:
+  group: undecodable.kubeapp.dev
+  scope: Namespaced
+  names: { plural: things, singular: thing, kind: Thing }
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              x-kubernetes-preserve-unknown-fields: true
+"#;
+
+fn logs() {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "kubeapp_operator=info".into()),
+            )
+            .with_test_writer()
+            .try_init();
+    });
+}
+
+/// An append-only log of handler and hook calls.
+#[derive(Clone)]
+struct Log(Arc<watch::Sender<Vec<String>>>);
+
+impl Log {
+    fn new() -> Self {
+        Self(Arc::new(watch::Sender::new(Vec::new())))
+    }
+
+    fn push(&self, entry: String) {
+        self.0.send_modify(|log| log.push(entry));
+    }
+
+    fn entries(&self) -> Vec<String> {
+        self.0.borrow().clone()
+    }
+
+    async fn wait_contains(&self, entry: &str) {
+        let mut rx = self.0.subscribe();
+        let found = tokio::time::timeout(TIMEOUT, rx.wait_for(|l| l.iter().any(|e| e == entry)));
+        if !matches!(found.await, Ok(Ok(_))) {
+            panic!(
+                "`{entry}` not logged within {TIMEOUT:?}; log: {:#?}",
+                self.entries()
+            );
+        }
+    }
+}
+
+/// The three ways an undecodable deletion can be configured.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Setup {
+    Hook,
+    Held,
+    Release,
+}
+
+fn options(
+    setup: Setup,
+    log: &Log,
+    who: &'static str,
+    metrics: &FinalizerMetrics,
+) -> OpinionatedOptions {
+    let options = OpinionatedOptions::default().metrics(metrics.clone());
+    match setup {
+        Setup::Hook => {
+            let log = log.clone();
+            options.on_undecodable_delete(move |_ctx, object| {
+                let wants_integer = object.error().contains("expected i64");
+                log.push(format!(
+                    "{who}-hook {} {wants_integer}",
+                    object.raw().name_any()
+                ));
+                async { Ok(()) }
+            })
+        }
+        Setup::Held => options,
+        Setup::Release => options.release_undecodable_without_handler(),
+    }
+}
+
+fn add_handlers(
+    controller: &InformerController,
+    client: &kube::Client,
+    key: &str,
+    setup: Setup,
+    log: &Log,
+    metrics: &FinalizerMetrics,
+) {
+    let (add, update, delete, sync) = (log.clone(), log.clone(), log.clone(), log.clone());
+    let typed = WatcherFns::<Thing>::new()
+        .on_add(move |_, t| {
+            add.push(format!("add {}", t.name_any()));
+            async { Ok(()) }
+        })
+        .on_update(move |_, _, t| {
+            update.push(format!("update {}", t.name_any()));
+            async { Ok(()) }
+        })
+        .on_delete(move |_, t| {
+            delete.push(format!("delete {}", t.name_any()));
+            async { Ok(()) }
+        })
+        .on_sync(move |_, t| {
+            sync.push(format!("sync {}", t.name_any()));
+            async { Ok(()) }
+        });
+    let watcher = OpinionatedWatcher::for_kind::<Thing>(
+        client.clone(),
+        typed,
+        options(setup, log, "watcher", metrics),
+    )
+    .expect("valid names");
+    assert_eq!(watcher.finalizers().finalizer(), WATCHER_FINALIZER);
+    controller.add_watcher(key, watcher);
+    let reconcile_log = log.clone();
+    let reconciler = ReconcilerFn::<Thing, _>::new(move |_ctx, request| {
+        reconcile_log.push(format!("{} {}", request.action, request.object.name_any()));
+        async { Ok(ReconcileResult::done()) }
+    });
+    let reconciler = OpinionatedReconciler::for_kind::<Thing>(
+        client.clone(),
+        reconciler,
+        options(setup, log, "reconciler", metrics).finalizer(RECONCILER_FINALIZER),
+    )
+    .expect("valid names");
+    controller.add_reconciler(key, reconciler);
+}
+
+/// Polls `check` (events and counters cannot be subscribed to here) until it holds.
+async fn eventually<F, Fut>(what: &str, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let polled = tokio::time::timeout(TIMEOUT, async {
+        while !check().await {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(polled.is_ok(), "{what}: not within {TIMEOUT:?}");
+}
+
+async fn warning_reasons(client: &kube::Client, ns: &str, name: &str) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let list = events
+        .list(&ListParams::default())
+        .await
+        .expect("list events");
+    list.items
+        .into_iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+#[tokio::test]
+async fn an_object_that_stops_decoding_is_handed_to_the_hook_held_with_a_warning_or_released_on_opt_in()
+ {
+    logs();
+    let env = TestEnv::start().await.expect("control plane");
+    env.install_crds_yaml(CRD).await.expect("CRD");
+    let client = env.client();
+    let controller = InformerController::new(
+        ControllerConfig::default()
+            .retry_policy(RetryPolicy::exponential(Duration::from_millis(100), 30))
+            .shutdown_grace(Duration::from_secs(5)),
+    );
+    let mut scenarios = Vec::new();
+    for setup in [Setup::Hook, Setup::Held, Setup::Release] {
+        let ns = env
+            .create_namespace(&format!("{setup:?}").to_lowercase())
+            .await
+            .expect("namespace");
+        let (log, metrics) = (
+            Log::new(),
+            FinalizerMetrics::unregistered(None).expect("metrics"),
+        );
+        let informer =
+            Informer::new::<Thing>(client.clone(), InformerOptions::default().namespace(&ns));
+        controller.add_informer(&ns, informer);
+        add_handlers(&controller, &client, &ns, setup, &log, &metrics);
+        scenarios.push((setup, ns, log, metrics));
+    }
+    let stop = CancellationToken::new();
+    let running = tokio::spawn({
+        let (controller, stop) = (controller.clone(), stop.clone());
+        async move {
+            controller
+                .run(stop)
+                .await
+                .expect("the controller runs once")
+        }
+    });
+
+    // Handled, then changed so that `count` is a string, then deleted.
+    for (_, ns, log, _) in &scenarios {
+        let api: Api<Thing> = Api::namespaced(client.clone(), ns);
+        api.create(
+            &PostParams::default(),
+            &Thing::new("t", ThingSpec { count: 1 }),
+        )
+        .await
+        .expect("create");
+        log.wait_contains("add t").await;
+        log.wait_contains("Created t").await;
+        let both = await_condition(api.clone(), "t", |t: Option<&Thing>| {
+            t.is_some_and(|t| {
+                let f = t.finalizers();
+                f.iter().any(|f| f == WATCHER_FINALIZER)
+                    && f.iter().any(|f| f == RECONCILER_FINALIZER)
+            })
+        });
+        tokio::time::timeout(TIMEOUT, both)
+            .await
+            .expect("both finalizers in time")
+            .expect("watch");
+        // Untyped from here on: the object no longer reads as a Thing.
+        let raw: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<Thing>(&()));
+        let undecodable = serde_json::json!({ "spec": { "count": "many" } });
+        raw.patch("t", &PatchParams::default(), &Patch::Merge(&undecodable))
+            .await
+            .expect("a string where the Rust type wants an integer");
+        raw.delete("t", &DeleteParams::default())
+            .await
+            .expect("delete");
+    }
+
+    for (setup, ns, log, metrics) in &scenarios {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<Thing>(&()));
+        match setup {
+            Setup::Hook => {
+                log.wait_contains("watcher-hook t true").await;
+                log.wait_contains("reconciler-hook t true").await;
+                eventually("the handled object to disappear", || async {
+                    api.get_opt("t").await.expect("get").is_none()
+                })
+                .await;
+            }
+            Setup::Held => {
+                eventually(
+                    "a Warning Event UndecodableObject on the held object",
+                    || async {
+                        warning_reasons(&client, ns, "t")
+                            .await
+                            .iter()
+                            .any(|r| r == "UndecodableObject")
+                    },
+                )
+                .await;
+                eventually("the held metric", || async {
+                    metrics.undecodable("Thing", "held") >= 1
+                })
+                .await;
+                let held = api.get("t").await.expect("still there: held");
+                assert!(held.metadata.deletion_timestamp.is_some());
+                assert!(held.finalizers().iter().any(|f| f == WATCHER_FINALIZER));
+                assert!(held.finalizers().iter().any(|f| f == RECONCILER_FINALIZER));
+            }
+            Setup::Release => {
+                eventually("the released object to disappear", || async {
+                    api.get_opt("t").await.expect("get").is_none()
+                })
+                .await;
+                eventually("a Warning Event UndecodableObjectReleased", || async {
+                    warning_reasons(&client, ns, "t")
+                        .await
+                        .iter()
+                        .any(|r| r == "UndecodableObjectReleased")
+                })
+                .await;
+                assert!(
+                    metrics.undecodable("Thing", "released") >= 2,
+                    "watcher and reconciler"
+                );
+            }
+        }
+        // No typed handler ever saw the undecodable object, and no handler was told of the
+        // delete except the raw hook.
+        let entries = log.entries();
+        for forbidden in ["delete t", "Deleted t", "sync t"] {
+            assert!(
+                !entries.iter().any(|e| e == forbidden),
+                "{setup:?}: {entries:#?}"
+            );
+        }
+        if *setup != Setup::Hook {
+            assert!(
+                !entries.iter().any(|e| e.contains("-hook")),
+                "{setup:?}: {entries:#?}"
+            );
+        }
+    }
+    stop.cancel();
+    tokio::time::timeout(TIMEOUT, running)
+        .await
+        .expect("the controller stops in time")
+        .expect("the controller task does not panic");
+}
