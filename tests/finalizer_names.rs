@@ -85,7 +85,7 @@ impl Log {
 }
 
 /// A watcher of `K` that logs `add|update|delete|sync {name}`.
-fn logging_watcher<K: Resource + Send + Sync + std::fmt::Debug + 'static>(
+fn logging_watcher<K: Resource + serde::Serialize + Send + Sync + std::fmt::Debug + 'static>(
     log: &Log,
 ) -> WatcherFns<K> {
     let (add, update, delete, sync) = (log.clone(), log.clone(), log.clone(), log.clone());
@@ -120,7 +120,7 @@ fn logging_watcher<K: Resource + Send + Sync + std::fmt::Debug + 'static>(
 /// A reconciler of `K` that logs `{action} {name}`.
 fn logging_reconciler<K>(log: &Log) -> impl kubeapp::operator::Reconciler
 where
-    K: Resource + Send + Sync + std::fmt::Debug + 'static,
+    K: Resource + serde::Serialize + Send + Sync + std::fmt::Debug + 'static,
 {
     let log = log.clone();
     ReconcilerFn::<K, _>::new(move |_ctx, request| {
