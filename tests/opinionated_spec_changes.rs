@@ -46,7 +46,7 @@ struct WidgetSpec {
     size: i32,
 }
 
-const OURS: &str = "operator.v1.Widget.specchanges.kubeapp.dev";
+const OURS: &str = "specchanges.kubeapp.dev/operator-widgets-v1";
 const KIND: &str = "widgets";
 /// Qualified names: kube-apiserver refuses unqualified finalizers on core kinds.
 const CM_OURS: &str = "test.kubeapp.dev/cm";
