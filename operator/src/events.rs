@@ -41,9 +41,9 @@ pub struct EventError {
     pub reason: String,
     /// The object the event is about (`kind namespace/name`).
     pub object: String,
-    /// The client's error.
+    /// The client's error (boxed: it is large).
     #[source]
-    pub source: kube::Error,
+    pub source: Box<kube::Error>,
 }
 
 /// Publishes Kubernetes Events as one controller. Cheap to clone; clones share the
@@ -131,7 +131,7 @@ impl EventRecorder {
                         .unwrap_or_default(),
                     reference.name.as_deref().unwrap_or("")
                 ),
-                source,
+                source: Box::new(source),
             })
     }
 }

@@ -79,9 +79,9 @@ pub enum ApplyError {
         object: String,
         /// The field manager the request was sent under.
         field_manager: String,
-        /// The client's error (for an API error, its status code and message).
+        /// The client's error (for an API error, its status code and message); boxed, it is large.
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
 }
 

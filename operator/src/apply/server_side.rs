@@ -241,7 +241,7 @@ pub(crate) async fn send_apply<O: DeserializeOwned>(
         operation,
         object: target.describe(),
         field_manager: field_manager.to_string(),
-        source,
+        source: Box::new(source),
     };
     let request = Request::new(url);
     let patch = Patch::Apply(body);
