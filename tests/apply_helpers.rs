@@ -44,7 +44,9 @@ struct WidgetStatus {
     #[serde(default)]
     #[schemars(schema_with = "kubeapp::operator::apply::conditions::schema")]
     conditions: Vec<Condition>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Serialized as `null` when `None` (no `skip_serializing_if`), as many status types are:
+    /// the helpers must not apply that `null` over another manager's value.
+    #[serde(default)]
     observed_generation: Option<i64>,
 }
 
@@ -434,7 +436,10 @@ async fn conditions_of_two_field_managers_survive_each_others_status_applies() {
     let theirs = Applier::new(env.env.client(), "kubeapp-theirs");
     let widget = env.create_widget("w").await;
 
-    let mut status = WidgetStatus::default();
+    let mut status = WidgetStatus {
+        observed_generation: Some(1),
+        ..Default::default()
+    };
     conditions::set(
         &mut status.conditions,
         conditions::ready(true, "Applied", "ok"),
@@ -466,10 +471,23 @@ async fn conditions_of_two_field_managers_survive_each_others_status_applies() {
         t
     };
     assert_eq!(types(&both), ["Ready", "Synced"], "both conditions kept");
+    assert_eq!(
+        both.status.as_ref().and_then(|s| s.observed_generation),
+        Some(1),
+        "their None observedGeneration left ours alone"
+    );
     let their_fields = fields_of(&both, "kubeapp-theirs", "status");
     assert!(
         their_fields.contains(r#"k:{\"type\":\"Synced\"}"#) && !their_fields.contains("Ready"),
         "{their_fields}"
+    );
+    let their_status: serde_json::Value =
+        serde_json::from_str(&their_fields).expect("fieldsV1 is JSON");
+    assert!(
+        their_status["f:status"]
+            .get("f:observedGeneration")
+            .is_none(),
+        "a None field is not declared: {their_fields}"
     );
 
     // Ours flips Ready from the newest object: Synced stays, and stays theirs.

@@ -7,7 +7,8 @@
 //!   field manager is retried once with `force`, because the object we apply is the state we
 //!   declare; fields we do not declare stay with their managers. `metadata.managedFields` and
 //!   `metadata.resourceVersion` are stripped from the applied object (an apply is not an
-//!   optimistic update). Namespaced kinds are applied in `metadata.namespace` (an error when it is
+//!   optimistic update), and so are `null` fields: a Rust `None` is a field this manager does not
+//!   declare, while an applied `null` would clear the value another manager set. Namespaced kinds are applied in `metadata.namespace` (an error when it is
 //!   missing), cluster-scoped kinds cluster-wide; [`Applier::apply_with`] takes a
 //!   `DynamicObject` and its `ApiResource`.
 //! - [`owner_reference`]: a controller owner reference (`controller` and `blockOwnerDeletion`
@@ -15,7 +16,8 @@
 //!   namespaced owner of an object in another namespace or of a cluster-scoped object.
 //! - [`StatusWriter`] ([`Applier::status`]): writes a status through the status subresource,
 //!   as a server-side apply under the field manager, only when it differs from the object's
-//!   current status ignoring condition `lastTransitionTime`s; otherwise no request is sent and
+//!   current status ignoring condition `lastTransitionTime`s (and `null` fields, which are not
+//!   applied); otherwise no request is sent and
 //!   [`StatusWrite::Unchanged`] is returned. It needs `kube::core::object::HasStatus`, which
 //!   `#[derive(CustomResource)]` implements for kinds declared with `status = "..."`.
 //! - [`conditions`]: `Ready` and other standard conditions on k8s-openapi's `Condition`, and the
@@ -69,6 +71,7 @@
 //! # Ok(()) }
 //! ```
 
+mod body;
 pub mod conditions;
 mod error;
 mod owner;

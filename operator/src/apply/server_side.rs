@@ -11,6 +11,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::body::drop_nulls;
 use super::error::{ApplyError, describe, is_conflict};
 use super::owner::set_controller;
 use super::scope::KindScope;
@@ -206,9 +207,11 @@ impl Target {
 }
 
 /// Makes `body` an apply configuration: `apiVersion` and `kind` present (types built with
-/// `Default` may lack them), and no `managedFields`, `resourceVersion` or (for cluster-scoped
-/// kinds) `namespace`, which would make the API server reject or precondition the apply.
+/// `Default` may lack them), no `managedFields`, `resourceVersion` or (for cluster-scoped
+/// kinds) `namespace`, which would make the API server reject or precondition the apply, and no
+/// `null` fields (see [`drop_nulls`]).
 fn prepare_body(body: &mut Value, target: &Target) {
+    drop_nulls(body);
     let Some(root) = body.as_object_mut() else {
         return;
     };

@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use super::body::drop_nulls;
 use super::error::ApplyError;
 use super::scope::KindScope;
 use super::server_side::{Applier, Target, send_apply};
@@ -33,7 +34,8 @@ impl<K> StatusWrite<K> {
 ///
 /// Made by [`Applier::status`]. The new status is compared with the status of the object the
 /// writer was made from (usually the cached object the handler got), ignoring every
-/// `lastTransitionTime` in a `conditions` list anywhere in the status: a condition whose status
+/// `lastTransitionTime` in a `conditions` list anywhere in the status, and `null` fields (a
+/// `None` is not applied, so it is no change either): a condition whose status
 /// did not change keeps its time (see [`conditions::set`](super::conditions::set)), and a
 /// condition rebuilt with a fresh time is not a change worth a write.
 ///
@@ -83,8 +85,11 @@ where
                 source,
             })
         };
-        let current = serialize(self.object.status())?;
-        let new = serialize(Some(&status))?;
+        // Nulls are compared as they are applied: not at all (see `drop_nulls`).
+        let mut current = serialize(self.object.status())?;
+        let mut new = serialize(Some(&status))?;
+        drop_nulls(&mut current);
+        drop_nulls(&mut new);
         if same_ignoring_timestamps(&current, &new) {
             tracing::debug!(object = %target.describe(), "status unchanged; not written");
             return Ok(StatusWrite::Unchanged);
