@@ -99,6 +99,11 @@ where
     /// [`ApplyError::CrossNamespaceOwner`] when a namespaced owner would own an object in another
     /// namespace or a cluster-scoped object (Kubernetes forbids both), and
     /// [`ApplyError::OtherController`] when another object already controls this one.
+    ///
+    /// An owner built in memory has no uid and is refused. An owner returned by a server-side
+    /// dry run (`dryRun=All`) does carry a uid (checked against kube-apiserver 1.36), one that no
+    /// stored object has: a child applied for real with that reference would be garbage
+    /// collected. Do not apply real children of dry-run owners.
     pub fn owned_by<P: Resource<DynamicType = ()>>(
         mut self,
         owner: &P,
