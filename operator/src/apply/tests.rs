@@ -6,6 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time
 use k8s_openapi::jiff::Timestamp;
 use kube::CustomResourceExt;
 use serde_json::json;
+use std::future::IntoFuture;
 
 use super::conditions::{self, ConditionStatus, NewCondition};
 use super::error::ApplyError;
@@ -221,4 +222,18 @@ fn generated_crd_marks_conditions_a_list_map_keyed_by_type() {
         .as_array()
         .expect("required");
     assert!(required.contains(&json!("type")));
+}
+
+/// Compile-time: the request futures can be spawned (handlers run on a multi-threaded runtime).
+#[allow(dead_code)]
+fn request_futures_are_send(
+    applier: &super::Applier,
+    recorder: &crate::events::EventRecorder,
+    owner: &Gizmo,
+) {
+    fn send<T: Send>(_: T) {}
+    send(applier.apply(config_map(Some("a"))).send());
+    send(applier.apply(config_map(Some("a"))).into_future());
+    send(applier.status(owner).write(GizmoStatus::default()));
+    send(recorder.normal(owner, "Reason", "note"));
 }
