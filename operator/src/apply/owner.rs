@@ -51,6 +51,13 @@ where
             object: object_name,
         });
     };
+    if object_namespaced == Some(true) && object_ns.is_none() {
+        // Say what is wrong with the child rather than call it a cross-namespace reference.
+        return Err(ApplyError::MissingNamespace {
+            kind: object_kind.to_string(),
+            name: meta.name.clone().unwrap_or_default(),
+        });
+    }
     if let Some(owner_ns) = owner_ns {
         // A namespaced owner: the child must be namespaced and in the same namespace.
         let child_cluster_scoped = object_namespaced == Some(false) || object_ns.is_none();

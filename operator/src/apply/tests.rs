@@ -167,6 +167,11 @@ fn owned_by_refuses_missing_uids_cross_namespace_and_cluster_scoped_children() {
         "{err}"
     );
 
+    let mut no_ns = config_map(None);
+    let err =
+        set_controller(&mut no_ns, "ConfigMap", ns, &gizmo("a", Some("u"))).expect_err("no ns");
+    assert!(matches!(err, ApplyError::MissingNamespace { .. }), "{err}");
+
     // Same namespace: one reference, set twice without duplicates.
     set_controller(&mut cm, "ConfigMap", ns, &gizmo("a", Some("u"))).expect("same namespace");
     set_controller(&mut cm, "ConfigMap", ns, &gizmo("a", Some("u"))).expect("again");
