@@ -98,7 +98,8 @@ where
     /// [`ApplyError::OwnerWithoutUid`] when the owner has no uid (e.g. a dry run),
     /// [`ApplyError::CrossNamespaceOwner`] when a namespaced owner would own an object in another
     /// namespace or a cluster-scoped object (Kubernetes forbids both), and
-    /// [`ApplyError::OtherController`] when another object already controls this one.
+    /// [`ApplyError::OtherController`] when another object already controls this one, and
+    /// [`ApplyError::MissingNamespace`] for a namespaced child without a namespace.
     ///
     /// An owner built in memory has no uid and is refused. An owner returned by a server-side
     /// dry run (`dryRun=All`) does carry a uid (checked against kube-apiserver 1.36), one that no
