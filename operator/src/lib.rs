@@ -24,8 +24,10 @@
 //! - [`client_metrics`]: a `kube::Client` whose requests are counted and timed.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod apply;
 pub mod client_metrics;
 pub mod controller;
+pub mod events;
 pub mod handler;
 pub mod informer;
 pub mod metrics;
@@ -36,9 +38,11 @@ pub mod runner;
 pub mod watcher;
 pub mod webhook;
 
+pub use apply::{Applier, Apply, ApplyError, StatusWrite, StatusWriter};
 pub use controller::{
     ControllerConfig, ControllerError, InformerController, RetryDequeuePolicy, RetryPolicy,
 };
+pub use events::{EventError, EventRecorder};
 pub use handler::{BoxError, HandlerContext, HandlerError};
 pub use informer::{Informer, InformerEvent, InformerOptions, KindInfo, SyncedFlag};
 pub use metrics::ControllerMetrics;
