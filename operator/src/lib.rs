@@ -22,6 +22,9 @@
 //! - [`runner`]: the [`Runner`] runs apps, serves `/metrics`, `/livez`, `/readyz` and (with TLS
 //!   configured) the [`webhook`] server, and shuts down gracefully on SIGTERM/SIGINT.
 //! - [`client_metrics`]: a `kube::Client` whose requests are counted and timed.
+//! - [`apply`]: what a handler writes with: server-side apply under a field manager with owner
+//!   references ([`Applier`]), `status` written only when it changed ([`StatusWriter`]), and
+//!   standard conditions; [`events`]: Kubernetes Events about an object ([`EventRecorder`]).
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod apply;
