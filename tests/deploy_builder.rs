@@ -1,6 +1,10 @@
 //! End-to-end test of `kubeapp::sdk::deploy`: what [`OperatorDeployment`] renders is accepted by a
 //! real kube-apiserver. Every object of the YAML stream, for an operator with webhooks and one
-//! without, is server-side applied as a dry run (strict field validation) into a fresh namespace.
+//! without, is server-side applied as a dry run (strict field validation) into a fresh namespace;
+//! so is the `manifests` output of the two examples that build theirs with it (their binaries
+//! must be built first: `cargo build -p kubeapp-example-watcher -p kubeapp-example-reconciler`).
+
+mod example_support;
 
 use std::time::Duration;
 
@@ -10,7 +14,9 @@ use kube::discovery::{Scope, pinned_kind};
 use kubeapp::sdk::deploy::{OperatorDeployment, WebhookServing};
 use kubeapp::sdk::manifest::ManifestData;
 use kubeapp::sdk::rbac::RoleScope;
-use kubeapp::sdk::testenv::TestEnv;
+use kubeapp::sdk::testenv::{CertificateAuthority, TestEnv};
+
+use example_support::{binary, output_of};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -163,4 +169,56 @@ async fn rendered_manifests_with_and_without_webhooks_pass_a_server_side_dry_run
         .await
         .expect("lists deployments");
     assert!(stored.items.is_empty(), "a dry run stored a Deployment");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_examples_manifests_pass_a_server_side_dry_run() {
+    let watcher = binary("kubeapp-example-watcher", "kubeapp-example-watcher");
+    let reconciler = binary("kubeapp-example-reconciler", "kubeapp-example-reconciler");
+    let env = TestEnv::start().await.expect("control plane");
+    let namespace = env
+        .create_namespace("deploy-examples")
+        .await
+        .expect("namespace");
+    let client = env.client();
+
+    let yaml = output_of(
+        &watcher,
+        &[
+            "manifests",
+            "--namespace",
+            &namespace,
+            "--image",
+            "example:1",
+        ],
+    );
+    let accepted = dry_run_apply(&client, &namespace, &yaml).await;
+    assert_eq!(kinds(&accepted)[3..], ["Deployment", "Service"]);
+
+    let ca = CertificateAuthority::new("deploy-builder-test").expect("a CA");
+    let ca_file = env.dir().join("deploy-builder-ca.crt");
+    std::fs::write(&ca_file, ca.cert_pem()).expect("write the CA");
+    let yaml = output_of(
+        &reconciler,
+        &[
+            "manifests",
+            "--namespace",
+            &namespace,
+            "--image",
+            "example:1",
+            "--webhook-ca-file",
+            ca_file.to_str().expect("a UTF-8 path"),
+        ],
+    );
+    let accepted = dry_run_apply(&client, &namespace, &yaml).await;
+    assert_eq!(
+        kinds(&accepted)[3..],
+        [
+            "Deployment",
+            "Service",
+            "Service",
+            "ValidatingWebhookConfiguration",
+            "MutatingWebhookConfiguration"
+        ]
+    );
 }
