@@ -61,15 +61,18 @@
 //! Invalid input is an [`DeployError`] naming the field (an empty image, a name that is not a
 //! DNS label, equal metrics and webhook ports, ...).
 
+mod error;
+mod manifests;
 mod objects;
+mod validate;
 
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{
-    EnvVar, EnvVarSource, ObjectFieldSelector, ResourceRequirements, Service,
-};
+pub use error::DeployError;
+pub use manifests::OperatorManifests;
+
+use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, ResourceRequirements};
 
 use crate::manifest::ManifestData;
-use crate::rbac::{OperatorRbac, OperatorRole, RbacBuilder, RbacError};
+use crate::rbac::RbacBuilder;
 
 /// The default port of `/metrics`, `/livez` and `/readyz`.
 pub const DEFAULT_METRICS_PORT: u16 = 9090;
@@ -325,163 +328,6 @@ impl<'m> OperatorDeployment<'m> {
             rbac,
         })
     }
-
-    fn validate(&self, name: &str) -> Result<(), DeployError> {
-        let invalid =
-            |field: &'static str, reason: String| DeployError::InvalidField { field, reason };
-        if self.image.trim().is_empty() {
-            return Err(invalid("image", "must not be empty".into()));
-        }
-        // The metrics Service is named like the Deployment: a Service name is a DNS-1035 label.
-        check_dns_label("name", name)?;
-        check_dns_label("namespace", &self.namespace)?;
-        if self.replicas < 0 {
-            return Err(invalid(
-                "replicas",
-                format!("{} is negative", self.replicas),
-            ));
-        }
-        if self.metrics_port == 0 {
-            return Err(invalid("metrics_port", "must not be 0".into()));
-        }
-        if self.termination_grace_seconds < 0 {
-            return Err(invalid(
-                "termination_grace_seconds",
-                format!("{} is negative", self.termination_grace_seconds),
-            ));
-        }
-        if let Some(webhooks) = &self.webhooks {
-            if webhooks.tls_secret.trim().is_empty() {
-                return Err(invalid("webhooks.tls_secret", "must not be empty".into()));
-            }
-            if !webhooks.tls_dir.starts_with('/') {
-                return Err(invalid(
-                    "webhooks.tls_dir",
-                    format!("{:?} is not an absolute path", webhooks.tls_dir),
-                ));
-            }
-            if webhooks.port == 0 || webhooks.port == self.metrics_port {
-                return Err(invalid(
-                    "webhooks.port",
-                    format!(
-                        "{} must be neither 0 nor the metrics port ({})",
-                        webhooks.port, self.metrics_port
-                    ),
-                ));
-            }
-            if webhooks.service_port == 0 {
-                return Err(invalid("webhooks.service_port", "must not be 0".into()));
-            }
-            if let Some(service) = &webhooks.service_name {
-                check_dns_label("webhooks.service_name", service)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Whether `value` is a DNS-1035 label (what Service and namespace names must be).
-fn check_dns_label(field: &'static str, value: &str) -> Result<(), DeployError> {
-    let valid = !value.is_empty()
-        && value.len() <= 63
-        && value.starts_with(|c: char| c.is_ascii_lowercase())
-        && !value.ends_with('-')
-        && value
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if valid {
-        Ok(())
-    } else {
-        Err(DeployError::InvalidField {
-            field,
-            reason: format!(
-                "{value:?} is not a DNS label (at most 63 lowercase letters, digits and '-', \
-                 starting with a letter, not ending with '-')"
-            ),
-        })
-    }
-}
-
-/// Everything that runs an app's operator; see [`OperatorDeployment`].
-#[derive(Clone, Debug, PartialEq)]
-pub struct OperatorManifests {
-    /// The ServiceAccount the pods run as, the role and its binding.
-    pub rbac: OperatorRbac,
-    /// The operator's Deployment.
-    pub deployment: Deployment,
-    /// The Service exposing the metrics port, for Prometheus to scrape.
-    pub metrics_service: Service,
-    /// The Service in front of the webhook server, when the operator serves webhooks.
-    pub webhook_service: Option<Service>,
-}
-
-impl OperatorManifests {
-    /// Every object as JSON, in apply order: ServiceAccount, role, binding, Deployment, metrics
-    /// Service, webhook Service.
-    pub fn to_values(&self) -> Result<Vec<serde_json::Value>, DeployError> {
-        fn value<T: serde::Serialize>(
-            object: &'static str,
-            item: &T,
-        ) -> Result<serde_json::Value, DeployError> {
-            serde_json::to_value(item).map_err(|e| DeployError::Serialize {
-                object,
-                message: e.to_string(),
-            })
-        }
-        let mut docs = vec![value("ServiceAccount", &self.rbac.service_account)?];
-        match &self.rbac.role {
-            OperatorRole::Cluster { role, binding } => {
-                docs.push(value("ClusterRole", role)?);
-                docs.push(value("ClusterRoleBinding", binding)?);
-            }
-            OperatorRole::Namespaced { role, binding } => {
-                docs.push(value("Role", role)?);
-                docs.push(value("RoleBinding", binding)?);
-            }
-        }
-        docs.push(value("Deployment", &self.deployment)?);
-        docs.push(value("metrics Service", &self.metrics_service)?);
-        if let Some(service) = &self.webhook_service {
-            docs.push(value("webhook Service", service)?);
-        }
-        Ok(docs)
-    }
-
-    /// Every object as one multi-document YAML stream for `kubectl apply -f -`, in the order of
-    /// [`to_values`](Self::to_values).
-    pub fn to_yaml(&self) -> Result<String, DeployError> {
-        crate::manifest::to_yaml_documents(&self.to_values()?).map_err(|message| {
-            DeployError::Serialize {
-                object: "manifests",
-                message,
-            }
-        })
-    }
-}
-
-/// Why the deployment of an operator could not be built.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum DeployError {
-    /// A builder field has a value Kubernetes would reject or the operator cannot run with.
-    #[error("invalid {field}: {reason}")]
-    InvalidField {
-        /// The field, as the builder method names it.
-        field: &'static str,
-        /// What is wrong with its value.
-        reason: String,
-    },
-    /// The RBAC could not be built from the manifest.
-    #[error("building the operator's RBAC: {0}")]
-    Rbac(#[from] RbacError),
-    /// An object could not be serialized.
-    #[error("writing the {object} as YAML: {message}")]
-    Serialize {
-        /// Which object.
-        object: &'static str,
-        /// The serializer's message.
-        message: String,
-    },
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::*;
+use crate::rbac::OperatorRole;
 
 const MANIFEST: &str = r#"
 appName: gadgets
