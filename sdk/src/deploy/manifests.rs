@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::Service;
 use super::DeployError;
 use crate::rbac::{OperatorRbac, OperatorRole};
 
-/// Everything that runs an app's operator; see [`OperatorDeployment`].
+/// Everything that runs an app's operator; see [`OperatorDeployment`](super::OperatorDeployment).
 #[derive(Clone, Debug, PartialEq)]
 pub struct OperatorManifests {
     /// The ServiceAccount the pods run as, the role and its binding.
