@@ -10,6 +10,8 @@
 //!   there to describe an app's kinds.
 //! - [`crd`]: the CustomResourceDefinitions of a manifest's kinds, with schemas from the Rust
 //!   types ([`CrdBuilder`]).
+//! - [`deploy`]: the Deployment, metrics and webhook Services and RBAC that run the operator
+//!   in a cluster, as objects and one YAML stream ([`deploy::OperatorDeployment`]).
 //! - [`rbac`]: the ServiceAccount, (Cluster)Role and binding an operator of the app needs
 //!   ([`RbacBuilder`]).
 //! - [`webhooks`]: the Validating/MutatingWebhookConfigurations and the CRD conversion client
@@ -22,6 +24,7 @@ pub mod admission;
 pub mod app;
 pub mod conversion;
 pub mod crd;
+pub mod deploy;
 pub mod manifest;
 pub mod rbac;
 #[cfg(feature = "testenv")]

@@ -1,22 +1,12 @@
 //! What the `crd` and `manifests` commands print: the CRD, and the manifests that deploy the
 //! operator (its RBAC, a Deployment with probes, Services for metrics and webhooks, the webhook
-//! configurations), all generated from the embedded manifest so they cannot drift from what the
-//! operator does.
-
-use std::collections::BTreeMap;
+//! configurations), all generated from the embedded manifest by the SDK's builders so they cannot
+//! drift from what the operator does.
 
 use anyhow::Context as _;
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, HTTPGetAction, PodSpec, PodTemplateSpec, Probe, SecretVolumeSource,
-    Service, ServicePort, ServiceSpec, Volume, VolumeMount,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::ObjectMeta;
 use kubeapp::sdk::crd::CrdBuilder;
+use kubeapp::sdk::deploy::{OperatorDeployment, WebhookServing};
 use kubeapp::sdk::manifest::ManifestData;
-use kubeapp::sdk::rbac::RbacBuilder;
 use kubeapp::sdk::webhooks::{WebhookEndpoint, admission_configurations};
 
 use crate::kind::{v1, v2};
@@ -25,17 +15,11 @@ use crate::webhook;
 /// The name of the Deployment, metrics Service and ServiceAccount.
 pub const NAME: &str = "kubeapp-example-reconciler";
 
-/// The name of the metrics port of the container and the Service.
-pub const METRICS_PORT_NAME: &str = "metrics";
-
-/// The name of the webhook port of the container and the webhook Service.
-pub const WEBHOOK_PORT_NAME: &str = "webhook";
-
 /// The Secret (type `kubernetes.io/tls`) holding the webhook server's `tls.crt` and `tls.key`.
 pub const TLS_SECRET: &str = "kubeapp-example-reconciler-webhook-tls";
 
 /// Where that Secret is mounted in the container.
-pub const TLS_DIR: &str = "/etc/kubeapp/webhook-tls";
+pub const TLS_DIR: &str = kubeapp::sdk::deploy::DEFAULT_TLS_DIR;
 
 /// The CRD of `Template` as YAML, from the manifest and the Rust types of both versions, with
 /// the conversion webhook at `endpoint`.
@@ -109,151 +93,37 @@ pub struct Deploy {
 }
 
 impl Deploy {
-    fn labels(&self) -> BTreeMap<String, String> {
-        [
-            ("app.kubernetes.io/name".to_string(), NAME.to_string()),
-            (
-                "app.kubernetes.io/component".to_string(),
-                "operator".to_string(),
-            ),
-        ]
-        .into()
-    }
-
-    fn meta(&self) -> ObjectMeta {
-        ObjectMeta {
-            name: Some(NAME.to_string()),
-            namespace: Some(self.namespace.clone()),
-            labels: Some(self.labels()),
-            ..ObjectMeta::default()
-        }
-    }
-
-    /// The operator's Deployment: one replica running `run` under the generated ServiceAccount,
-    /// with a liveness probe on `/livez` and a readiness probe on `/readyz` at the metrics port.
-    pub fn deployment(&self) -> Deployment {
-        let probe = |path: &str, period: i32| Probe {
-            http_get: Some(HTTPGetAction {
-                path: Some(path.to_string()),
-                port: IntOrString::String(METRICS_PORT_NAME.to_string()),
-                ..HTTPGetAction::default()
-            }),
-            period_seconds: Some(period),
-            ..Probe::default()
+    /// The operator's deployment: one replica running `run` under the generated ServiceAccount,
+    /// probed on `/livez` and `/readyz` at the metrics port, serving webhooks with the
+    /// certificate from [`TLS_SECRET`] behind the Service [`webhook::SERVICE_NAME`]. The server
+    /// re-reads the mounted files when the kubelet updates the Secret, so a rotated certificate
+    /// needs no restart.
+    fn builder<'m>(&self, manifest: &'m ManifestData) -> OperatorDeployment<'m> {
+        let webhooks = WebhookServing {
+            tls_secret: TLS_SECRET.to_string(),
+            tls_dir: TLS_DIR.to_string(),
+            port: self.webhook_port,
+            service_name: Some(webhook::SERVICE_NAME.to_string()),
+            service_port: webhook::SERVICE_PORT,
         };
-        let container = Container {
-            name: "operator".to_string(),
-            image: Some(self.image.clone()),
-            args: Some(vec![
+        OperatorDeployment::new(manifest, self.image.clone())
+            .name(NAME)
+            .namespace(self.namespace.clone())
+            .metrics_port(self.metrics_port)
+            .args([
                 "run".to_string(),
                 "--metrics-addr".to_string(),
                 format!("0.0.0.0:{}", self.metrics_port),
                 "--webhook-addr".to_string(),
                 format!("0.0.0.0:{}", self.webhook_port),
                 "--webhook-cert-file".to_string(),
-                format!("{TLS_DIR}/tls.crt"),
+                webhooks.cert_file(),
                 "--webhook-key-file".to_string(),
-                format!("{TLS_DIR}/tls.key"),
+                webhooks.key_file(),
                 "--log-format".to_string(),
                 "json".to_string(),
-            ]),
-            ports: Some(vec![
-                ContainerPort {
-                    name: Some(METRICS_PORT_NAME.to_string()),
-                    container_port: i32::from(self.metrics_port),
-                    ..ContainerPort::default()
-                },
-                ContainerPort {
-                    name: Some(WEBHOOK_PORT_NAME.to_string()),
-                    container_port: i32::from(self.webhook_port),
-                    ..ContainerPort::default()
-                },
-            ]),
-            liveness_probe: Some(probe("/livez", 10)),
-            readiness_probe: Some(probe("/readyz", 5)),
-            // The server re-reads the files when the kubelet updates the Secret's volume, so a
-            // rotated certificate needs no restart.
-            volume_mounts: Some(vec![VolumeMount {
-                name: "webhook-tls".to_string(),
-                mount_path: TLS_DIR.to_string(),
-                read_only: Some(true),
-                ..VolumeMount::default()
-            }]),
-            ..Container::default()
-        };
-        Deployment {
-            metadata: self.meta(),
-            spec: Some(DeploymentSpec {
-                replicas: Some(1),
-                selector: LabelSelector {
-                    match_labels: Some(self.labels()),
-                    ..LabelSelector::default()
-                },
-                template: PodTemplateSpec {
-                    metadata: Some(ObjectMeta {
-                        labels: Some(self.labels()),
-                        ..ObjectMeta::default()
-                    }),
-                    spec: Some(PodSpec {
-                        service_account_name: Some(NAME.to_string()),
-                        // The runner stops within --shutdown-timeout (30 s by default).
-                        termination_grace_period_seconds: Some(40),
-                        containers: vec![container],
-                        volumes: Some(vec![Volume {
-                            name: "webhook-tls".to_string(),
-                            secret: Some(SecretVolumeSource {
-                                secret_name: Some(TLS_SECRET.to_string()),
-                                ..SecretVolumeSource::default()
-                            }),
-                            ..Volume::default()
-                        }]),
-                        ..PodSpec::default()
-                    }),
-                },
-                ..DeploymentSpec::default()
-            }),
-            ..Deployment::default()
-        }
-    }
-
-    /// The Service exposing the metrics port, for Prometheus to scrape.
-    pub fn service(&self) -> Service {
-        Service {
-            metadata: self.meta(),
-            spec: Some(ServiceSpec {
-                selector: Some(self.labels()),
-                ports: Some(vec![ServicePort {
-                    name: Some(METRICS_PORT_NAME.to_string()),
-                    port: i32::from(self.metrics_port),
-                    target_port: Some(IntOrString::String(METRICS_PORT_NAME.to_string())),
-                    ..ServicePort::default()
-                }]),
-                ..ServiceSpec::default()
-            }),
-            ..Service::default()
-        }
-    }
-
-    /// The Service in front of the webhook server: port [`webhook::SERVICE_PORT`] to the
-    /// container's webhook port. The webhook configurations and the CRD's conversion webhook
-    /// point at it.
-    pub fn webhook_service(&self) -> Service {
-        let mut metadata = self.meta();
-        metadata.name = Some(webhook::SERVICE_NAME.to_string());
-        Service {
-            metadata,
-            spec: Some(ServiceSpec {
-                selector: Some(self.labels()),
-                ports: Some(vec![ServicePort {
-                    name: Some(WEBHOOK_PORT_NAME.to_string()),
-                    port: i32::from(webhook::SERVICE_PORT),
-                    target_port: Some(IntOrString::String(WEBHOOK_PORT_NAME.to_string())),
-                    ..ServicePort::default()
-                }]),
-                ..ServiceSpec::default()
-            }),
-            ..Service::default()
-        }
+            ])
+            .webhooks(webhooks)
     }
 
     /// Everything as one YAML stream for `kubectl apply -f -`: ServiceAccount, ClusterRole and
@@ -262,26 +132,19 @@ impl Deploy {
     ///
     /// # Errors
     ///
-    /// When the RBAC cannot be generated or an object cannot be written as YAML.
+    /// When the objects cannot be built from the manifest or written as YAML.
     pub fn manifests_yaml(
         &self,
         manifest: &ManifestData,
         endpoint: &WebhookEndpoint,
     ) -> anyhow::Result<String> {
-        let rbac = RbacBuilder::new(manifest)
-            .name(NAME)
-            .service_account(NAME, self.namespace.clone())
+        let deployment = self
+            .builder(manifest)
             .build()
-            .context("generating the RBAC from the manifest")?
+            .context("building the operator's deployment from the manifest")?
             .to_yaml()
-            .context("writing the RBAC as YAML")?;
-        let mut docs = vec![
-            rbac,
-            serde_saphyr::to_string(&self.deployment()).context("writing the Deployment")?,
-            serde_saphyr::to_string(&self.service()).context("writing the metrics Service")?,
-            serde_saphyr::to_string(&self.webhook_service())
-                .context("writing the webhook Service")?,
-        ];
+            .context("writing the deployment as YAML")?;
+        let mut docs = vec![deployment];
         docs.extend(webhook_configurations_yaml(manifest, endpoint)?);
         Ok(join_documents(docs))
     }
@@ -305,62 +168,24 @@ mod tests {
     }
 
     #[test]
-    fn the_deployment_probes_livez_and_readyz_on_the_metrics_port() {
-        let deployment = deploy().deployment();
-        let spec = deployment.spec.expect("spec");
-        let pod = spec.template.spec.expect("pod spec");
-        assert_eq!(pod.service_account_name.as_deref(), Some(NAME));
-        let container = &pod.containers[0];
-        assert_eq!(container.image.as_deref(), Some("example:1"));
-        let ports = container.ports.as_ref().expect("ports");
-        assert_eq!(ports[0].container_port, 9090);
-        assert_eq!(ports[0].name.as_deref(), Some(METRICS_PORT_NAME));
-        let path = |probe: &Option<Probe>| {
-            let get = probe
-                .as_ref()
-                .and_then(|p| p.http_get.clone())
-                .expect("http probe");
-            assert_eq!(get.port, IntOrString::String(METRICS_PORT_NAME.into()));
-            get.path.expect("path")
-        };
-        assert_eq!(path(&container.liveness_probe), "/livez");
-        assert_eq!(path(&container.readiness_probe), "/readyz");
-        assert_eq!(
-            container.args.as_ref().expect("args")[..3],
-            ["run", "--metrics-addr", "0.0.0.0:9090"]
-        );
-    }
-
-    #[test]
-    fn the_service_exposes_the_metrics_port() {
-        let service = deploy().service();
-        let spec = service.spec.expect("spec");
-        let port = &spec.ports.expect("ports")[0];
-        assert_eq!(port.port, 9090);
-        assert_eq!(spec.selector, Some(deploy().labels()));
-    }
-
-    #[test]
     fn the_deployment_serves_webhooks_with_the_certificate_from_the_secret() {
-        let deployment = deploy().deployment();
-        let pod = deployment.spec.expect("spec").template.spec.expect("pod");
-        let container = &pod.containers[0];
-        let args = container.args.as_ref().expect("args").join(" ");
+        let manifest = crate::kind::manifest().expect("manifest");
+        let built = deploy().builder(&manifest).build().expect("builds");
+        let pod = built
+            .deployment
+            .spec
+            .and_then(|s| s.template.spec)
+            .expect("pod spec");
+        assert_eq!(pod.service_account_name.as_deref(), Some(NAME));
+        let args = pod.containers[0].args.as_ref().expect("args").join(" ");
         assert!(
-            args.contains("--webhook-addr 0.0.0.0:8443")
+            args.starts_with("run --metrics-addr 0.0.0.0:9090")
+                && args.contains("--webhook-addr 0.0.0.0:8443")
                 && args.contains(&format!("--webhook-cert-file {TLS_DIR}/tls.crt"))
                 && args.contains(&format!("--webhook-key-file {TLS_DIR}/tls.key")),
             "{args}"
         );
-        let port = &container.ports.as_ref().expect("ports")[1];
-        assert_eq!(
-            (port.name.as_deref(), port.container_port),
-            (Some(WEBHOOK_PORT_NAME), 8443)
-        );
-        let mount = &container.volume_mounts.as_ref().expect("mounts")[0];
-        assert_eq!(mount.mount_path, TLS_DIR);
         let volume = &pod.volumes.as_ref().expect("volumes")[0];
-        assert_eq!(volume.name, mount.name);
         assert_eq!(
             volume
                 .secret
@@ -368,14 +193,13 @@ mod tests {
                 .and_then(|s| s.secret_name.as_deref()),
             Some(TLS_SECRET)
         );
-        let service = deploy().webhook_service();
-        let spec = service.spec.expect("spec");
-        let port = &spec.ports.expect("ports")[0];
-        assert_eq!(port.port, 443);
+        let service = built.webhook_service.expect("webhook service");
         assert_eq!(
-            port.target_port,
-            Some(IntOrString::String(WEBHOOK_PORT_NAME.into()))
+            service.metadata.name.as_deref(),
+            Some(webhook::SERVICE_NAME)
         );
+        let port = &service.spec.and_then(|s| s.ports).expect("ports")[0];
+        assert_eq!(port.port, i32::from(webhook::SERVICE_PORT));
     }
 
     #[test]
