@@ -16,6 +16,7 @@
 //! - [`provider`]: [`Provider`], the app behind `kubeapp_sdk`'s `AppProvider` (manifest first,
 //!   app once a client exists).
 //! - [`telemetry`]: logs and OTLP traces in one call.
+//! - `cli` (feature `cli`): `OperatorArgs`, the common operator flags for a clap command line.
 //!
 //! ```
 //! use kube::CustomResource;
@@ -72,6 +73,8 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod app;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod config;
 pub mod kinds;
 pub mod provider;

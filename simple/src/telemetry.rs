@@ -52,6 +52,7 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The format of log lines on stderr.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum LogFormat {
     /// Human-readable text (the default).
     #[default]
@@ -77,11 +78,17 @@ impl std::str::FromStr for LogFormat {
 }
 
 /// The OTLP transport.
+///
+/// With the `cli` feature it is a `clap::ValueEnum` whose values are the ones the
+/// `OTEL_EXPORTER_OTLP_PROTOCOL` variable takes (`grpc`, `http/protobuf`), with `http` accepted
+/// for `http/protobuf` (the examples' older spelling).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum OtlpProtocol {
     /// OTLP over gRPC (usually port 4317).
     Grpc,
     /// OTLP over HTTP with protobuf bodies (usually port 4318).
+    #[cfg_attr(feature = "cli", value(name = "http/protobuf", alias = "http"))]
     HttpProtobuf,
 }
 

@@ -1,0 +1,235 @@
+//! The flags every operator takes, for a clap command line (feature `cli`).
+//!
+//! [`OperatorArgs`] is a `clap::Args` struct: flatten it into your own command and turn it into the
+//! library's settings with [`OperatorArgs::telemetry_config`] and [`OperatorArgs::runner_config`].
+//!
+//! | Flag | Environment | Default | Goes to |
+//! |------|-------------|---------|---------|
+//! | `--metrics-addr <ADDR>` | `METRICS_ADDR` | `0.0.0.0:9090` | [`RunnerConfig::metrics_addr`] |
+//! | `--namespace <NAMESPACE>` | `WATCH_NAMESPACE` | all namespaces | [`OperatorArgs::namespace`], for your informers |
+//! | `--log-format <FORMAT>` | `LOG_FORMAT` | `text` | [`TelemetryConfig::log_format`] |
+//! | `--otlp-endpoint <URL>` | `OTLP_ENDPOINT` | none | [`Otlp::Endpoint`] |
+//! | `--otlp-protocol <PROTOCOL>` | `OTLP_PROTOCOL` | `grpc` | [`Otlp::Endpoint`] (needs an endpoint) |
+//! | `--shutdown-timeout <DURATION>` | `SHUTDOWN_TIMEOUT` | `30s` | [`RunnerConfig::shutdown_timeout`] |
+//! | `--shutdown-delay <DURATION>` | `SHUTDOWN_DELAY` | `0s` | [`RunnerConfig::shutdown_delay`] |
+//! | `--webhook-cert-file <PATH>` | `WEBHOOK_CERT_FILE` | none | [`WebhookConfig`] (with the key) |
+//! | `--webhook-key-file <PATH>` | `WEBHOOK_KEY_FILE` | none | [`WebhookConfig`] (with the certificate) |
+//! | `--webhook-addr <ADDR>` | `WEBHOOK_ADDR` | `0.0.0.0:8443` | [`WebhookConfig::addr`] |
+//!
+//! A flag beats its environment variable. The variable names are the ones the kubeapp examples
+//! have used, so an operator switching to `OperatorArgs` keeps its deployments working. Leader
+//! election has no flags yet: kubeapp has no leader election.
+//!
+//! Without `--otlp-endpoint` (or `OTLP_ENDPOINT`), OTLP export is decided by the standard
+//! `OTEL_EXPORTER_OTLP_*` variables ([`Otlp::FromEnv`]). They are deliberately not the fallbacks
+//! of the flags: they carry more than one flag can (per-signal endpoints, the specification's
+//! `http/protobuf` default protocol), and [`Otlp::FromEnv`] honours all of it.
+//!
+//! Durations are read by [`parse_duration`]: `humantime` syntax (`500ms`, `30s`, `2m`, `1h 30m`)
+//! or a plain number of seconds.
+//!
+//! ```
+//! use clap::Parser;
+//! use kubeapp_simple::cli::OperatorArgs;
+//!
+//! /// my-operator: does one thing well.
+//! #[derive(Parser)]
+//! struct Cli {
+//!     #[command(flatten)]
+//!     operator: OperatorArgs,
+//! }
+//!
+//! let cli = Cli::try_parse_from(["my-operator", "--metrics-addr", "127.0.0.1:9000"])?;
+//! let telemetry = cli.operator.telemetry_config("my-operator");
+//! let runner = cli.operator.runner_config()?;
+//! assert_eq!(runner.metrics_addr, ([127, 0, 0, 1], 9000).into());
+//! # let _ = telemetry;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kubeapp_operator::runner::RunnerConfig;
+use kubeapp_operator::webhook::WebhookConfig;
+
+use crate::telemetry::{LogFormat, Otlp, OtlpProtocol, TelemetryConfig};
+
+/// The flags every operator takes, each with an environment fallback (see the [module
+/// docs](self) for the table). Flatten it into a clap command with `#[command(flatten)]`.
+#[derive(Clone, Debug, clap::Args)]
+#[non_exhaustive]
+pub struct OperatorArgs {
+    /// Where /metrics, /livez and /readyz are served.
+    #[arg(
+        long,
+        env = "METRICS_ADDR",
+        value_name = "ADDR",
+        default_value = "0.0.0.0:9090"
+    )]
+    pub metrics_addr: SocketAddr,
+    /// Watch this namespace only (default: all namespaces).
+    #[arg(long, env = "WATCH_NAMESPACE", value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// The format of log lines on stderr (filter them with RUST_LOG).
+    #[arg(long, env = "LOG_FORMAT", value_name = "FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Export traces over OTLP to this endpoint (without it, the OTEL_EXPORTER_OTLP_* variables
+    /// decide).
+    #[arg(long, env = "OTLP_ENDPOINT", value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+    /// The protocol for --otlp-endpoint.
+    #[arg(
+        long,
+        env = "OTLP_PROTOCOL",
+        value_name = "PROTOCOL",
+        value_enum,
+        default_value_t = OtlpProtocol::Grpc,
+        requires = "otlp_endpoint"
+    )]
+    pub otlp_protocol: OtlpProtocol,
+    /// How long in-flight work may take to finish after SIGTERM or SIGINT (e.g. 30s).
+    #[arg(
+        long,
+        env = "SHUTDOWN_TIMEOUT",
+        value_name = "DURATION",
+        default_value = "30s",
+        value_parser = parse_duration
+    )]
+    pub shutdown_timeout: Duration,
+    /// How long to keep serving (with /readyz failing) after SIGTERM or SIGINT before stopping
+    /// anything, so webhook calls still routed to this pod are answered (e.g. 5s).
+    #[arg(
+        long,
+        env = "SHUTDOWN_DELAY",
+        value_name = "DURATION",
+        default_value = "0s",
+        value_parser = parse_duration
+    )]
+    pub shutdown_delay: Duration,
+    /// The webhook server's certificate (PEM, with its chain); serves the webhooks over HTTPS
+    /// together with --webhook-key-file.
+    #[arg(long, env = "WEBHOOK_CERT_FILE", value_name = "PATH")]
+    pub webhook_cert_file: Option<PathBuf>,
+    /// The private key (PEM) of --webhook-cert-file.
+    #[arg(long, env = "WEBHOOK_KEY_FILE", value_name = "PATH")]
+    pub webhook_key_file: Option<PathBuf>,
+    /// Where the webhooks are served over HTTPS.
+    #[arg(
+        long,
+        env = "WEBHOOK_ADDR",
+        value_name = "ADDR",
+        default_value = "0.0.0.0:8443"
+    )]
+    pub webhook_addr: SocketAddr,
+}
+
+/// Why [`OperatorArgs`] cannot be turned into a configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorArgsError {
+    /// One of the webhook certificate and key was given without the other.
+    #[error("{given} was given without {missing}: the webhook server needs both")]
+    IncompleteWebhookTls {
+        /// The flag that was given, e.g. `--webhook-cert-file`.
+        given: &'static str,
+        /// The flag that is missing, e.g. `--webhook-key-file`.
+        missing: &'static str,
+    },
+}
+
+impl OperatorArgs {
+    /// Telemetry settings for a service called `service_name`: the log format, and OTLP export
+    /// to `--otlp-endpoint` when given, else as the `OTEL_EXPORTER_OTLP_*` variables say.
+    pub fn telemetry_config(&self, service_name: impl Into<String>) -> TelemetryConfig {
+        let otlp = match &self.otlp_endpoint {
+            Some(url) => Otlp::Endpoint {
+                url: url.clone(),
+                protocol: self.otlp_protocol,
+            },
+            None => Otlp::FromEnv,
+        };
+        TelemetryConfig::new(service_name)
+            .log_format(self.log_format)
+            .otlp(otlp)
+    }
+
+    /// The webhook server's configuration: `Some` when both `--webhook-cert-file` and
+    /// `--webhook-key-file` are given, `None` when neither is.
+    ///
+    /// # Errors
+    ///
+    /// [`OperatorArgsError::IncompleteWebhookTls`] naming the missing flag when only one is given.
+    pub fn webhook_config(&self) -> Result<Option<WebhookConfig>, OperatorArgsError> {
+        match (&self.webhook_cert_file, &self.webhook_key_file) {
+            (Some(cert), Some(key)) => {
+                Ok(Some(WebhookConfig::new(cert, key).addr(self.webhook_addr)))
+            }
+            (None, None) => Ok(None),
+            (Some(_), None) => Err(OperatorArgsError::IncompleteWebhookTls {
+                given: "--webhook-cert-file",
+                missing: "--webhook-key-file",
+            }),
+            (None, Some(_)) => Err(OperatorArgsError::IncompleteWebhookTls {
+                given: "--webhook-key-file",
+                missing: "--webhook-cert-file",
+            }),
+        }
+    }
+
+    /// The Runner's configuration: metrics address, shutdown timeout and delay, and the webhook
+    /// server when its certificate and key are given (see [`webhook_config`](Self::webhook_config)).
+    ///
+    /// # Errors
+    ///
+    /// [`OperatorArgsError::IncompleteWebhookTls`] when only one of the certificate and key is given.
+    pub fn runner_config(&self) -> Result<RunnerConfig, OperatorArgsError> {
+        let config = RunnerConfig::default()
+            .metrics_addr(self.metrics_addr)
+            .shutdown_timeout(self.shutdown_timeout)
+            .shutdown_delay(self.shutdown_delay);
+        Ok(match self.webhook_config()? {
+            Some(webhook) => config.webhook(webhook),
+            None => config,
+        })
+    }
+}
+
+/// Parses a duration flag: `humantime` syntax (`500ms`, `30s`, `2m`, `1h 30m`) or a plain number
+/// of seconds (`30`), which the kubeapp examples accepted before.
+///
+/// # Errors
+///
+/// `humantime`'s one-line description of what is wrong (unknown unit, no number, overflow).
+pub fn parse_duration(text: &str) -> Result<Duration, humantime::DurationError> {
+    let text = text.trim();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        humantime::parse_duration(&format!("{text}s"))
+    } else {
+        humantime::parse_duration(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units_or_as_seconds() {
+        assert_eq!(
+            parse_duration("500ms").ok(),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(parse_duration("30s").ok(), Some(Duration::from_secs(30)));
+        assert_eq!(parse_duration("2m").ok(), Some(Duration::from_secs(120)));
+        assert_eq!(
+            parse_duration("1h 30m").ok(),
+            Some(Duration::from_secs(5400))
+        );
+        assert_eq!(parse_duration(" 7 ").ok(), Some(Duration::from_secs(7)));
+        assert_eq!(parse_duration("0").ok(), Some(Duration::ZERO));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("99999999999999999999999").is_err());
+    }
+}
