@@ -2,6 +2,9 @@
 //! failed Add's retry and the Update that follows fails too, the watcher retries both, in event
 //! order, and the reconciler runs one request with the newest object, still as Created.
 
+mod call_log;
+
+use call_log::{CallLog, WAIT};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -12,10 +15,8 @@ use kubeapp::operator::{
     ReconcileError, ReconcileResult, ReconcilerFn, RetryPolicy, WatcherFns,
 };
 use kubeapp::sdk::testenv::TestEnv;
-use tokio::sync::watch;
 
 const KIND: &str = "configmaps";
-const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn value(cm: &ConfigMap) -> String {
     cm.data
@@ -23,31 +24,6 @@ fn value(cm: &ConfigMap) -> String {
         .and_then(|data| data.get("v"))
         .cloned()
         .unwrap_or_default()
-}
-
-/// An append-only log to await conditions on.
-#[derive(Clone)]
-struct Log(std::sync::Arc<watch::Sender<Vec<String>>>);
-
-impl Log {
-    fn new() -> Self {
-        Self(std::sync::Arc::new(watch::Sender::new(Vec::new())))
-    }
-
-    fn push(&self, entry: String) {
-        self.0.send_modify(|log| log.push(entry));
-    }
-
-    async fn wait_len(&self, len: usize) -> Vec<String> {
-        let mut rx = self.0.subscribe();
-        match tokio::time::timeout(TIMEOUT, rx.wait_for(|log| log.len() >= len)).await {
-            Ok(Ok(log)) => log.clone(),
-            _ => panic!(
-                "{len} entries not reached; log: {:?}",
-                self.0.borrow().clone()
-            ),
-        }
-    }
 }
 
 #[tokio::test]
@@ -68,7 +44,7 @@ async fn a_kept_retry_and_the_retry_of_the_newer_failed_event_both_run() {
         KIND,
         Informer::new::<ConfigMap>(env.client(), InformerOptions::default().namespace(&ns)),
     );
-    let (watched, reconciled) = (Log::new(), Log::new());
+    let (watched, reconciled) = (CallLog::new(), CallLog::new());
     let (on_add, on_update) = (watched.clone(), watched.clone());
     controller.add_watcher(
         KIND,
@@ -121,7 +97,7 @@ async fn a_kept_retry_and_the_retry_of_the_newer_failed_event_both_run() {
         let (controller, stop) = (controller.clone(), stop.clone());
         async move { controller.run(stop).await }
     });
-    tokio::time::timeout(TIMEOUT, controller.synced_flags()[0].1.wait())
+    tokio::time::timeout(WAIT, controller.synced_flags()[0].1.wait())
         .await
         .expect("informer synced");
 

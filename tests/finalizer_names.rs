@@ -3,7 +3,10 @@
 //! carrying the unqualified names of earlier releases are recognised, handled and upgraded, and
 //! invalid names are refused when a wrapper is built.
 
-use std::sync::{Arc, Once};
+mod call_log;
+
+use call_log::{CallLog, WAIT, logs, wait_finalizers};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -19,10 +22,7 @@ use kubeapp::operator::{
 use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
-
-const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A custom kind, for the legacy names (kube-apiserver refuses them on core kinds).
 #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
@@ -41,52 +41,9 @@ const GIZMO_LEGACY: &str = "operator.v1.Gizmo.names.kubeapp.dev";
 const GIZMO_LEGACY_WIP: &str = "wip.v1.Gizmo.names.kubeapp.dev";
 const CM_OURS: &str = "core.kubeapp.dev/operator-configmaps-v1";
 
-fn logs() {
-    static INIT: Once = Once::new();
-    INIT.call_once(|| {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| "kubeapp_operator=info".into()),
-            )
-            .with_test_writer()
-            .try_init();
-    });
-}
-
-/// An append-only log of handler calls that tests await conditions on.
-#[derive(Clone)]
-struct Log(Arc<watch::Sender<Vec<String>>>);
-
-impl Log {
-    fn new() -> Self {
-        Self(Arc::new(watch::Sender::new(Vec::new())))
-    }
-
-    fn push(&self, entry: String) {
-        self.0.send_modify(|log| log.push(entry));
-    }
-
-    async fn wait_contains(&self, entry: &str) {
-        let mut rx = self.0.subscribe();
-        let found =
-            tokio::time::timeout(TIMEOUT, rx.wait_for(|log| log.iter().any(|e| e == entry)));
-        if !matches!(found.await, Ok(Ok(_))) {
-            panic!(
-                "`{entry}` not logged within {TIMEOUT:?}; log: {:#?}",
-                self.0.borrow()
-            );
-        }
-    }
-
-    fn count(&self, entry: &str) -> usize {
-        self.0.borrow().iter().filter(|e| *e == entry).count()
-    }
-}
-
 /// A watcher of `K` that logs `add|update|delete|sync {name}`.
 fn logging_watcher<K: Resource + serde::Serialize + Send + Sync + std::fmt::Debug + 'static>(
-    log: &Log,
+    log: &CallLog,
 ) -> WatcherFns<K> {
     let (add, update, delete, sync) = (log.clone(), log.clone(), log.clone(), log.clone());
     WatcherFns::new()
@@ -118,7 +75,7 @@ fn logging_watcher<K: Resource + serde::Serialize + Send + Sync + std::fmt::Debu
 }
 
 /// A reconciler of `K` that logs `{action} {name}`.
-fn logging_reconciler<K>(log: &Log) -> impl kubeapp::operator::Reconciler
+fn logging_reconciler<K>(log: &CallLog) -> impl kubeapp::operator::Reconciler
 where
     K: Resource + serde::Serialize + Send + Sync + std::fmt::Debug + 'static,
 {
@@ -149,7 +106,7 @@ impl Operator {
             }
         });
         for (kind, flag) in controller.synced_flags() {
-            tokio::time::timeout(TIMEOUT, flag.wait())
+            tokio::time::timeout(WAIT, flag.wait())
                 .await
                 .unwrap_or_else(|_| panic!("informer {kind} never synced"));
         }
@@ -158,7 +115,7 @@ impl Operator {
 
     async fn stop(self) {
         self.stop.cancel();
-        tokio::time::timeout(TIMEOUT, self.running)
+        tokio::time::timeout(WAIT, self.running)
             .await
             .expect("the controller stops in time")
             .expect("the controller task does not panic");
@@ -169,28 +126,6 @@ fn config() -> ControllerConfig {
     ControllerConfig::default()
         .retry_policy(RetryPolicy::exponential(Duration::from_millis(100), 30))
         .shutdown_grace(Duration::from_secs(5))
-}
-
-async fn wait_finalizers<K>(api: &Api<K>, name: &str, expected: &[&str])
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    let expected: Vec<String> = expected.iter().map(|f| (*f).to_string()).collect();
-    let wanted = expected.clone();
-    let reached = tokio::time::timeout(
-        TIMEOUT,
-        await_condition(api.clone(), name, move |o: Option<&K>| {
-            o.is_some_and(|o| o.meta().finalizers.clone().unwrap_or_default() == wanted)
-        }),
-    )
-    .await;
-    if !matches!(reached, Ok(Ok(_))) {
-        let now = api.get_opt(name).await.ok().flatten();
-        panic!(
-            "{name} never had the finalizers {expected:?}; now: {:?}",
-            now.map(|o| o.meta().finalizers.clone())
-        );
-    }
 }
 
 async fn delete_and_wait_gone<K>(api: &Api<K>, name: &str)
@@ -209,14 +144,14 @@ where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
     let gone = tokio::time::timeout(
-        TIMEOUT,
+        WAIT,
         await_condition(api.clone(), name, conditions::is_deleted(uid)),
     )
     .await;
     if !matches!(gone, Ok(Ok(_))) {
         let now = api.get_opt(name).await.ok().flatten();
         panic!(
-            "{name} still exists after {TIMEOUT:?}; finalizers: {:?}",
+            "{name} still exists after {WAIT:?}; finalizers: {:?}",
             now.map(|o| o.meta().finalizers.clone())
         );
     }
@@ -235,7 +170,7 @@ async fn default_names_let_an_opinionated_watcher_and_reconciler_add_and_delete_
     let watched = env.create_namespace("watched").await.expect("namespace");
     let reconciled = env.create_namespace("reconciled").await.expect("namespace");
     let client = env.client();
-    let (watch_log, reconcile_log) = (Log::new(), Log::new());
+    let (watch_log, reconcile_log) = (CallLog::new(), CallLog::new());
 
     let controller = InformerController::new(config());
     for (key, ns) in [("watched", &watched), ("reconciled", &reconciled)] {
@@ -294,7 +229,7 @@ async fn objects_with_the_old_default_names_are_synced_upgraded_and_their_delete
     let watched = env.create_namespace("watched").await.expect("namespace");
     let reconciled = env.create_namespace("reconciled").await.expect("namespace");
     let client = env.client();
-    let (watch_log, reconcile_log) = (Log::new(), Log::new());
+    let (watch_log, reconcile_log) = (CallLog::new(), CallLog::new());
     let watched_api: Api<Gizmo> = Api::namespaced(client.clone(), &watched);
     let reconciled_api: Api<Gizmo> = Api::namespaced(client.clone(), &reconciled);
 
@@ -423,7 +358,7 @@ async fn invalid_finalizer_names_are_refused_when_a_wrapper_is_built_naming_them
 
     let err = OpinionatedReconciler::for_kind::<ConfigMap>(
         client,
-        logging_reconciler::<ConfigMap>(&Log::new()),
+        logging_reconciler::<ConfigMap>(&CallLog::new()),
         OpinionatedOptions::default().finalizer("Example.dev/finalizer"),
     )
     .expect_err("an uppercase prefix");

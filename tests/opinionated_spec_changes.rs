@@ -14,13 +14,15 @@
 //! The changes are made from inside the handlers (or a watcher registered before the wrapper),
 //! so they happen at the exact step under test without any timing.
 
+mod call_log;
+
+use call_log::{CallLog, WAIT, logs, wait_finalizers};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::wait::await_condition;
 use kube::{CustomResource, ResourceExt};
 use kubeapp::operator::opinionated::{OpinionatedOptions, opinionated_dequeue_policy};
 use kubeapp::operator::{
@@ -31,7 +33,7 @@ use kubeapp::operator::{
 use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tokio::sync::{Semaphore, SemaphorePermit, watch};
+use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::task::JoinHandle;
 
 /// A custom kind: it has `metadata.generation`.
@@ -51,21 +53,7 @@ const KIND: &str = "widgets";
 /// Qualified names: kube-apiserver refuses unqualified finalizers on core kinds.
 const CM_OURS: &str = "test.kubeapp.dev/cm";
 const CM_WIP: &str = "test.kubeapp.dev/cm-wip";
-const TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_PARALLEL_ENVS: usize = 2;
-
-fn logs() {
-    static INIT: Once = Once::new();
-    INIT.call_once(|| {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| "kubeapp_operator=info".into()),
-            )
-            .with_test_writer()
-            .try_init();
-    });
-}
 
 /// A control plane with the Widget CRD and a fresh namespace, holding one of the parallel slots.
 struct Env {
@@ -99,50 +87,6 @@ impl Env {
 
     fn config_maps(&self) -> Api<ConfigMap> {
         Api::namespaced(self.client(), &self.ns)
-    }
-}
-
-/// An append-only log that tests await conditions on.
-#[derive(Clone)]
-struct Log(Arc<watch::Sender<Vec<String>>>);
-
-impl Log {
-    fn new() -> Self {
-        Self(Arc::new(watch::Sender::new(Vec::new())))
-    }
-
-    fn push(&self, entry: String) {
-        self.0.send_modify(|log| log.push(entry));
-    }
-
-    fn entries(&self) -> Vec<String> {
-        self.0.borrow().clone()
-    }
-
-    /// The entries about the object `name` (its name is each entry's second word).
-    fn of(&self, name: &str) -> Vec<String> {
-        self.entries()
-            .into_iter()
-            .filter(|e| e.split(' ').nth(1) == Some(name))
-            .collect()
-    }
-
-    async fn wait_for(&self, what: &str, done: impl Fn(&[String]) -> bool) {
-        let mut rx = self.0.subscribe();
-        if !matches!(
-            tokio::time::timeout(TIMEOUT, rx.wait_for(|log| done(log))).await,
-            Ok(Ok(_))
-        ) {
-            panic!(
-                "{what}: not reached within {TIMEOUT:?}; log: {:#?}",
-                self.entries()
-            );
-        }
-    }
-
-    async fn wait_contains(&self, entry: &str) {
-        self.wait_for(entry, |log| log.iter().any(|e| e == entry))
-            .await;
     }
 }
 
@@ -181,7 +125,7 @@ impl Operator {
             async move { controller.run(stop).await.expect("the controller runs") }
         });
         for (kind, flag) in controller.synced_flags() {
-            tokio::time::timeout(TIMEOUT, flag.wait())
+            tokio::time::timeout(WAIT, flag.wait())
                 .await
                 .unwrap_or_else(|_| panic!("informer {kind} never synced"));
         }
@@ -190,7 +134,7 @@ impl Operator {
 
     async fn stop(self) {
         self.stop.cancel();
-        tokio::time::timeout(TIMEOUT, self.running)
+        tokio::time::timeout(WAIT, self.running)
             .await
             .expect("the controller stops in time")
             .expect("the controller task does not panic");
@@ -204,23 +148,6 @@ async fn set_size(api: &Api<Widget>, name: &str, size: i32) {
         .expect("spec patch");
 }
 
-async fn wait_finalizers<K>(api: &Api<K>, name: &str, expected: &'static [&'static str])
-where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
-{
-    let done = tokio::time::timeout(
-        TIMEOUT,
-        await_condition(api.clone(), name, move |o: Option<&K>| {
-            o.is_some_and(|o| o.finalizers() == expected)
-        }),
-    )
-    .await;
-    assert!(
-        matches!(done, Ok(Ok(_))),
-        "{name} has not exactly the finalizers {expected:?} within {TIMEOUT:?}"
-    );
-}
-
 /// Names `0..n` with a prefix.
 fn names(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}{i}")).collect()
@@ -230,7 +157,7 @@ fn names(prefix: &str, n: usize) -> Vec<String> {
 async fn spec_changes_made_while_the_watchers_add_runs_reach_update_from_what_the_add_saw() {
     let env = Env::start("watcher-spec").await;
     let api = env.widgets();
-    let log = Log::new();
+    let log = CallLog::new();
     // "in-add-*": the spec changes inside `add`, after the in-progress finalizer is on and
     // before ours replaces it. "before-wip": a watcher registered before the wrapper changes the
     // spec first, so the wrapper's in-progress patch meets a conflict and `add` gets the older
@@ -366,7 +293,7 @@ async fn spec_changes_made_while_the_watchers_add_runs_reach_update_from_what_th
 async fn spec_changes_made_while_created_runs_or_after_it_failed_reach_the_reconciler() {
     let env = Env::start("reconciler-spec").await;
     let api = env.widgets();
-    let log = Log::new();
+    let log = CallLog::new();
     // "in-created-*": the spec changes inside the successful `Created`. "failed-created": the
     // first `Created` changes the spec and fails; its retry (after 1 s) holds the older copy.
     let failed_once = Arc::new(Mutex::new(false));
@@ -499,7 +426,7 @@ fn value(cm: &ConfigMap) -> String {
 async fn every_config_map_change_after_the_add_reaches_the_watcher_and_the_reconciler() {
     let env = Env::start("configmaps").await;
     let api = env.config_maps();
-    let log = Log::new();
+    let log = CallLog::new();
     let watcher = WatcherFns::<ConfigMap>::new()
         .on_add({
             let log = log.clone();

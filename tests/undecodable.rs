@@ -4,7 +4,9 @@
 //! hook gets it and it disappears; without one it stays held, with a Warning Event and a metric;
 //! with the explicit opt-in it is released without a handler call.
 
-use std::sync::{Arc, Once};
+mod call_log;
+
+use call_log::{CallLog, WAIT, logs};
 use std::time::Duration;
 
 use k8s_openapi::api::events::v1::Event;
@@ -22,9 +24,7 @@ use kubeapp::operator::{
 use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
 
-const TIMEOUT: Duration = Duration::from_secs(60);
 const WATCHER_FINALIZER: &str = "undecodable.kubeapp.dev/operator-things-v1";
 const RECONCILER_FINALIZER: &str = "undecodable.kubeapp.dev/reconciler";
 
@@ -62,48 +62,6 @@ spec:
               x-kubernetes-preserve-unknown-fields: true
 "#;
 
-fn logs() {
-    static INIT: Once = Once::new();
-    INIT.call_once(|| {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| "kubeapp_operator=info".into()),
-            )
-            .with_test_writer()
-            .try_init();
-    });
-}
-
-/// An append-only log of handler and hook calls.
-#[derive(Clone)]
-struct Log(Arc<watch::Sender<Vec<String>>>);
-
-impl Log {
-    fn new() -> Self {
-        Self(Arc::new(watch::Sender::new(Vec::new())))
-    }
-
-    fn push(&self, entry: String) {
-        self.0.send_modify(|log| log.push(entry));
-    }
-
-    fn entries(&self) -> Vec<String> {
-        self.0.borrow().clone()
-    }
-
-    async fn wait_contains(&self, entry: &str) {
-        let mut rx = self.0.subscribe();
-        let found = tokio::time::timeout(TIMEOUT, rx.wait_for(|l| l.iter().any(|e| e == entry)));
-        if !matches!(found.await, Ok(Ok(_))) {
-            panic!(
-                "`{entry}` not logged within {TIMEOUT:?}; log: {:#?}",
-                self.entries()
-            );
-        }
-    }
-}
-
 /// The three ways an undecodable deletion can be configured.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Setup {
@@ -114,7 +72,7 @@ enum Setup {
 
 fn options(
     setup: Setup,
-    log: &Log,
+    log: &CallLog,
     who: &'static str,
     metrics: &FinalizerMetrics,
 ) -> OpinionatedOptions {
@@ -141,7 +99,7 @@ fn add_handlers(
     client: &kube::Client,
     key: &str,
     setup: Setup,
-    log: &Log,
+    log: &CallLog,
     metrics: &FinalizerMetrics,
 ) {
     let (add, update, delete, sync) = (log.clone(), log.clone(), log.clone(), log.clone());
@@ -190,13 +148,13 @@ where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let polled = tokio::time::timeout(TIMEOUT, async {
+    let polled = tokio::time::timeout(WAIT, async {
         while !check().await {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     })
     .await;
-    assert!(polled.is_ok(), "{what}: not within {TIMEOUT:?}");
+    assert!(polled.is_ok(), "{what}: not within {WAIT:?}");
 }
 
 async fn warning_reasons(client: &kube::Client, ns: &str, name: &str) -> Vec<String> {
@@ -232,7 +190,7 @@ async fn an_object_that_stops_decoding_is_handed_to_the_hook_held_with_a_warning
             .await
             .expect("namespace");
         let (log, metrics) = (
-            Log::new(),
+            CallLog::new(),
             FinalizerMetrics::unregistered(None).expect("metrics"),
         );
         let informer =
@@ -270,7 +228,7 @@ async fn an_object_that_stops_decoding_is_handed_to_the_hook_held_with_a_warning
                     && f.iter().any(|f| f == RECONCILER_FINALIZER)
             })
         });
-        tokio::time::timeout(TIMEOUT, both)
+        tokio::time::timeout(WAIT, both)
             .await
             .expect("both finalizers in time")
             .expect("watch");
@@ -353,7 +311,7 @@ async fn an_object_that_stops_decoding_is_handed_to_the_hook_held_with_a_warning
         }
     }
     stop.cancel();
-    tokio::time::timeout(TIMEOUT, running)
+    tokio::time::timeout(WAIT, running)
         .await
         .expect("the controller stops in time")
         .expect("the controller task does not panic");
