@@ -75,7 +75,7 @@ fn logging_watcher<K: Resource + serde::Serialize + Send + Sync + std::fmt::Debu
 }
 
 /// A reconciler of `K` that logs `{action} {name}`.
-fn logging_reconciler<K>(log: &CallLog) -> impl kubeapp::operator::Reconciler
+fn logging_reconciler<K>(log: &CallLog) -> impl kubeapp::operator::DynReconciler
 where
     K: Resource + serde::Serialize + Send + Sync + std::fmt::Debug + 'static,
 {

@@ -512,7 +512,7 @@ async fn every_config_map_change_after_the_add_reaches_the_watcher_and_the_recon
 struct FilterByName<H>(&'static str, H);
 
 #[async_trait::async_trait]
-impl<H: kubeapp::operator::Watcher> kubeapp::operator::Watcher for FilterByName<H> {
+impl<H: kubeapp::operator::DynWatcher> kubeapp::operator::DynWatcher for FilterByName<H> {
     async fn add(
         &self,
         ctx: &kubeapp::operator::HandlerContext,
@@ -549,7 +549,7 @@ impl<H: kubeapp::operator::Watcher> kubeapp::operator::Watcher for FilterByName<
 }
 
 #[async_trait::async_trait]
-impl<R: kubeapp::operator::Reconciler> kubeapp::operator::Reconciler for FilterByName<R> {
+impl<R: kubeapp::operator::DynReconciler> kubeapp::operator::DynReconciler for FilterByName<R> {
     async fn reconcile(
         &self,
         ctx: &kubeapp::operator::HandlerContext,

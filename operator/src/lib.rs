@@ -4,7 +4,7 @@
 //!
 //! Where to start: an [`Informer`] lists and watches one kind and turns the traffic into
 //! [`InformerEvent`]s (Add, Update, Delete, Resync); an [`InformerController`] owns informers,
-//! [`Watcher`]s and [`Reconciler`]s keyed by kind, and fans each event out to them, in order per
+//! [`DynWatcher`]s and [`DynReconciler`]s keyed by kind, and fans each event out to them, in order per
 //! object and concurrently across objects, with retries ([`RetryPolicy`],
 //! [`RetryDequeuePolicy`]). The [`controller`] module docs state the guarantees; the
 //! [`informer`] docs say how deletes missed during a disconnect are still delivered.
@@ -54,10 +54,10 @@ pub use object::{
 };
 pub use opinionated::{OpinionatedOptions, OpinionatedReconciler, OpinionatedWatcher};
 pub use reconciler::{
-    ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult, ReconcileState, Reconciler,
-    ReconcilerFn, TypedReconcileRequest, TypedReconciler, typed_reconciler,
+    DynReconciler, ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult,
+    ReconcileState, ReconcilerFn, TypedReconcileRequest, TypedReconciler, typed_reconciler,
 };
 pub use runner::{Runner, RunnerConfig, RunnerError};
 /// The token that stops an [`InformerController`] and cancels handler contexts.
 pub use tokio_util::sync::CancellationToken;
-pub use watcher::{TypedWatcher, Watcher, WatcherFns, typed_watcher};
+pub use watcher::{DynWatcher, TypedWatcher, WatcherFns, typed_watcher};

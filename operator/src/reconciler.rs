@@ -1,6 +1,6 @@
 //! Reconcilers: level-triggered handlers that get the newest object and a state map.
 //!
-//! A [`Reconciler`] receives a [`ReconcileRequest`]: what happened ([`ReconcileAction`]), the
+//! A [`DynReconciler`] receives a [`ReconcileRequest`]: what happened ([`ReconcileAction`]), the
 //! object, and a [`ReconcileState`] carried across retries and requeues of the same request. It
 //! answers with a [`ReconcileResult`] (optionally `requeue_after` and a new state) or a
 //! [`ReconcileError`], which may carry a requeue and a state of its own: when both a requeue and an
@@ -181,7 +181,7 @@ impl fmt::Display for ReconcileError {
 
 /// A level-triggered handler for one kind; see the [module docs](self).
 #[async_trait]
-pub trait Reconciler: Send + Sync + 'static {
+pub trait DynReconciler: Send + Sync + 'static {
     /// Brings the world in line with `request.object`.
     async fn reconcile(
         &self,
@@ -191,7 +191,7 @@ pub trait Reconciler: Send + Sync + 'static {
 }
 
 #[async_trait]
-impl<R: Reconciler + ?Sized> Reconciler for Arc<R> {
+impl<R: DynReconciler + ?Sized> DynReconciler for Arc<R> {
     async fn reconcile(
         &self,
         ctx: &HandlerContext,
@@ -202,7 +202,7 @@ impl<R: Reconciler + ?Sized> Reconciler for Arc<R> {
 }
 
 #[async_trait]
-impl<R: Reconciler + ?Sized> Reconciler for Box<R> {
+impl<R: DynReconciler + ?Sized> DynReconciler for Box<R> {
     async fn reconcile(
         &self,
         ctx: &HandlerContext,
@@ -238,7 +238,7 @@ impl<K: KubeObject> TypedReconcileRequest<K> {
 /// A reconciler of objects of type `K`; register it through [`typed_reconciler`].
 #[async_trait]
 pub trait TypedReconciler<K: KubeObject>: Send + Sync + 'static {
-    /// See [`Reconciler::reconcile`].
+    /// See [`DynReconciler::reconcile`].
     async fn reconcile(
         &self,
         ctx: &HandlerContext,
@@ -246,7 +246,7 @@ pub trait TypedReconciler<K: KubeObject>: Send + Sync + 'static {
     ) -> Result<ReconcileResult, ReconcileError>;
 }
 
-/// Makes a [`Reconciler`] of a [`TypedReconciler`].
+/// Makes a [`DynReconciler`] of a [`TypedReconciler`].
 pub fn typed_reconciler<K: KubeObject, R: TypedReconciler<K>>(
     reconciler: R,
 ) -> TypedReconcilerAdapter<K, R> {
@@ -256,7 +256,7 @@ pub fn typed_reconciler<K: KubeObject, R: TypedReconciler<K>>(
     }
 }
 
-/// A [`TypedReconciler`] seen as a [`Reconciler`]; made by [`typed_reconciler`].
+/// A [`TypedReconciler`] seen as a [`DynReconciler`]; made by [`typed_reconciler`].
 pub struct TypedReconcilerAdapter<K, R> {
     inner: R,
     _kind: PhantomData<fn() -> K>,
@@ -270,7 +270,7 @@ impl<K, R> TypedReconcilerAdapter<K, R> {
 }
 
 #[async_trait]
-impl<K: KubeObject, R: TypedReconciler<K>> Reconciler for TypedReconcilerAdapter<K, R> {
+impl<K: KubeObject, R: TypedReconciler<K>> DynReconciler for TypedReconcilerAdapter<K, R> {
     async fn reconcile(
         &self,
         ctx: &HandlerContext,
@@ -318,7 +318,7 @@ where
 }
 
 #[async_trait]
-impl<K, F, Fut> Reconciler for ReconcilerFn<K, F>
+impl<K, F, Fut> DynReconciler for ReconcilerFn<K, F>
 where
     K: KubeObject,
     F: Fn(HandlerContext, TypedReconcileRequest<K>) -> Fut + Send + Sync + 'static,

@@ -1,6 +1,6 @@
 //! Watchers: edge-triggered handlers that see every event of their kind.
 //!
-//! A [`Watcher`] gets `add`, `update(old, new)` and `delete` for every informer event of the kind
+//! A [`DynWatcher`] gets `add`, `update(old, new)` and `delete` for every informer event of the kind
 //! it is registered for, in the order the informer produced them per object (see
 //! [`controller`](crate::controller) for the exact guarantees). `sync` is never called by the
 //! controller itself; wrappers such as the opinionated watcher call it for objects that may have
@@ -39,7 +39,7 @@ use crate::object::{KubeObject, SharedObject, as_undecodable, downcast_shared};
 
 /// An edge-triggered handler for one kind; see the [module docs](self).
 #[async_trait]
-pub trait Watcher: Send + Sync + 'static {
+pub trait DynWatcher: Send + Sync + 'static {
     /// An object appeared (initial list, creation, or re-list after a disconnect).
     async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError>;
     /// An object changed; `old` is the last state the informer saw. A periodic resync calls this
@@ -61,7 +61,7 @@ pub trait Watcher: Send + Sync + 'static {
 }
 
 #[async_trait]
-impl<W: Watcher + ?Sized> Watcher for Arc<W> {
+impl<W: DynWatcher + ?Sized> DynWatcher for Arc<W> {
     async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
         (**self).add(ctx, object).await
     }
@@ -82,7 +82,7 @@ impl<W: Watcher + ?Sized> Watcher for Arc<W> {
 }
 
 #[async_trait]
-impl<W: Watcher + ?Sized> Watcher for Box<W> {
+impl<W: DynWatcher + ?Sized> DynWatcher for Box<W> {
     async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
         (**self).add(ctx, object).await
     }
@@ -105,13 +105,13 @@ impl<W: Watcher + ?Sized> Watcher for Box<W> {
 /// A watcher of objects of type `K`; register it through [`typed_watcher`].
 #[async_trait]
 pub trait TypedWatcher<K: KubeObject>: Send + Sync + 'static {
-    /// See [`Watcher::add`].
+    /// See [`DynWatcher::add`].
     async fn add(&self, ctx: &HandlerContext, object: Arc<K>) -> Result<(), BoxError>;
-    /// See [`Watcher::update`].
+    /// See [`DynWatcher::update`].
     async fn update(&self, ctx: &HandlerContext, old: Arc<K>, new: Arc<K>) -> Result<(), BoxError>;
-    /// See [`Watcher::delete`].
+    /// See [`DynWatcher::delete`].
     async fn delete(&self, ctx: &HandlerContext, object: Arc<K>) -> Result<(), BoxError>;
-    /// See [`Watcher::sync`]; the default does nothing.
+    /// See [`DynWatcher::sync`]; the default does nothing.
     async fn sync(&self, ctx: &HandlerContext, object: Arc<K>) -> Result<(), BoxError> {
         let _ = (ctx, object);
         Ok(())
@@ -171,7 +171,7 @@ pub(crate) fn typed_update<K: KubeObject>(
     })
 }
 
-/// Makes a [`Watcher`] of a [`TypedWatcher`].
+/// Makes a [`DynWatcher`] of a [`TypedWatcher`].
 pub fn typed_watcher<K: KubeObject, W: TypedWatcher<K>>(watcher: W) -> TypedWatcherAdapter<K, W> {
     TypedWatcherAdapter {
         inner: watcher,
@@ -179,7 +179,7 @@ pub fn typed_watcher<K: KubeObject, W: TypedWatcher<K>>(watcher: W) -> TypedWatc
     }
 }
 
-/// A [`TypedWatcher`] seen as a [`Watcher`]; made by [`typed_watcher`].
+/// A [`TypedWatcher`] seen as a [`DynWatcher`]; made by [`typed_watcher`].
 pub struct TypedWatcherAdapter<K, W> {
     inner: W,
     _kind: PhantomData<fn() -> K>,
@@ -193,7 +193,7 @@ impl<K, W> TypedWatcherAdapter<K, W> {
 }
 
 #[async_trait]
-impl<K: KubeObject, W: TypedWatcher<K>> Watcher for TypedWatcherAdapter<K, W> {
+impl<K: KubeObject, W: TypedWatcher<K>> DynWatcher for TypedWatcherAdapter<K, W> {
     async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
         match typed_or_skip(&object)? {
             Some(object) => self.inner.add(ctx, object).await,
@@ -323,7 +323,7 @@ impl<K: KubeObject> WatcherFns<K> {
     }
 }
 
-/// The future of a [`Watcher`] method as `#[async_trait]` declares it.
+/// The future of a [`DynWatcher`] method as `#[async_trait]` declares it.
 type WatcherFuture<'a> = Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send + 'a>>;
 
 /// Calls a one-object closure, or succeeds when there is none.
@@ -344,7 +344,7 @@ fn call_one<K: KubeObject>(
 
 // Written out instead of `#[async_trait]`: the closures' futures are boxed already, and an
 // `async fn` here would box each call a second time.
-impl<K: KubeObject> Watcher for WatcherFns<K> {
+impl<K: KubeObject> DynWatcher for WatcherFns<K> {
     fn add<'s, 'c, 'f>(&'s self, ctx: &'c HandlerContext, object: SharedObject) -> WatcherFuture<'f>
     where
         's: 'f,
@@ -415,7 +415,7 @@ mod tests {
     async fn closure_watcher_downcasts_and_rejects_other_types() {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
-        let watcher: Box<dyn Watcher> =
+        let watcher: Box<dyn DynWatcher> =
             Box::new(WatcherFns::<ConfigMap>::new().on_add(move |_, cm| {
                 let log = log.clone();
                 async move {
@@ -490,7 +490,7 @@ mod tests {
         let mut cm = ConfigMap::default();
         cm.metadata.name = Some("a".into());
         let good = share(cm);
-        let adapters: [Box<dyn Watcher>; 2] = [
+        let adapters: [Box<dyn DynWatcher>; 2] = [
             Box::new(typed_watcher(Logged(seen.clone()))),
             Box::new({
                 let (sync, update) = (seen.clone(), seen.clone());
@@ -529,7 +529,7 @@ mod tests {
             object: bad,
             state: Default::default(),
         };
-        let result = crate::reconciler::Reconciler::reconcile(&reconciler, &ctx, request).await;
+        let result = crate::reconciler::DynReconciler::reconcile(&reconciler, &ctx, request).await;
         assert_eq!(
             result.ok(),
             Some(crate::reconciler::ReconcileResult::done())

@@ -20,9 +20,9 @@ use kube::Client;
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::admission::AdmissionRequest;
 use kubeapp_operator::{
-    HandlerContext, Informer, InformerOptions, ReconcileError, ReconcileResult, Reconciler,
-    ReconcilerFn, TypedReconcileRequest, TypedReconciler, TypedWatcher, Watcher, WatcherFns,
-    typed_reconciler, typed_watcher,
+    DynReconciler, DynWatcher, HandlerContext, Informer, InformerOptions, ReconcileError,
+    ReconcileResult, ReconcilerFn, TypedReconcileRequest, TypedReconciler, TypedWatcher,
+    WatcherFns, typed_reconciler, typed_watcher,
 };
 use kubeapp_sdk::admission::{
     Mutator, TypedAdmissionRequest, Validator, mutator_fn, typed_request, validator_fn,
@@ -125,8 +125,8 @@ pub(crate) struct KindSpec {
     pub(crate) options: InformerOptions,
     pub(crate) opinionated: bool,
     pub(crate) finalizer: Option<String>,
-    pub(crate) reconciler: Option<Arc<dyn Reconciler>>,
-    pub(crate) watcher: Option<Arc<dyn Watcher>>,
+    pub(crate) reconciler: Option<Arc<dyn DynReconciler>>,
+    pub(crate) watcher: Option<Arc<dyn DynWatcher>>,
     pub(crate) validator: Option<Arc<dyn AdmissionValidator>>,
     pub(crate) mutator: Option<Arc<dyn AdmissionMutator>>,
     pub(crate) converter: Option<Arc<dyn Converter>>,

@@ -29,7 +29,7 @@ struct Cli {
     #[arg(long, default_value_t = 0)]
     duration_secs: u64,
     /// The wrappers to soak, one after the other, each on a fresh control plane (comma-separated).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Wrapper::Watcher, Wrapper::Reconciler])]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Wrapper::DynWatcher, Wrapper::DynReconciler])]
     wrappers: Vec<Wrapper>,
     /// Every object whose index is a multiple of this gets spec updates (0: none).
     #[arg(long, default_value_t = 3)]

@@ -32,17 +32,17 @@ const KIND: &str = "Churn";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum Wrapper {
     /// `OpinionatedWatcher` around add/update/delete/sync handlers.
-    Watcher,
+    DynWatcher,
     /// `OpinionatedReconciler` around one reconcile handler.
-    Reconciler,
+    DynReconciler,
 }
 
 impl Wrapper {
     /// The wrapper's name as the command line spells it.
     pub fn name(self) -> &'static str {
         match self {
-            Self::Watcher => "watcher",
-            Self::Reconciler => "reconciler",
+            Self::DynWatcher => "watcher",
+            Self::DynReconciler => "reconciler",
         }
     }
 }
@@ -73,7 +73,7 @@ pub struct OperatorSettings {
 impl Default for OperatorSettings {
     fn default() -> Self {
         Self {
-            wrapper: Wrapper::Watcher,
+            wrapper: Wrapper::DynWatcher,
             workers: 10,
             add_delay: Duration::from_millis(30),
             retry_base: Duration::from_millis(250),
@@ -139,7 +139,7 @@ impl SoakOperator {
             ),
         );
         match settings.wrapper {
-            Wrapper::Watcher => {
+            Wrapper::DynWatcher => {
                 let watcher = OpinionatedWatcher::for_kind::<Churn>(
                     client,
                     recording_watcher(recorder, settings.add_delay),
@@ -148,7 +148,7 @@ impl SoakOperator {
                 .map_err(|e| SoakError::Setup(format!("opinionated watcher: {e}")))?;
                 controller.add_watcher(INFORMER, watcher);
             }
-            Wrapper::Reconciler => {
+            Wrapper::DynReconciler => {
                 let reconciler = OpinionatedReconciler::for_kind::<Churn>(
                     client,
                     typed_reconciler(RecordingReconciler::new(recorder, settings.add_delay)),

@@ -64,11 +64,11 @@ async fn load_and_churn(wrapper: Wrapper) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opinionated_watcher_sees_the_newest_spec_and_every_delete_under_load_and_churn() {
-    load_and_churn(Wrapper::Watcher).await;
+    load_and_churn(Wrapper::DynWatcher).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opinionated_reconciler_sees_the_newest_spec_and_one_deleted_per_uid_under_load_and_churn()
 {
-    load_and_churn(Wrapper::Reconciler).await;
+    load_and_churn(Wrapper::DynReconciler).await;
 }

@@ -26,8 +26,8 @@ use super::lanes::{HandlerId, LaneKey, Queued};
 use super::pending::{Pending, Retries, RetryEntry, RetryWork};
 use crate::handler::{HandlerContext, HandlerError, panic_message};
 use crate::informer::InformerEvent;
-use crate::reconciler::{ReconcileRequest, ReconcileState, Reconciler};
-use crate::watcher::Watcher;
+use crate::reconciler::{DynReconciler, ReconcileRequest, ReconcileState};
+use crate::watcher::DynWatcher;
 
 /// An info span when a subscriber may record it, else [`Span::none`] without making one. With no
 /// subscriber set at all (`has_been_set` is what tracing's own macros check), tracing's `log`
@@ -126,7 +126,7 @@ impl KindRuntime {
             let mut clock = started;
             if queued.for_watchers {
                 for (index, watcher) in handlers.watchers.iter().enumerate() {
-                    let handler = HandlerId::Watcher(index);
+                    let handler = HandlerId::DynWatcher(index);
                     if !held.retries.is_empty() {
                         self.dequeue_check(held, handler, action, queued.event.object());
                     }
@@ -146,7 +146,7 @@ impl KindRuntime {
             }
             if let Some((reconcile_action, object)) = &queued.reconcile {
                 for (index, reconciler) in handlers.reconcilers.iter().enumerate() {
-                    let handler = HandlerId::Reconciler(index);
+                    let handler = HandlerId::DynReconciler(index);
                     if !held.retries.is_empty() {
                         self.dequeue_check(held, handler, *reconcile_action, object);
                     }
@@ -201,7 +201,7 @@ impl KindRuntime {
         let started = Instant::now();
         let end = async {
             match (handler, entry.work) {
-                (HandlerId::Watcher(index), RetryWork::Watch(event)) => {
+                (HandlerId::DynWatcher(index), RetryWork::Watch(event)) => {
                     let watcher = handlers.watchers.get(index)?;
                     let call = self.call_watcher(
                         held,
@@ -214,7 +214,7 @@ impl KindRuntime {
                     );
                     Some(call.await.0)
                 }
-                (HandlerId::Reconciler(index), RetryWork::Reconcile(request)) => {
+                (HandlerId::DynReconciler(index), RetryWork::Reconcile(request)) => {
                     let reconciler = handlers.reconcilers.get(index)?;
                     let call = self.call_reconciler(
                         held,
@@ -255,7 +255,7 @@ impl KindRuntime {
         outcome.map_err(|payload| HandlerError::Panicked(panic_message(payload.as_ref())))
     }
 
-    /// Calls a watcher (through `&dyn Watcher`: the blanket impl for `Arc<W>` would box a second
+    /// Calls a watcher (through `&dyn DynWatcher`: the blanket impl for `Arc<W>` would box a second
     /// future around the handler's own). `started` is when the call began; returns how it ended
     /// and when.
     #[allow(clippy::too_many_arguments)] // One call's context; a struct would only rename them.
@@ -264,7 +264,7 @@ impl KindRuntime {
         held: &mut Held<'_>,
         origin: Origin,
         handler: HandlerId,
-        watcher: &dyn Watcher,
+        watcher: &dyn DynWatcher,
         event: &InformerEvent,
         ctx: &HandlerContext,
         started: Instant,
@@ -315,7 +315,7 @@ impl KindRuntime {
         (end, ended)
     }
 
-    /// Calls a reconciler (through `&dyn Reconciler`, as for watchers) and schedules what its
+    /// Calls a reconciler (through `&dyn DynReconciler`, as for watchers) and schedules what its
     /// result asks for. `started` is when the call began; returns how it ended and when.
     #[allow(clippy::too_many_arguments)] // One call's context; a struct would only rename them.
     async fn call_reconciler(
@@ -323,7 +323,7 @@ impl KindRuntime {
         held: &mut Held<'_>,
         origin: Origin,
         handler: HandlerId,
-        reconciler: &dyn Reconciler,
+        reconciler: &dyn DynReconciler,
         request: ReconcileRequest,
         ctx: &HandlerContext,
         started: Instant,

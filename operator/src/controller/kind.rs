@@ -33,8 +33,8 @@ use super::lanes::{Lanes, Taken, Work};
 use crate::handler::HandlerContext;
 use crate::informer::{InformerEvent, KindInfo};
 use crate::metrics::KindMetrics;
-use crate::reconciler::Reconciler;
-use crate::watcher::Watcher;
+use crate::reconciler::DynReconciler;
+use crate::watcher::DynWatcher;
 
 /// What a running controller shares with its tasks.
 pub(crate) struct Running {
@@ -49,8 +49,8 @@ pub(crate) struct Running {
 /// The handlers of a kind; replaced as a whole when one is added.
 #[derive(Default)]
 pub(crate) struct Handlers {
-    pub watchers: Vec<Arc<dyn Watcher>>,
-    pub reconcilers: Vec<Arc<dyn Reconciler>>,
+    pub watchers: Vec<Arc<dyn DynWatcher>>,
+    pub reconcilers: Vec<Arc<dyn DynReconciler>>,
 }
 
 /// The lanes and the bookkeeping of the workers and intakes, under one lock.
@@ -140,11 +140,11 @@ impl KindRuntime {
             .clone()
     }
 
-    pub(crate) fn add_watcher(&self, watcher: Arc<dyn Watcher>) {
+    pub(crate) fn add_watcher(&self, watcher: Arc<dyn DynWatcher>) {
         self.replace_handlers(|handlers| handlers.watchers.push(watcher));
     }
 
-    pub(crate) fn add_reconciler(&self, reconciler: Arc<dyn Reconciler>) {
+    pub(crate) fn add_reconciler(&self, reconciler: Arc<dyn DynReconciler>) {
         self.replace_handlers(|handlers| handlers.reconcilers.push(reconciler));
     }
 

@@ -36,15 +36,15 @@ use crate::reconciler::ReconcileAction;
 /// Which handler of a kind: watchers and reconcilers by registration index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum HandlerId {
-    Watcher(usize),
-    Reconciler(usize),
+    DynWatcher(usize),
+    DynReconciler(usize),
 }
 
 impl fmt::Display for HandlerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Watcher(i) => write!(f, "watcher[{i}]"),
-            Self::Reconciler(i) => write!(f, "reconciler[{i}]"),
+            Self::DynWatcher(i) => write!(f, "watcher[{i}]"),
+            Self::DynReconciler(i) => write!(f, "reconciler[{i}]"),
         }
     }
 }

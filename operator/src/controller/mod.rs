@@ -88,8 +88,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::informer::{Informer, SyncedFlag};
 use crate::metrics::ControllerMetrics;
-use crate::reconciler::Reconciler;
-use crate::watcher::Watcher;
+use crate::reconciler::DynReconciler;
+use crate::watcher::DynWatcher;
 
 pub use self::retry::{RetryDequeuePolicy, RetryPolicy};
 #[doc(no_inline)]
@@ -342,12 +342,12 @@ impl InformerController {
     }
 
     /// Adds a watcher for `kind`; watchers run in the order they were added, before reconcilers.
-    pub fn add_watcher(&self, kind: &str, watcher: impl Watcher) {
+    pub fn add_watcher(&self, kind: &str, watcher: impl DynWatcher) {
         self.kind(kind).add_watcher(Arc::new(watcher));
     }
 
     /// Adds a reconciler for `kind`; reconcilers run in the order they were added, after watchers.
-    pub fn add_reconciler(&self, kind: &str, reconciler: impl Reconciler) {
+    pub fn add_reconciler(&self, kind: &str, reconciler: impl DynReconciler) {
         self.kind(kind).add_reconciler(Arc::new(reconciler));
     }
 

@@ -191,7 +191,7 @@ fn logging_reconciler(
     + Send
     + Sync
     + 'static,
-) -> impl Reconciler {
+) -> impl DynReconciler {
     let log = log.clone();
     ReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
         log.push(format!(
@@ -210,7 +210,7 @@ fn ok_watcher(tag: &'static str, log: &Log) -> WatcherFns<ConfigMap> {
     logging_watcher(tag, log, |_, _, _| Ok(()))
 }
 
-fn ok_reconciler(tag: &'static str, log: &Log) -> impl Reconciler {
+fn ok_reconciler(tag: &'static str, log: &Log) -> impl DynReconciler {
     logging_reconciler(tag, log, |_, _| Ok(ReconcileResult::done()))
 }
 
@@ -886,7 +886,7 @@ async fn run_twice_is_an_error() {
 // ---- Section 4: retries ----
 
 /// Records the virtual time of every call and fails until `succeed_at` (never when `None`).
-fn timed_reconciler(log: &Log, started: Instant, succeed_at: Option<u32>) -> impl Reconciler {
+fn timed_reconciler(log: &Log, started: Instant, succeed_at: Option<u32>) -> impl DynReconciler {
     logging_reconciler("r", log, |_, _| Ok(ReconcileResult::done()));
     let log = log.clone();
     ReconcilerFn::<ConfigMap, _>::new(move |ctx, _| {

@@ -1,7 +1,7 @@
 //! Opinionated wrappers: finalizers that make operator downtime safe.
 //!
-//! [`OpinionatedWatcher`] wraps any [`Watcher`](crate::Watcher) and [`OpinionatedReconciler`]
-//! wraps any [`Reconciler`](crate::Reconciler), typed or untyped. They put a finalizer on every
+//! [`OpinionatedWatcher`] wraps any [`DynWatcher`](crate::DynWatcher) and [`OpinionatedReconciler`]
+//! wraps any [`DynReconciler`](crate::DynReconciler), typed or untyped. They put a finalizer on every
 //! object they handle, so that Kubernetes cannot finish a deletion before the operator has seen
 //! it, and they use the finalizer at start-up to tell objects already handled from new ones.
 //!

@@ -1,4 +1,4 @@
-//! [`OpinionatedReconciler`]: a [`Reconciler`] wrapper that manages one finalizer; see the
+//! [`OpinionatedReconciler`]: a [`DynReconciler`] wrapper that manages one finalizer; see the
 //! [module docs](super) for the rules and the guarantee.
 
 use std::fmt;
@@ -17,8 +17,8 @@ use super::{OpinionatedOptions, mark_error};
 use crate::handler::HandlerContext;
 use crate::object::{KubeObject, Undecodable, as_undecodable};
 use crate::reconciler::{
-    ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult, ReconcileState, Reconciler,
-    TypedReconciler, TypedReconcilerAdapter, typed_reconciler,
+    DynReconciler, ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult,
+    ReconcileState, TypedReconciler, TypedReconcilerAdapter, typed_reconciler,
 };
 
 /// The key under which the wrapper keeps its own note in a request's state: which finalizer
@@ -113,7 +113,7 @@ pub(crate) fn decide(
     }
 }
 
-/// A [`Reconciler`] wrapper that makes downtime safe with one finalizer; see the
+/// A [`DynReconciler`] wrapper that makes downtime safe with one finalizer; see the
 /// [module docs](super).
 pub struct OpinionatedReconciler<R> {
     inner: R,
@@ -124,7 +124,7 @@ pub struct OpinionatedReconciler<R> {
     undecodable: UndecodableHandler,
 }
 
-impl<R: Reconciler> OpinionatedReconciler<R> {
+impl<R: DynReconciler> OpinionatedReconciler<R> {
     /// Wraps `reconciler` for objects of `resource`; finalizer patches go through `client`. Only
     /// the finalizer name of `options` is used (the reconciler has no in-progress finalizer).
     /// Fails when the finalizer name is invalid.
@@ -212,7 +212,7 @@ fn noted(mut state: ReconcileState, note: Option<&str>) -> ReconcileState {
     state
 }
 
-impl<R: Reconciler> OpinionatedReconciler<R> {
+impl<R: DynReconciler> OpinionatedReconciler<R> {
     /// A request for an undecodable object; see the [module docs](super#objects-that-do-not-decode).
     async fn run_undecodable(
         &self,
@@ -413,7 +413,7 @@ impl<R: Reconciler> OpinionatedReconciler<R> {
 }
 
 #[async_trait]
-impl<R: Reconciler> Reconciler for OpinionatedReconciler<R> {
+impl<R: DynReconciler> DynReconciler for OpinionatedReconciler<R> {
     async fn reconcile(
         &self,
         ctx: &HandlerContext,

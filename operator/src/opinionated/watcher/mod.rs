@@ -1,4 +1,4 @@
-//! [`OpinionatedWatcher`]: a [`Watcher`] wrapper that manages a finalizer and an in-progress
+//! [`OpinionatedWatcher`]: a [`DynWatcher`] wrapper that manages a finalizer and an in-progress
 //! finalizer; see the [module docs](super) for the rules and the guarantee.
 
 use std::fmt;
@@ -22,9 +22,9 @@ use super::undecodable::UndecodableHandler;
 use super::{OpinionatedOptions, mark_error};
 use crate::handler::{BoxError, HandlerContext};
 use crate::object::{KubeObject, SharedObject, Undecodable, as_undecodable};
-use crate::watcher::{TypedWatcher, TypedWatcherAdapter, Watcher, typed_watcher};
+use crate::watcher::{DynWatcher, TypedWatcher, TypedWatcherAdapter, typed_watcher};
 
-/// A [`Watcher`] wrapper that makes downtime safe with finalizers; see the [module docs](super).
+/// A [`DynWatcher`] wrapper that makes downtime safe with finalizers; see the [module docs](super).
 ///
 /// Register it like any watcher:
 /// `controller.add_watcher("widgets", OpinionatedWatcher::for_kind::<Widget>(client, my_watcher, OpinionatedOptions::default())?)`.
@@ -37,7 +37,7 @@ pub struct OpinionatedWatcher<W> {
     undecodable: UndecodableHandler,
 }
 
-impl<W: Watcher> OpinionatedWatcher<W> {
+impl<W: DynWatcher> OpinionatedWatcher<W> {
     /// Wraps `watcher` for objects of `resource` (an untyped kind, or any kind by its
     /// `ApiResource`); finalizer patches go through `client`. Fails when a finalizer name is
     /// invalid (longer than 63 characters, empty, or both the same).
@@ -128,7 +128,7 @@ macro_rules! wrapper_span {
     }};
 }
 
-impl<W: Watcher> OpinionatedWatcher<W> {
+impl<W: DynWatcher> OpinionatedWatcher<W> {
     async fn patch(
         &self,
         ctx: &HandlerContext,
@@ -400,7 +400,7 @@ impl<W: Watcher> OpinionatedWatcher<W> {
 }
 
 #[async_trait]
-impl<W: Watcher> Watcher for OpinionatedWatcher<W> {
+impl<W: DynWatcher> DynWatcher for OpinionatedWatcher<W> {
     async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
         if let Some(undecodable) = as_undecodable(&object) {
             let span = wrapper_span!("opinionated-watcher-add", self, object, "undecodable");
