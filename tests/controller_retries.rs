@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::{
-    CancellationToken, ControllerConfig, Informer, InformerController, InformerOptions,
-    ReconcileError, ReconcileResult, ReconcilerFn, RetryPolicy, WatcherFns,
+    CancellationToken, ControllerConfig, Informer, InformerController, ReconcileError,
+    ReconcileResult, ReconcilerFn, RetryPolicy, WatcherFns,
 };
 use kubeapp::sdk::testenv::TestEnv;
 

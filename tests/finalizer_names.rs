@@ -13,11 +13,11 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResource, Resource, ResourceExt};
+use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::opinionated::{FinalizerNameError, OpinionatedOptions};
 use kubeapp::operator::{
-    CancellationToken, ControllerConfig, Informer, InformerController, InformerOptions,
-    OpinionatedReconciler, OpinionatedWatcher, ReconcileResult, ReconcilerFn, RetryPolicy,
-    WatcherFns,
+    CancellationToken, ControllerConfig, Informer, InformerController, OpinionatedReconciler,
+    OpinionatedWatcher, ReconcileResult, ReconcilerFn, RetryPolicy, WatcherFns,
 };
 use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;

@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{Api, PostParams};
+use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, ControllerMetrics, Informer, InformerController,
-    InformerOptions, WatcherFns,
+    WatcherFns,
 };
 use kubeapp::sdk::testenv::TestEnv;
 use tokio::sync::mpsc;

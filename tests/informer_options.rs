@@ -7,7 +7,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
-use kubeapp::operator::{Informer, InformerEvent, InformerOptions};
+use kubeapp::operator::informer::InformerOptions;
+use kubeapp::operator::{Informer, InformerEvent};
 use kubeapp::sdk::testenv::TestEnv;
 use tokio::sync::mpsc;
 

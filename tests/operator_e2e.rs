@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{CustomResource, CustomResourceExt};
+use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, ControllerMetrics, Informer, InformerController,
-    InformerOptions, ReconcileResult, ReconcilerFn, WatcherFns,
+    ReconcileResult, ReconcilerFn, WatcherFns,
 };
 use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;

@@ -13,11 +13,12 @@ use futures::future::BoxFuture;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResource, ResourceExt};
+use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::opinionated::{
     ConflictRetry, FinalizerMetrics, OpinionatedOptions, opinionated_dequeue_policy,
 };
 use kubeapp::operator::{
-    BoxError, CancellationToken, ControllerConfig, Informer, InformerController, InformerOptions,
+    BoxError, CancellationToken, ControllerConfig, Informer, InformerController,
     OpinionatedReconciler, OpinionatedWatcher, ReconcileResult, ReconcilerFn, RetryPolicy,
     WatcherFns,
 };

@@ -24,11 +24,11 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{CustomResource, ResourceExt};
+use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::opinionated::{OpinionatedOptions, opinionated_dequeue_policy};
 use kubeapp::operator::{
-    CancellationToken, ControllerConfig, Informer, InformerController, InformerOptions,
-    OpinionatedReconciler, OpinionatedWatcher, ReconcileAction, ReconcileResult, ReconcilerFn,
-    RetryPolicy, WatcherFns,
+    CancellationToken, ControllerConfig, Informer, InformerController, OpinionatedReconciler,
+    OpinionatedWatcher, ReconcileAction, ReconcileResult, ReconcilerFn, RetryPolicy, WatcherFns,
 };
 use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;

@@ -14,9 +14,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResource, ResourceExt};
-use kubeapp::operator::{
-    CancellationToken, InformerOptions, ReconcileResult, Runner, RunnerConfig, WatcherFns,
-};
+use kubeapp::operator::informer::InformerOptions;
+use kubeapp::operator::{CancellationToken, ReconcileResult, Runner, RunnerConfig, WatcherFns};
 use kubeapp::sdk::app::App as _;
 use kubeapp::sdk::testenv::TestEnv;
 use kubeapp::simple::{App, AppConfig, INFORMERS_SYNCED_CHECK, ManagedKind, UnmanagedKind};

@@ -15,11 +15,11 @@ use kube::api::{
 };
 use kube::runtime::wait::await_condition;
 use kube::{CustomResource, ResourceExt};
+use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::opinionated::{FinalizerMetrics, OpinionatedOptions};
 use kubeapp::operator::{
-    CancellationToken, ControllerConfig, Informer, InformerController, InformerOptions,
-    OpinionatedReconciler, OpinionatedWatcher, ReconcileResult, ReconcilerFn, RetryPolicy,
-    WatcherFns,
+    CancellationToken, ControllerConfig, Informer, InformerController, OpinionatedReconciler,
+    OpinionatedWatcher, ReconcileResult, ReconcilerFn, RetryPolicy, WatcherFns,
 };
 use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;

@@ -28,7 +28,8 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::DynamicObject;
 use kube_runtime::{reflector, watcher};
-use kubeapp_operator::{Informer, InformerOptions, KindInfo};
+use kubeapp_operator::informer::InformerOptions;
+use kubeapp_operator::{Informer, KindInfo};
 
 /// Counts live heap bytes and allocations; delegates the work to the system allocator.
 struct Counting;

@@ -29,25 +29,36 @@
 
 pub mod apply;
 pub mod client_metrics;
+pub mod context;
 pub mod controller;
 pub mod events;
 pub mod handler;
 pub mod informer;
+pub mod informers;
+pub mod kind;
 pub mod metrics;
 pub mod object;
 pub mod opinionated;
 pub mod reconciler;
 pub mod runner;
+pub mod store;
+pub mod trigger;
 pub mod watcher;
 pub mod webhook;
 
 pub use apply::{Applier, Apply, ApplyError, StatusWrite, StatusWriter};
+pub use context::Context;
 pub use controller::{
     ControllerConfig, ControllerError, InformerController, RetryDequeuePolicy, RetryPolicy,
 };
 pub use events::{EventError, EventRecorder};
 pub use handler::{BoxError, HandlerContext, HandlerError};
-pub use informer::{Informer, InformerEvent, InformerOptions, KindInfo, SyncedFlag};
+pub use informer::{Informer, InformerEvent, KindInfo, SyncedFlag};
+pub use informers::{InformerOptions, Informers};
+pub use kind::{
+    ApplyCleanup, HandlerHandle, Kind, KindHandle, Reconciler, TriggerHandle, Watcher,
+    apply_cleanup, reconciler_fn,
+};
 pub use metrics::ControllerMetrics;
 pub use object::{
     KubeObject, ObjectKey, SharedObject, Undecodable, as_undecodable, downcast_shared, share,
@@ -58,6 +69,8 @@ pub use reconciler::{
     ReconcileState, ReconcilerFn, TypedReconcileRequest, TypedReconciler, typed_reconciler,
 };
 pub use runner::{Runner, RunnerConfig, RunnerError};
+pub use store::{Store, StoreError};
 /// The token that stops an [`InformerController`] and cancels handler contexts.
 pub use tokio_util::sync::CancellationToken;
+pub use trigger::{Trigger, TriggerCause};
 pub use watcher::{DynWatcher, TypedWatcher, WatcherFns, typed_watcher};

@@ -18,6 +18,8 @@
 //! | `informer_synced` | gauge, 1 once the first complete list was delivered | `kind` |
 //! | `kubernetes_watch_events_total`, `kubernetes_watch_errors_total` | counter, raw watch traffic | `kind` |
 //! | `informer_decode_errors_total` | counter, objects skipped because they did not deserialize | `kind` |
+//! | `reconciler_terminal_errors_total` | counter, reconciles failed with a terminal error (never retried) | `kind` |
+//! | `controller_triggered_reconciles_total` | counter, reconciles queued by `owns`, `watches` or a `Trigger` | `kind` |
 //!
 //! `result` of a retry: `success` (done), `requeue` (ran and asked to run again later), `retry`
 //! (failed, will retry), `failed` (failed and the policy gave up).
@@ -78,6 +80,8 @@ pub struct ControllerMetrics {
     watch_events: IntCounterVec,
     watch_errors: IntCounterVec,
     decode_errors: IntCounterVec,
+    terminal_errors: IntCounterVec,
+    triggered: IntCounterVec,
 }
 
 const EVENT_LABELS: &[&str] = &["event_type", "kind"];
@@ -188,6 +192,16 @@ impl ControllerMetrics {
                 "Objects skipped because they did not deserialize.",
                 KIND_LABEL,
             )?,
+            terminal_errors: counter(
+                "reconciler_terminal_errors_total",
+                "Reconciles that failed with a terminal error (never retried).",
+                KIND_LABEL,
+            )?,
+            triggered: counter(
+                "controller_triggered_reconciles_total",
+                "Reconciles queued by owns, watches or a Trigger.",
+                KIND_LABEL,
+            )?,
         })
     }
 
@@ -228,7 +242,7 @@ impl ControllerMetrics {
             .collect()
     }
 
-    fn named_collectors(&self) -> [(&'static str, Box<dyn prometheus::core::Collector>); 16] {
+    fn named_collectors(&self) -> [(&'static str, Box<dyn prometheus::core::Collector>); 18] {
         [
             ("informer_events_total", Box::new(self.events_total.clone())),
             (
@@ -280,6 +294,14 @@ impl ControllerMetrics {
             (
                 "kubernetes_watch_errors_total",
                 Box::new(self.watch_errors.clone()),
+            ),
+            (
+                "reconciler_terminal_errors_total",
+                Box::new(self.terminal_errors.clone()),
+            ),
+            (
+                "controller_triggered_reconciles_total",
+                Box::new(self.triggered.clone()),
             ),
             (
                 "informer_decode_errors_total",
@@ -340,6 +362,8 @@ impl ControllerMetrics {
             watch_events: self.watch_events.with_label_values(&[kind]),
             watch_errors: self.watch_errors.with_label_values(&[kind]),
             decode_errors: self.decode_errors.with_label_values(&[kind]),
+            terminal_errors: self.terminal_errors.with_label_values(&[kind]),
+            triggered: self.triggered.with_label_values(&[kind]),
         }
     }
 }
@@ -371,6 +395,8 @@ pub(crate) struct KindMetrics {
     pub watch_events: IntCounter,
     pub watch_errors: IntCounter,
     pub decode_errors: IntCounter,
+    pub terminal_errors: IntCounter,
+    pub triggered: IntCounter,
 }
 
 impl KindMetrics {

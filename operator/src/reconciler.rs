@@ -24,7 +24,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::handler::{BoxError, HandlerContext};
-use crate::object::{KubeObject, SharedObject};
+use crate::object::KubeObject;
+use crate::trigger::TriggerCause;
 use crate::watcher::typed_or_skip;
 
 /// What happened to the object of a [`ReconcileRequest`] (also the action of a watcher event, as
@@ -76,15 +77,41 @@ impl fmt::Display for ReconcileAction {
 /// Free-form state a reconciler carries from one attempt of a request to the next.
 pub type ReconcileState = BTreeMap<String, serde_json::Value>;
 
-/// One call of a reconciler.
-#[derive(Clone, Debug)]
-pub struct ReconcileRequest {
+/// One call of a reconciler: `ReconcileRequest<Widget>` for a typed [`Reconciler`], plain
+/// `ReconcileRequest` (the object type-erased) for a [`DynReconciler`].
+pub struct ReconcileRequest<K: ?Sized = dyn KubeObject> {
     /// What happened.
     pub action: ReconcileAction,
     /// The newest object the controller has for this request.
-    pub object: SharedObject,
+    pub object: Arc<K>,
     /// The state returned by the latest attempt of this request (empty on the first).
     pub state: ReconcileState,
+    /// Why a triggered request runs (`owns`, `watches`, a [`Trigger`](crate::Trigger)); `None`
+    /// for informer events. A triggered request's action is `Resynced` unless it merged into a
+    /// waiting event's request (see [`trigger`](crate::trigger)).
+    pub cause: Option<TriggerCause>,
+}
+
+impl<K: ?Sized> Clone for ReconcileRequest<K> {
+    fn clone(&self) -> Self {
+        Self {
+            action: self.action,
+            object: Arc::clone(&self.object),
+            state: self.state.clone(),
+            cause: self.cause.clone(),
+        }
+    }
+}
+
+impl<K: ?Sized + fmt::Debug> fmt::Debug for ReconcileRequest<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReconcileRequest")
+            .field("action", &self.action)
+            .field("object", &self.object)
+            .field("state", &self.state)
+            .field("cause", &self.cause)
+            .finish()
+    }
 }
 
 /// A successful reconcile.
@@ -129,6 +156,8 @@ pub struct ReconcileError {
     pub requeue_after: Option<Duration>,
     /// Replaces the request's state for the next attempt (kept as is when `None`).
     pub state: Option<ReconcileState>,
+    /// A terminal error is logged and counted, never retried, and does not requeue.
+    pub terminal: bool,
 }
 
 impl ReconcileError {
@@ -138,6 +167,17 @@ impl ReconcileError {
             error: error.into(),
             requeue_after: None,
             state: None,
+            terminal: false,
+        }
+    }
+
+    /// An error that retrying cannot fix (an invalid spec, say): logged and counted
+    /// (`reconciler_terminal_errors_total`), never retried, no requeue even when one is set
+    /// (controller-runtime's `TerminalError`). The next event of the object reconciles it again.
+    pub fn terminal(error: impl Into<BoxError>) -> Self {
+        Self {
+            terminal: true,
+            ..Self::new(error)
         }
     }
 
@@ -169,6 +209,7 @@ impl fmt::Debug for ReconcileError {
             .field("error", &self.error)
             .field("requeue_after", &self.requeue_after)
             .field("state", &self.state)
+            .field("terminal", &self.terminal)
             .finish()
     }
 }

@@ -528,6 +528,7 @@ mod tests {
             action: crate::reconciler::ReconcileAction::Updated,
             object: bad,
             state: Default::default(),
+            cause: None,
         };
         let result = crate::reconciler::DynReconciler::reconcile(&reconciler, &ctx, request).await;
         assert_eq!(

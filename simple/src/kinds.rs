@@ -19,10 +19,11 @@ use async_trait::async_trait;
 use kube::Client;
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::admission::AdmissionRequest;
+use kubeapp_operator::informer::InformerOptions;
 use kubeapp_operator::{
-    DynReconciler, DynWatcher, HandlerContext, Informer, InformerOptions, ReconcileError,
-    ReconcileResult, ReconcilerFn, TypedReconcileRequest, TypedReconciler, TypedWatcher,
-    WatcherFns, typed_reconciler, typed_watcher,
+    DynReconciler, DynWatcher, HandlerContext, Informer, ReconcileError, ReconcileResult,
+    ReconcilerFn, TypedReconcileRequest, TypedReconciler, TypedWatcher, WatcherFns,
+    typed_reconciler, typed_watcher,
 };
 use kubeapp_sdk::admission::{
     Mutator, TypedAdmissionRequest, Validator, mutator_fn, typed_request, validator_fn,

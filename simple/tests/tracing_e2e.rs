@@ -19,9 +19,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResource, ResourceExt};
+use kubeapp_operator::informer::InformerOptions;
 use kubeapp_operator::{
-    CancellationToken, ControllerConfig, InformerOptions, ReconcileAction, ReconcileResult,
-    RetryPolicy, Runner, RunnerConfig, WatcherFns,
+    CancellationToken, ControllerConfig, ReconcileAction, ReconcileResult, RetryPolicy, Runner,
+    RunnerConfig, WatcherFns,
 };
 use kubeapp_sdk::app::AppProvider as _;
 use kubeapp_sdk::manifest::ManifestData;

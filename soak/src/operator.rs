@@ -10,12 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::ResourceExt as _;
+use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::opinionated::{FinalizerMetrics, opinionated_dequeue_policy};
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, HandlerContext, Informer, InformerController,
-    InformerOptions, OpinionatedOptions, OpinionatedReconciler, OpinionatedWatcher,
-    ReconcileAction, ReconcileError, ReconcileResult, RetryPolicy, TypedReconcileRequest,
-    TypedReconciler, WatcherFns, typed_reconciler,
+    OpinionatedOptions, OpinionatedReconciler, OpinionatedWatcher, ReconcileAction, ReconcileError,
+    ReconcileResult, RetryPolicy, TypedReconcileRequest, TypedReconciler, WatcherFns,
+    typed_reconciler,
 };
 use tokio::task::JoinHandle;
 

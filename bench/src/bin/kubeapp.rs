@@ -15,10 +15,11 @@ use anyhow::Context as _;
 use clap::Parser as _;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
+use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::opinionated::ConflictRetry;
 use kubeapp::operator::{
-    ControllerConfig, InformerOptions, OpinionatedOptions, ReconcileAction, ReconcileError,
-    ReconcileResult, Runner, RunnerConfig, TypedReconcileRequest,
+    ControllerConfig, OpinionatedOptions, ReconcileAction, ReconcileError, ReconcileResult, Runner,
+    RunnerConfig, TypedReconcileRequest,
 };
 use kubeapp::sdk::manifest::ManifestData;
 use kubeapp::simple::{App, AppConfig, ManagedKind};

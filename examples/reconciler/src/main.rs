@@ -32,8 +32,9 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Parser as _;
+use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::runner::default_client;
-use kubeapp::operator::{InformerOptions, Runner, RunnerConfig};
+use kubeapp::operator::{Runner, RunnerConfig};
 use kubeapp::simple::telemetry::{self, Otlp, TelemetryConfig};
 use kubeapp::simple::{App, AppConfig, ManagedKind};
 

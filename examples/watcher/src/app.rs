@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use kube::Client;
 use kube::runtime::events::Reporter;
-use kubeapp::operator::{ControllerConfig, InformerOptions};
+use kubeapp::operator::ControllerConfig;
+use kubeapp::operator::informer::InformerOptions;
 use kubeapp::sdk::manifest::ManifestData;
 use kubeapp::simple::{App, AppConfig, AppConfigError, ManagedKind};
 

@@ -26,7 +26,8 @@ use super::lanes::{HandlerId, LaneKey, Queued};
 use super::pending::{Pending, Retries, RetryEntry, RetryWork};
 use crate::handler::{HandlerContext, HandlerError, panic_message};
 use crate::informer::InformerEvent;
-use crate::reconciler::{DynReconciler, ReconcileRequest, ReconcileState};
+use crate::object::ObjectKey;
+use crate::reconciler::{DynReconciler, ReconcileAction, ReconcileRequest, ReconcileState};
 use crate::watcher::DynWatcher;
 
 /// An info span when a subscriber may record it, else [`Span::none`] without making one. With no
@@ -47,6 +48,8 @@ macro_rules! info_span_if_recorded {
 /// How a handler call ended, after its retry (if any) was scheduled.
 pub(super) enum CallEnd {
     Done,
+    /// Failed with a terminal error: not retried.
+    Terminal,
     Requeued,
     Retrying,
     GaveUp,
@@ -124,9 +127,13 @@ impl KindRuntime {
             let started = Instant::now();
             // One clock read per handler: each call's end is the next one's start.
             let mut clock = started;
+            let seq = queued.seq;
             if queued.for_watchers {
-                for (index, watcher) in handlers.watchers.iter().enumerate() {
-                    let handler = HandlerId::DynWatcher(index);
+                for entry in &handlers.watchers {
+                    let handler = HandlerId::Watcher(entry.id);
+                    if seq < entry.since || queued.only.is_some_and(|only| only != handler) {
+                        continue;
+                    }
                     if !held.retries.is_empty() {
                         self.dequeue_check(held, handler, action, queued.event.object());
                     }
@@ -135,7 +142,7 @@ impl KindRuntime {
                             held,
                             Origin::Event,
                             handler,
-                            watcher.as_ref(),
+                            entry.handler.as_ref(),
                             &queued.event,
                             ctx,
                             clock,
@@ -145,8 +152,11 @@ impl KindRuntime {
                 }
             }
             if let Some((reconcile_action, object)) = &queued.reconcile {
-                for (index, reconciler) in handlers.reconcilers.iter().enumerate() {
-                    let handler = HandlerId::DynReconciler(index);
+                for entry in &handlers.reconcilers {
+                    let handler = HandlerId::Reconciler(entry.id);
+                    if seq < entry.since || queued.only.is_some_and(|only| only != handler) {
+                        continue;
+                    }
                     if !held.retries.is_empty() {
                         self.dequeue_check(held, handler, *reconcile_action, object);
                     }
@@ -154,13 +164,14 @@ impl KindRuntime {
                         action: *reconcile_action,
                         object: object.clone(),
                         state: ReconcileState::new(),
+                        cause: queued.cause.clone(),
                     };
                     clock = self
                         .call_reconciler(
                             held,
                             Origin::Event,
                             handler,
-                            reconciler.as_ref(),
+                            entry.handler.as_ref(),
                             request,
                             ctx,
                             clock,
@@ -201,26 +212,27 @@ impl KindRuntime {
         let started = Instant::now();
         let end = async {
             match (handler, entry.work) {
-                (HandlerId::DynWatcher(index), RetryWork::Watch(event)) => {
-                    let watcher = handlers.watchers.get(index)?;
+                (HandlerId::Watcher(id), RetryWork::Watch(event)) => {
+                    let watcher = handlers.watcher(id)?;
                     let call = self.call_watcher(
                         held,
                         Origin::Retry,
                         handler,
-                        watcher.as_ref(),
+                        watcher.handler.as_ref(),
                         &event,
                         &ctx,
                         started,
                     );
                     Some(call.await.0)
                 }
-                (HandlerId::DynReconciler(index), RetryWork::Reconcile(request)) => {
-                    let reconciler = handlers.reconcilers.get(index)?;
+                (HandlerId::Reconciler(id), RetryWork::Reconcile(mut request)) => {
+                    let reconciler = handlers.reconciler(id)?;
+                    self.refresh_object(&mut request);
                     let call = self.call_reconciler(
                         held,
                         Origin::Retry,
                         handler,
-                        reconciler.as_ref(),
+                        reconciler.handler.as_ref(),
                         request,
                         &ctx,
                         started,
@@ -236,11 +248,28 @@ impl KindRuntime {
             Some(CallEnd::Done) => &self.metrics.retry_success,
             Some(CallEnd::Requeued) => &self.metrics.retry_requeue,
             Some(CallEnd::Retrying) => &self.metrics.retry_retry,
-            Some(CallEnd::GaveUp) => &self.metrics.retry_failed,
-            // Handlers are never removed, so a retry always finds its handler.
+            Some(CallEnd::GaveUp | CallEnd::Terminal) => &self.metrics.retry_failed,
+            // The handler was removed meanwhile: its retry is dropped.
             None => return,
         };
         counter.inc();
+    }
+
+    /// Level-triggered retries: a reconcile retry runs with the newest cached object of the
+    /// same incarnation (kinds with a shared cache; a deleted object keeps its last state).
+    fn refresh_object(&self, request: &mut ReconcileRequest) {
+        let Some(cache) = self.cache.get() else {
+            return;
+        };
+        if request.action == ReconcileAction::Deleted {
+            return;
+        }
+        let key = ObjectKey::of(request.object.as_ref());
+        if let Some(newest) = cache.get(&key)
+            && newest.metadata().uid == request.object.metadata().uid
+        {
+            request.object = newest;
+        }
     }
 
     /// Runs one handler future with panic containment and the event timeout.
@@ -341,7 +370,11 @@ impl KindRuntime {
         metrics.ongoing_processes.inc();
         // What the next attempt needs if this one fails or requeues. The state is copied only when
         // there is one (an empty map costs a little to copy and to drop).
-        let (action, object) = (request.action, request.object.clone());
+        let (action, object, cause) = (
+            request.action,
+            request.object.clone(),
+            request.cause.clone(),
+        );
         let kept_state = (!request.state.is_empty()).then(|| request.state.clone());
         let call = reconciler.reconcile(ctx, request);
         let result = if span.is_none() {
@@ -356,6 +389,17 @@ impl KindRuntime {
         metrics.ongoing_processes.dec();
         let (error, requeue_after, state) = match result {
             Ok(Ok(result)) => (None, result.requeue_after, result.state),
+            Ok(Err(failure)) if failure.terminal => {
+                let error = HandlerError::failed(failure.error);
+                metrics.reconciler_errors.inc();
+                self.metrics.terminal_errors.inc();
+                mark_error(&span, &error);
+                tracing::error!(
+                    kind = %self.name, object = %held.key, %handler, %error,
+                    "reconcile failed with a terminal error; not retried"
+                );
+                return (CallEnd::Terminal, ended);
+            }
             Ok(Err(failure)) => (
                 Some(HandlerError::failed(failure.error)),
                 failure.requeue_after,
@@ -371,6 +415,7 @@ impl KindRuntime {
             action,
             object,
             state: state.or(kept_state).unwrap_or_default(),
+            cause,
         };
         if let Some(error) = &error {
             metrics.reconciler_errors.inc();

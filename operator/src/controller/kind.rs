@@ -17,6 +17,7 @@
 //! `max_pending_events` events for watchers wait or run (the backlog); a handled event frees its
 //! place. Events with reconcile work only do not count: they merge while they wait.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 use std::task::Poll;
@@ -29,11 +30,15 @@ use tokio_util::task::TaskTracker;
 
 use super::ControllerConfig;
 use super::dispatch::Held;
-use super::lanes::{Lanes, Taken, Work};
+use super::lanes::{HandlerId, Lanes, PushExtra, Taken, Work};
 use crate::handler::HandlerContext;
 use crate::informer::{InformerEvent, KindInfo};
+use crate::informers::{Fanout, Subscriber};
 use crate::metrics::KindMetrics;
+use crate::object::SharedObject;
 use crate::reconciler::DynReconciler;
+use crate::store::SharedCache;
+use crate::trigger::TriggerCause;
 use crate::watcher::DynWatcher;
 
 /// What a running controller shares with its tasks.
@@ -44,13 +49,52 @@ pub(crate) struct Running {
     pub hard_stop: CancellationToken,
     /// Worker and informer tasks, awaited on stop.
     pub tracker: TaskTracker,
+    /// The runtime the controller runs on (subscriptions made from outside it spawn there).
+    pub runtime: tokio::runtime::Handle,
 }
 
-/// The handlers of a kind; replaced as a whole when one is added.
+/// What one `HandlerHandle` registered: a handler or a trigger, and the informer uses that keep
+/// their watches open until it is removed.
+pub(crate) struct Registration {
+    pub handler: Option<HandlerId>,
+    pub trigger: Option<(Arc<Fanout>, Subscriber)>,
+    /// Held, never read: dropping the registration releases the informers it used.
+    pub _keep_alive: Vec<Arc<dyn Send + Sync>>,
+}
+
+/// One registered handler: its number, the first push it sees, and the handler.
+pub(crate) struct Entry<H: ?Sized> {
+    pub id: usize,
+    /// Events pushed before the handler was added (sequence numbers below this) skip it.
+    pub since: u64,
+    pub handler: Arc<H>,
+}
+
+impl<H: ?Sized> Clone for Entry<H> {
+    fn clone(&self) -> Self {
+        Self {
+            id: self.id,
+            since: self.since,
+            handler: Arc::clone(&self.handler),
+        }
+    }
+}
+
+/// The handlers of a kind; replaced as a whole when one is added or removed.
 #[derive(Default)]
 pub(crate) struct Handlers {
-    pub watchers: Vec<Arc<dyn DynWatcher>>,
-    pub reconcilers: Vec<Arc<dyn DynReconciler>>,
+    pub watchers: Vec<Entry<dyn DynWatcher>>,
+    pub reconcilers: Vec<Entry<dyn DynReconciler>>,
+}
+
+impl Handlers {
+    pub(crate) fn watcher(&self, id: usize) -> Option<&Entry<dyn DynWatcher>> {
+        self.watchers.iter().find(|entry| entry.id == id)
+    }
+
+    pub(crate) fn reconciler(&self, id: usize) -> Option<&Entry<dyn DynReconciler>> {
+        self.reconcilers.iter().find(|entry| entry.id == id)
+    }
 }
 
 /// The lanes and the bookkeeping of the workers and intakes, under one lock.
@@ -102,6 +146,19 @@ pub(crate) struct KindRuntime {
     room: Notify,
     pub metrics: KindMetrics,
     pub(super) config: Arc<ControllerConfig>,
+    /// The shared cache of the kind's informer, when it has one (kinds registered through a
+    /// `KindHandle`): reconcile retries and triggers read the newest object from it, and a
+    /// handler added at run time gets it replayed.
+    pub(crate) cache: OnceLock<Arc<SharedCache>>,
+    /// The controller's run, while it runs (triggers and replays need it to start workers).
+    running: Mutex<Option<Arc<Running>>>,
+    /// Numbers of the next watcher and reconciler.
+    next_ids: Mutex<(usize, usize)>,
+    /// The shared informer feeding this kind, for kinds registered through a `KindHandle`.
+    pub(crate) fanout: OnceLock<Arc<Fanout>>,
+    /// What handles registered, by token (see `HandlerHandle`).
+    pub(crate) registrations: Mutex<HashMap<u64, Registration>>,
+    next_token: AtomicU64,
 }
 
 impl KindRuntime {
@@ -118,7 +175,67 @@ impl KindRuntime {
             room: Notify::new(),
             metrics,
             config,
+            cache: OnceLock::new(),
+            running: Mutex::new(None),
+            next_ids: Mutex::new((0, 0)),
+            fanout: OnceLock::new(),
+            registrations: Mutex::default(),
+            next_token: AtomicU64::new(0),
         }
+    }
+
+    /// Keeps `registration` until [`unregister`](Self::unregister) is called with the token.
+    pub(crate) fn register(&self, registration: Registration) -> u64 {
+        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+        self.registrations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(token, registration);
+        token
+    }
+
+    /// Removes what `token` registered: its handler, its trigger's subscription, its informer uses.
+    pub(crate) fn unregister(&self, token: u64) {
+        let registration = self
+            .registrations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&token);
+        if let Some(registration) = registration {
+            if let Some(handler) = registration.handler {
+                self.remove_handler(handler);
+            }
+            if let Some((fanout, subscriber)) = &registration.trigger {
+                fanout.unsubscribe(subscriber);
+            }
+        }
+    }
+
+    /// The triggers registered (to subscribe when the controller starts).
+    pub(crate) fn triggers(&self) -> Vec<(Arc<Fanout>, Subscriber)> {
+        self.registrations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .filter_map(|registration| registration.trigger.clone())
+            .collect()
+    }
+
+    /// The controller's run, while it runs.
+    pub(crate) fn current_run(&self) -> Option<Arc<Running>> {
+        self.running()
+    }
+
+    /// Records the controller's run (`None` when it stopped).
+    pub(crate) fn set_running(&self, run: Option<Arc<Running>>) {
+        *self.running.lock().unwrap_or_else(PoisonError::into_inner) = run;
+    }
+
+    fn running(&self) -> Option<Arc<Running>> {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Sets the worker limit of this kind; the first caller decides.
@@ -140,12 +257,112 @@ impl KindRuntime {
             .clone()
     }
 
-    pub(crate) fn add_watcher(&self, watcher: Arc<dyn DynWatcher>) {
-        self.replace_handlers(|handlers| handlers.watchers.push(watcher));
+    pub(crate) fn add_watcher(self: &Arc<Self>, watcher: Arc<dyn DynWatcher>) -> HandlerId {
+        let id = self.next_id(true);
+        self.add_handler(HandlerId::Watcher(id), |handlers, since| {
+            handlers.watchers.push(Entry {
+                id,
+                since,
+                handler: watcher,
+            });
+        })
     }
 
-    pub(crate) fn add_reconciler(&self, reconciler: Arc<dyn DynReconciler>) {
-        self.replace_handlers(|handlers| handlers.reconcilers.push(reconciler));
+    pub(crate) fn add_reconciler(
+        self: &Arc<Self>,
+        reconciler: Arc<dyn DynReconciler>,
+    ) -> HandlerId {
+        let id = self.next_id(false);
+        self.add_handler(HandlerId::Reconciler(id), |handlers, since| {
+            handlers.reconcilers.push(Entry {
+                id,
+                since,
+                handler: reconciler,
+            });
+        })
+    }
+
+    fn next_id(&self, watcher: bool) -> usize {
+        let mut ids = self.next_ids.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = if watcher { &mut ids.0 } else { &mut ids.1 };
+        *slot += 1;
+        *slot - 1
+    }
+
+    /// Adds a handler. While the controller runs and the kind has a shared cache, the handler
+    /// skips what is queued already and gets every cached object as an Add instead (pushed for
+    /// it alone, under the lanes' lock, so nothing queued later overtakes the replay).
+    fn add_handler(
+        self: &Arc<Self>,
+        id: HandlerId,
+        add: impl FnOnce(&mut Handlers, u64),
+    ) -> HandlerId {
+        let run = self.running();
+        let replay = run.is_some() && self.cache.get().is_some();
+        let mut state = self.state();
+        let since = if replay { state.lanes.next_seq() } else { 0 };
+        self.replace_handlers(|handlers| add(handlers, since));
+        if let (true, Some(run), Some(cache)) = (replay, run, self.cache.get()) {
+            for object in cache.snapshot() {
+                let extra = PushExtra {
+                    cause: None,
+                    only: Some(id),
+                };
+                let for_watchers = matches!(id, HandlerId::Watcher(_));
+                let pushed = state
+                    .lanes
+                    .push_with(InformerEvent::Add(object), for_watchers, extra);
+                self.metrics.queue_depth.inc();
+                if pushed.became_ready {
+                    self.work_became_ready(&mut state, &run);
+                }
+            }
+        }
+        id
+    }
+
+    /// Removes a handler: it gets no new calls, and its pending retries are dropped when due.
+    pub(crate) fn remove_handler(&self, id: HandlerId) {
+        self.replace_handlers(|handlers| match id {
+            HandlerId::Watcher(id) => handlers.watchers.retain(|entry| entry.id != id),
+            HandlerId::Reconciler(id) => handlers.reconcilers.retain(|entry| entry.id != id),
+        });
+    }
+
+    /// Queues a triggered reconcile of `object` (see [`trigger`](crate::trigger)); dropped when
+    /// the controller is not running.
+    pub(crate) fn push_triggered(self: &Arc<Self>, object: SharedObject, cause: TriggerCause) {
+        let Some(run) = self.running() else {
+            return;
+        };
+        if run.stop.is_cancelled() {
+            return;
+        }
+        let mut state = self.state();
+        let extra = PushExtra {
+            cause: Some(cause),
+            only: None,
+        };
+        self.metrics.triggered.inc();
+        let pushed = state
+            .lanes
+            .push_with(InformerEvent::Resync(object), false, extra);
+        self.metrics.queue_depth.inc();
+        if pushed.merged_away > 0 {
+            self.metrics.queue_depth.dec();
+        }
+        if pushed.became_ready {
+            self.work_became_ready(&mut state, &run);
+        }
+    }
+
+    /// Queues an event of the kind's shared informer; false when the controller stopped.
+    pub(crate) async fn enqueue_shared(
+        self: &Arc<Self>,
+        event: InformerEvent,
+        run: &Arc<Running>,
+    ) -> bool {
+        self.enqueue(event, run).await
     }
 
     fn replace_handlers(&self, change: impl FnOnce(&mut Handlers)) {

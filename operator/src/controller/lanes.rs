@@ -32,19 +32,21 @@ use super::pending::{Pending, Retries};
 use crate::informer::InformerEvent;
 use crate::object::SharedObject;
 use crate::reconciler::ReconcileAction;
+use crate::trigger::TriggerCause;
 
-/// Which handler of a kind: watchers and reconcilers by registration index.
+/// Which handler of a kind: watchers and reconcilers by registration number (0 for the first
+/// watcher, 1 for the second, ...; a removed handler's number is not reused).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum HandlerId {
-    DynWatcher(usize),
-    DynReconciler(usize),
+    Watcher(usize),
+    Reconciler(usize),
 }
 
 impl fmt::Display for HandlerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::DynWatcher(i) => write!(f, "watcher[{i}]"),
-            Self::DynReconciler(i) => write!(f, "reconciler[{i}]"),
+            Self::Watcher(i) => write!(f, "watcher[{i}]"),
+            Self::Reconciler(i) => write!(f, "reconciler[{i}]"),
         }
     }
 }
@@ -103,10 +105,24 @@ impl fmt::Debug for LaneKey {
 /// An event waiting in a lane.
 pub(super) struct Queued {
     pub(super) event: InformerEvent,
-    /// False when no watcher was registered as it arrived.
+    /// False when no watcher was registered as it arrived, or for a triggered reconcile.
     pub(super) for_watchers: bool,
     /// The reconcile request this event carries, `None` once a newer event took it over.
     pub(super) reconcile: Option<(ReconcileAction, SharedObject)>,
+    /// Why a triggered reconcile runs (`None` for informer events).
+    pub(super) cause: Option<TriggerCause>,
+    /// Pushed in this order within the kind: a handler added at run time skips what was queued
+    /// before it (it gets the cache replayed instead).
+    pub(super) seq: u64,
+    /// For one handler only (the cache replayed to a handler added at run time).
+    pub(super) only: Option<HandlerId>,
+}
+
+/// How a push differs from a plain informer event.
+#[derive(Default)]
+pub(super) struct PushExtra {
+    pub(super) cause: Option<TriggerCause>,
+    pub(super) only: Option<HandlerId>,
 }
 
 /// One object's pending work.
@@ -174,6 +190,8 @@ pub(super) struct Lanes {
     /// Events for watchers pushed and not yet handled: what `max_pending_events` bounds. Events
     /// without watcher work do not count: they merge, so they are bounded by the objects.
     pub(super) backlog: usize,
+    /// The sequence number of the next push.
+    next_seq: u64,
 }
 
 impl Lanes {
@@ -202,21 +220,48 @@ impl Lanes {
     /// Queues `event` in its object's lane, merging it with the waiting reconcile request (see
     /// the [controller docs](super)).
     pub(super) fn push(&mut self, event: InformerEvent, for_watchers: bool) -> Pushed {
+        self.push_with(event, for_watchers, PushExtra::default())
+    }
+
+    /// The next push's sequence number (what a handler added now starts from).
+    pub(super) fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// [`push`](Self::push) with a trigger cause or a single target handler. A push for one
+    /// handler never merges (it is that handler's own replay).
+    pub(super) fn push_with(
+        &mut self,
+        event: InformerEvent,
+        for_watchers: bool,
+        extra: PushExtra,
+    ) -> Pushed {
         let action = event.action();
         let object = SharedObject::clone(event.object());
         let slot = self.slot_of(LaneKey::of(&object));
+        let seq = self.next_seq;
+        self.next_seq += 1;
         let lane = &mut self.slots[slot];
         let mut reconcile = (action, object);
+        let mut cause = extra.cause;
         let mut merged_away = 0;
         // Level-triggered merge: the newest event takes over the reconcile request of the last
         // waiting event of the same object, unless a Delete separates them.
-        if let Some(position) = lane.queue.iter().rposition(|q| q.reconcile.is_some()) {
+        let position = if extra.only.is_some() {
+            None
+        } else {
+            lane.queue
+                .iter()
+                .rposition(|q| q.reconcile.is_some() && q.only.is_none())
+        };
+        if let Some(position) = position {
             let waiting = &mut lane.queue[position];
             if let Some((waiting_action, _)) = &waiting.reconcile
                 && let Some(merged) = waiting_action.merged_with(action)
             {
                 waiting.reconcile = None;
                 reconcile.0 = merged;
+                cause = cause.or_else(|| waiting.cause.take());
                 if !waiting.for_watchers {
                     lane.queue.remove(position);
                     merged_away = 1;
@@ -227,6 +272,9 @@ impl Lanes {
             event,
             for_watchers,
             reconcile: Some(reconcile),
+            cause,
+            seq,
+            only: extra.only,
         });
         if for_watchers {
             self.backlog += 1;
@@ -392,9 +440,12 @@ impl Lanes {
         self.index.len()
     }
 
-    /// Drops every queued event and pending retry (the controller stopped).
+    /// Drops every queued event and pending retry (the controller stopped); sequence numbers
+    /// keep counting up.
     pub(super) fn clear(&mut self) {
+        let next_seq = self.next_seq;
         *self = Self::default();
+        self.next_seq = next_seq;
     }
 }
 

@@ -70,7 +70,7 @@
 //! See [`InformerController`] for a runnable example.
 
 mod dispatch;
-mod kind;
+pub(crate) mod kind;
 mod lanes;
 mod outcome;
 mod pending;
@@ -86,7 +86,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::informer::{Informer, SyncedFlag};
+use crate::informer::{Informer, KindInfo, SyncedFlag};
+use crate::informers::{Fanout, Informers, Subscriber};
 use crate::metrics::ControllerMetrics;
 use crate::reconciler::DynReconciler;
 use crate::watcher::DynWatcher;
@@ -108,6 +109,8 @@ pub struct ControllerConfig {
     dequeue_policy: Option<RetryDequeuePolicy>,
     shutdown_grace: Duration,
     metrics: Option<ControllerMetrics>,
+    name: String,
+    informers: Option<Informers>,
 }
 
 impl Default for ControllerConfig {
@@ -120,6 +123,8 @@ impl Default for ControllerConfig {
             dequeue_policy: Some(RetryDequeuePolicy::opinionated()),
             shutdown_grace: Duration::from_secs(30),
             metrics: None,
+            name: "kubeapp".to_string(),
+            informers: None,
         }
     }
 }
@@ -174,6 +179,28 @@ impl ControllerConfig {
         self.metrics = Some(metrics);
         self
     }
+
+    /// The controller's name (default `kubeapp`): the field manager of
+    /// [`Context::apply`](crate::Context::apply) and the reporter of its Events.
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The registry of shared informers kinds are registered from (default: one of the
+    /// controller's own). A [`Runner`](crate::Runner) passes the process's, so that two apps
+    /// watching the same kind share one watch.
+    #[must_use]
+    pub fn informers(mut self, informers: Informers) -> Self {
+        self.informers = Some(informers);
+        self
+    }
+
+    /// The controller's name (see [`name`](Self::name)).
+    pub fn controller_name(&self) -> &str {
+        &self.name
+    }
 }
 
 /// Why an [`InformerController`] could not do what was asked.
@@ -193,6 +220,7 @@ enum RunState {
 struct Shared {
     config: Arc<ControllerConfig>,
     metrics: ControllerMetrics,
+    informers: Informers,
     kinds: RwLock<HashMap<String, Arc<KindRuntime>>>,
     synced: Mutex<Vec<(String, SyncedFlag)>>,
     state: Mutex<RunState>,
@@ -272,10 +300,15 @@ impl InformerController {
     /// A controller with `config`; add informers and handlers, then [`run`](Self::run) it.
     pub fn new(config: ControllerConfig) -> Self {
         let metrics = config.metrics.clone().unwrap_or_else(default_metrics);
+        let informers = config
+            .informers
+            .clone()
+            .unwrap_or_else(|| Informers::with_metrics(metrics.clone()));
         Self {
             shared: Arc::new(Shared {
                 config: Arc::new(config),
                 metrics,
+                informers,
                 kinds: RwLock::default(),
                 synced: Mutex::default(),
                 state: Mutex::new(RunState::Idle {
@@ -285,7 +318,84 @@ impl InformerController {
         }
     }
 
-    fn kind(&self, kind: &str) -> Arc<KindRuntime> {
+    /// The registry kinds are registered from.
+    pub fn informers(&self) -> &Informers {
+        &self.shared.informers
+    }
+
+    pub(crate) fn config(&self) -> &ControllerConfig {
+        &self.shared.config
+    }
+
+    /// The kind runtime fed by the shared informer `fanout`, made (and, while the controller
+    /// runs, subscribed) on first use. Named by the kind's plural (`-2`, `-3`, ... for a second
+    /// informer of the same plural, e.g. with other selectors).
+    pub(crate) fn shared_kind(&self, fanout: &Arc<Fanout>) -> Arc<KindRuntime> {
+        let mut kinds = self
+            .shared
+            .kinds
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(runtime) = kinds
+            .values()
+            .find(|runtime| runtime.fanout.get().is_some_and(|f| Arc::ptr_eq(f, fanout)))
+        {
+            return Arc::clone(runtime);
+        }
+        let plural = &fanout.resource.plural;
+        let mut name = plural.clone();
+        let mut n = 1;
+        while kinds.contains_key(&name) {
+            n += 1;
+            name = format!("{plural}-{n}");
+        }
+        let runtime = Arc::new(KindRuntime::new(
+            &name,
+            Arc::clone(&self.shared.config),
+            self.shared.metrics.for_kind(&name),
+        ));
+        let _ = runtime.info.set(KindInfo {
+            group: fanout.resource.group.clone(),
+            version: fanout.resource.version.clone(),
+            kind: fanout.resource.kind.clone(),
+        });
+        runtime.init_workers(fanout.max_concurrent_workers);
+        let _ = runtime.cache.set(Arc::clone(&fanout.cache));
+        let _ = runtime.fanout.set(Arc::clone(fanout));
+        kinds.insert(name.clone(), Arc::clone(&runtime));
+        drop(kinds);
+        self.shared
+            .synced
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((name, fanout.cache.synced.clone()));
+        let state = self
+            .shared
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let RunState::Running(run) = &*state {
+            start_shared_kind(&runtime, run);
+        }
+        runtime
+    }
+
+    /// Subscribes a trigger now if the controller runs (else `run` does).
+    pub(crate) fn subscribe_if_running(
+        &self,
+        runtime: &Arc<KindRuntime>,
+        fanout: Arc<Fanout>,
+        subscriber: Subscriber,
+    ) {
+        if let Some(run) = runtime.current_run() {
+            run.tracker.spawn_on(
+                async move { fanout.subscribe(subscriber).await },
+                &run.runtime,
+            );
+        }
+    }
+
+    fn named_kind(&self, kind: &str) -> Arc<KindRuntime> {
         if let Some(runtime) = self
             .shared
             .kinds
@@ -315,7 +425,7 @@ impl InformerController {
     /// metric label). Several informers may feed one kind. While the controller runs, the informer
     /// starts at once.
     pub fn add_informer(&self, kind: &str, informer: Informer) {
-        let runtime = self.kind(kind);
+        let runtime = self.named_kind(kind);
         let _ = runtime.info.set(informer.kind_info().clone());
         runtime.init_workers(informer.max_concurrent_workers());
         let flag = informer.synced();
@@ -343,12 +453,12 @@ impl InformerController {
 
     /// Adds a watcher for `kind`; watchers run in the order they were added, before reconcilers.
     pub fn add_watcher(&self, kind: &str, watcher: impl DynWatcher) {
-        self.kind(kind).add_watcher(Arc::new(watcher));
+        self.named_kind(kind).add_watcher(Arc::new(watcher));
     }
 
     /// Adds a reconciler for `kind`; reconcilers run in the order they were added, after watchers.
     pub fn add_reconciler(&self, kind: &str, reconciler: impl DynReconciler) {
-        self.kind(kind).add_reconciler(Arc::new(reconciler));
+        self.named_kind(kind).add_reconciler(Arc::new(reconciler));
     }
 
     /// True when every informer added so far has delivered its first complete list.
@@ -377,6 +487,7 @@ impl InformerController {
             stop: stop.clone(),
             hard_stop: CancellationToken::new(),
             tracker: TaskTracker::new(),
+            runtime: tokio::runtime::Handle::current(),
         });
         let informers = {
             let mut state = self
@@ -393,9 +504,15 @@ impl InformerController {
             }
         };
         for (kind, informer) in informers {
-            spawn_informer(self.kind(&kind), informer, &run);
+            spawn_informer(self.named_kind(&kind), informer, &run);
+        }
+        for runtime in self.runtimes() {
+            start_shared_kind(&runtime, &run);
         }
         stop.cancelled().await;
+        for runtime in self.runtimes() {
+            stop_shared_kind(&runtime, &run);
+        }
 
         tracing::info!("controller stopping; waiting for in-flight handlers");
         run.tracker.close();
@@ -411,15 +528,7 @@ impl InformerController {
             run.hard_stop.cancel();
             run.tracker.wait().await;
         }
-        let kinds: Vec<Arc<KindRuntime>> = self
-            .shared
-            .kinds
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
-        for kind in kinds {
+        for kind in self.runtimes() {
             kind.clear();
         }
         *self
@@ -453,6 +562,55 @@ impl fmt::Debug for InformerController {
 #[allow(clippy::expect_used)] // Fixed, valid metric names: construction cannot fail.
 fn default_metrics() -> ControllerMetrics {
     ControllerMetrics::unregistered(None).expect("valid metric names")
+}
+
+impl InformerController {
+    fn runtimes(&self) -> Vec<Arc<KindRuntime>> {
+        self.shared
+            .kinds
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
+    }
+}
+
+/// Starts a kind on the controller's run: its shared informer's events (the cache first, as
+/// Adds) and its triggers' go to its lanes from now on.
+fn start_shared_kind(runtime: &Arc<KindRuntime>, run: &Arc<Running>) {
+    runtime.set_running(Some(Arc::clone(run)));
+    if let Some(fanout) = runtime.fanout.get() {
+        let fanout = Arc::clone(fanout);
+        let subscriber = Subscriber::Kind {
+            runtime: Arc::clone(runtime),
+            run: Arc::clone(run),
+        };
+        run.tracker.spawn_on(
+            async move { fanout.subscribe(subscriber).await },
+            &run.runtime,
+        );
+    }
+    for (fanout, subscriber) in runtime.triggers() {
+        run.tracker.spawn_on(
+            async move { fanout.subscribe(subscriber).await },
+            &run.runtime,
+        );
+    }
+}
+
+/// Detaches a kind from its shared informer and triggers when the controller stops.
+fn stop_shared_kind(runtime: &Arc<KindRuntime>, run: &Arc<Running>) {
+    runtime.set_running(None);
+    if let Some(fanout) = runtime.fanout.get() {
+        fanout.unsubscribe(&Subscriber::Kind {
+            runtime: Arc::clone(runtime),
+            run: Arc::clone(run),
+        });
+    }
+    for (fanout, subscriber) in runtime.triggers() {
+        fanout.unsubscribe(&subscriber);
+    }
 }
 
 /// Pulls events from `informer` into `runtime`'s lanes until the controller stops.

@@ -121,7 +121,7 @@ impl KindRuntime {
         if dropped > 0 {
             tracing::debug!(kind = %self.name, object = %held.key, %handler, dropped, "newer event drops pending retries");
         }
-        if matches!(handler, HandlerId::DynReconciler(_)) {
+        if matches!(handler, HandlerId::Reconciler(_)) {
             held.retries
                 .refresh_reconcile(handler, new_action, new_object);
         }

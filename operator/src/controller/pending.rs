@@ -228,6 +228,7 @@ mod tests {
                 action,
                 object: cm(rv),
                 state: ReconcileState::new(),
+                cause: None,
             }),
             error: None,
         }
@@ -246,7 +247,7 @@ mod tests {
     #[test]
     fn watcher_retries_run_in_event_order_and_are_capped() {
         let now = Instant::now();
-        let w = HandlerId::DynWatcher(0);
+        let w = HandlerId::Watcher(0);
         let mut retries = Retries::default();
         assert_eq!(
             retries.add_new(w, watch(1, now + Duration::from_secs(80))),
@@ -268,7 +269,7 @@ mod tests {
         }
         assert_eq!(retries.add_new(w, watch(4, now)), Added::Full);
         assert_eq!(
-            retries.add_new(HandlerId::DynWatcher(1), watch(4, now)),
+            retries.add_new(HandlerId::Watcher(1), watch(4, now)),
             Added::Stored,
             "the bound is per handler"
         );
@@ -277,7 +278,7 @@ mod tests {
     #[test]
     fn a_reconcile_retry_merges_into_the_kept_one_without_postponing_it() {
         let now = Instant::now();
-        let r = HandlerId::DynReconciler(0);
+        let r = HandlerId::Reconciler(0);
         let mut retries = Retries::default();
         let early = now + Duration::from_secs(5);
         retries.add_new(r, reconcile(ReconcileAction::Created, 1, early));
@@ -296,7 +297,7 @@ mod tests {
     #[test]
     fn a_new_incarnation_after_a_delete_waits_as_a_second_request() {
         let now = Instant::now();
-        let r = HandlerId::DynReconciler(0);
+        let r = HandlerId::Reconciler(0);
         let mut retries = Retries::default();
         retries.add_new(r, reconcile(ReconcileAction::Deleted, 1, now));
         assert_eq!(

@@ -118,6 +118,12 @@ impl SyncedFlag {
         self.0.send_replace(true);
     }
 
+    /// A flag that is synced from the start (tests, ready-made sources).
+    #[cfg(test)]
+    pub(crate) fn new_synced() -> Self {
+        Self::new(true)
+    }
+
     /// True once the first complete list was delivered.
     pub fn is_synced(&self) -> bool {
         *self.0.borrow()
@@ -143,7 +149,8 @@ pub struct KindInfo {
 }
 
 /// Turns a raw object into the informer's object, or an [`Undecodable`] when it does not decode.
-type Decode = Arc<dyn Fn(DynamicObject) -> Result<SharedObject, Undecodable> + Send + Sync>;
+pub(crate) type Decode =
+    Arc<dyn Fn(DynamicObject) -> Result<SharedObject, Undecodable> + Send + Sync>;
 type Source = Box<dyn FnOnce(KindMetrics) -> BoxStream<'static, InformerEvent> + Send>;
 
 /// A list+watch of one kind; see the [module docs](self). Add it to an
@@ -231,6 +238,43 @@ impl Informer {
         }
     }
 
+    /// The informer of a shared informer ([`Informers`](crate::Informers)): `api` and `config`
+    /// as kube-rs gives them, `decode` turning each raw object into the kind's object.
+    pub(crate) fn shared(
+        api: Api<DynamicObject>,
+        resource: &ApiResource,
+        config: watcher::Config,
+        resync: Option<std::time::Duration>,
+        keep_managed_fields: bool,
+        decode: Decode,
+    ) -> Self {
+        let info = KindInfo {
+            group: resource.group.clone(),
+            version: resource.version.clone(),
+            kind: resource.kind.clone(),
+        };
+        let synced = SyncedFlag::new(false);
+        let flag = synced.clone();
+        let kind = resource.kind.clone();
+        let mut options = InformerOptions::default();
+        if let Some(period) = resync {
+            options = options.resync_interval(period);
+        }
+        if keep_managed_fields {
+            options = options.keep_managed_fields();
+        }
+        let source: Source = Box::new(move |metrics| {
+            let raw = backoff::backoff_until_data(watcher::watcher(api, config).boxed());
+            informer_events(raw, options, decode, kind, flag, metrics)
+        });
+        Self {
+            info,
+            synced,
+            max_concurrent_workers: None,
+            source,
+        }
+    }
+
     /// Group, version and kind of the objects.
     pub fn kind_info(&self) -> &KindInfo {
         &self.info
@@ -303,11 +347,37 @@ fn typed_decoder<K>() -> Decode
 where
     K: kube::Resource + DeserializeOwned + serde::Serialize + fmt::Debug + Send + Sync + 'static,
 {
-    Arc::new(|object: DynamicObject| {
+    typed_decoder_with::<K>(None)
+}
+
+/// A typed transform, run on each decoded object before it is cached.
+pub(crate) type TypedTransform<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
+
+/// [`typed_decoder`] with a transform of the decoded object.
+pub(crate) fn typed_decoder_with<K>(transform: Option<TypedTransform<K>>) -> Decode
+where
+    K: kube::Resource + DeserializeOwned + serde::Serialize + fmt::Debug + Send + Sync + 'static,
+{
+    Arc::new(move |object: DynamicObject| {
         match serde_json::to_value(&object).and_then(serde_json::from_value::<K>) {
-            Ok(typed) => Ok(share(typed)),
+            Ok(mut typed) => {
+                if let Some(transform) = &transform {
+                    transform(&mut typed);
+                }
+                Ok(share(typed))
+            }
             Err(error) => Err(Undecodable::new(object, &error, std::any::type_name::<K>())),
         }
+    })
+}
+
+/// The decoder of a dynamic kind, with a transform.
+pub(crate) fn dynamic_decoder(transform: Option<TypedTransform<DynamicObject>>) -> Decode {
+    Arc::new(move |mut object: DynamicObject| {
+        if let Some(transform) = &transform {
+            transform(&mut object);
+        }
+        Ok(share(object))
     })
 }
 

@@ -165,7 +165,8 @@
 //! ```no_run
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kubeapp_operator::opinionated::{OpinionatedOptions, OpinionatedWatcher, opinionated_dequeue_policy};
-//! use kubeapp_operator::{ControllerConfig, Informer, InformerController, InformerOptions, WatcherFns};
+//! use kubeapp_operator::{ControllerConfig, Informer, InformerController,  WatcherFns};
+//! use kubeapp_operator::informer::InformerOptions;
 //!
 //! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! let controller = InformerController::new(

@@ -112,7 +112,7 @@ async fn retries_travel_with_the_taken_item_and_wait_in_the_timer_queue_when_han
         error: None,
     };
     assert_eq!(
-        taken.retries.add_new(HandlerId::DynWatcher(0), entry),
+        taken.retries.add_new(HandlerId::Watcher(0), entry),
         Added::Stored
     );
     lanes.finish(taken.slot, true, taken.retries);

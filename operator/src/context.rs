@@ -1,0 +1,118 @@
+//! [`Context<C>`]: what one typed handler call gets: the user's shared data, the client, the
+//! apply and status helpers under the controller's field manager, an Event recorder, and the
+//! call's cancellation and attempt number.
+//!
+//! The data is given once, where handlers are attached ([`KindHandle::with_context`](
+//! crate::KindHandle::with_context)), instead of being captured by every closure; the context
+//! derefs to it, so `ctx.greeting_suffix` reads a field of the user's `C`.
+
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use kube::Resource;
+
+use crate::apply::{Applier, Apply, StatusWriter};
+use crate::events::EventRecorder;
+use crate::handler::HandlerContext;
+
+/// What every call of one kind's handlers shares besides the user data.
+pub(crate) struct HandlerEnv {
+    pub(crate) client: kube::Client,
+    pub(crate) applier: Applier,
+    pub(crate) recorder: EventRecorder,
+}
+
+/// What a typed handler call gets; see the [module docs](self). Cheap to clone (three reference
+/// counts).
+pub struct Context<C = ()> {
+    data: Arc<C>,
+    env: Arc<HandlerEnv>,
+    call: HandlerContext,
+}
+
+impl<C> Clone for Context<C> {
+    fn clone(&self) -> Self {
+        Self {
+            data: Arc::clone(&self.data),
+            env: Arc::clone(&self.env),
+            call: self.call.clone(),
+        }
+    }
+}
+
+impl<C> Context<C> {
+    pub(crate) fn new(data: Arc<C>, env: Arc<HandlerEnv>, call: HandlerContext) -> Self {
+        Self { data, env, call }
+    }
+
+    /// The user data given to [`KindHandle::with_context`](crate::KindHandle::with_context).
+    pub fn data(&self) -> &Arc<C> {
+        &self.data
+    }
+
+    /// The client of the kind's `Api`.
+    pub fn client(&self) -> &kube::Client {
+        &self.env.client
+    }
+
+    /// True once the controller began to stop (in-flight calls may still finish).
+    pub fn is_cancelled(&self) -> bool {
+        self.call.is_cancelled()
+    }
+
+    /// Resolves when the controller begins to stop.
+    pub async fn cancelled(&self) {
+        self.call.cancelled().await;
+    }
+
+    /// 0 for the first call of an event, n for its n-th retry or requeue.
+    pub fn attempt(&self) -> u32 {
+        self.call.attempt()
+    }
+
+    /// Records Kubernetes Events about objects, reporting as the controller.
+    pub fn recorder(&self) -> &EventRecorder {
+        &self.env.recorder
+    }
+
+    /// The apply helpers under the controller's field manager.
+    pub fn applier(&self) -> &Applier {
+        &self.env.applier
+    }
+
+    /// Server-side apply of `object` under the controller's field manager:
+    /// `ctx.apply(config_map).owned_by(widget.as_ref())?.await?` (see [`apply`](crate::apply)).
+    pub fn apply<O: Resource<DynamicType = ()>>(&self, object: O) -> Apply<O> {
+        self.env.applier.apply(object)
+    }
+
+    /// Writes `object`'s status through the status subresource, only when it changed (see
+    /// [`StatusWriter`]).
+    pub fn status<K: Resource<DynamicType = ()> + Clone>(&self, object: &K) -> StatusWriter<K> {
+        self.env.applier.status(object)
+    }
+
+    /// The untyped call context (kind name, cancellation token), for code written against the
+    /// type-erased handler traits.
+    pub fn handler_context(&self) -> &HandlerContext {
+        &self.call
+    }
+}
+
+impl<C> Deref for Context<C> {
+    type Target = C;
+
+    fn deref(&self) -> &C {
+        &self.data
+    }
+}
+
+impl<C> fmt::Debug for Context<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context")
+            .field("data", &std::any::type_name::<C>())
+            .field("call", &self.call)
+            .finish()
+    }
+}

@@ -1,0 +1,276 @@
+//! [`Informers`]: the process-wide registry of shared informers.
+//!
+//! One list+watch per *informer key* per process: the kind (its Rust type, group, version and
+//! plural), the `Api`'s namespace, the `watcher::Config` (selectors, page size, list strategy),
+//! the transform's name, the `managedFields` choice and the resync period. Every controller, kind
+//! handle, trigger and store that asks for the same key shares that watch and its cache; a
+//! [`Runner`](crate::Runner) hands one registry to all its apps. The watch starts with its first
+//! user (within a Tokio runtime) and stops when the last one is gone (see
+//! [`open_watches`](Informers::open_watches)).
+//!
+//! Indexes are not part of the key: a second registration that asks for another index adds it to
+//! the shared cache. The worker count is the controller's business, not the informer's.
+
+mod options;
+mod shared;
+
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::time::Duration;
+
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::watcher;
+
+use crate::informer::{Decode, Informer, dynamic_decoder, typed_decoder_with};
+use crate::kind::Kind;
+use crate::metrics::ControllerMetrics;
+use crate::store::{IndexFn, Store};
+
+pub use self::options::InformerOptions;
+pub(crate) use self::shared::{Fanout, SharedInformer, Subscriber};
+
+/// What identifies a shared informer; see the [module docs](self).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct InformerKey {
+    type_id: TypeId,
+    group: String,
+    version: String,
+    plural: String,
+    namespace: Option<String>,
+    /// `watcher::Config` has no `Hash`; its `Debug` form names every field.
+    config: String,
+    transform: Option<&'static str>,
+    keep_managed_fields: bool,
+    resync: Option<Duration>,
+}
+
+#[derive(Default)]
+pub(crate) struct Registry {
+    informers: Mutex<HashMap<InformerKey, Weak<SharedInformer>>>,
+    metrics: OnceLock<ControllerMetrics>,
+    /// Informer tasks running.
+    opened: AtomicUsize,
+}
+
+impl Registry {
+    /// Removes `key` when its informer is gone (not a newer one registered under it since).
+    fn forget(&self, key: &InformerKey) {
+        let mut informers = self
+            .informers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if informers
+            .get(key)
+            .is_some_and(|weak| weak.strong_count() == 0)
+        {
+            informers.remove(key);
+        }
+    }
+}
+
+/// The registry of shared informers; see the [module docs](self). Cheap to clone; clones share
+/// everything.
+#[derive(Clone, Default)]
+pub struct Informers {
+    registry: Arc<Registry>,
+}
+
+/// What a registration needs besides the key.
+pub(crate) struct Registration {
+    pub(crate) api: Api<DynamicObject>,
+    pub(crate) resource: ApiResource,
+    pub(crate) config: watcher::Config,
+    pub(crate) decode: Decode,
+    pub(crate) indexes: Vec<(Arc<str>, IndexFn)>,
+    pub(crate) max_concurrent_workers: Option<usize>,
+}
+
+impl Informers {
+    /// An empty registry whose informers count into collectors registered nowhere (see
+    /// [`with_metrics`](Self::with_metrics)).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty registry whose informers count into `metrics`.
+    pub fn with_metrics(metrics: ControllerMetrics) -> Self {
+        let informers = Self::default();
+        let _ = informers.registry.metrics.set(metrics);
+        informers
+    }
+
+    /// How many watches are open (each one a list+watch against the apiserver).
+    pub fn open_watches(&self) -> usize {
+        self.registry.opened.load(Ordering::Acquire)
+    }
+
+    /// A store over the shared informer of (`api`'s namespace, `config`, `options`), started if
+    /// needed: for kinds a handler only reads.
+    pub fn store<K: Kind>(
+        &self,
+        api: Api<K>,
+        config: watcher::Config,
+        options: InformerOptions<K>,
+    ) -> Store<K> {
+        let informer = self.typed(api, config, options);
+        Store::new(Arc::clone(&informer.fanout.cache), Some(informer))
+    }
+
+    /// A store of an untyped kind.
+    pub fn dynamic_store(
+        &self,
+        api: Api<DynamicObject>,
+        resource: ApiResource,
+        config: watcher::Config,
+        options: InformerOptions<DynamicObject>,
+    ) -> Store<DynamicObject> {
+        let informer = self.dynamic(api, resource, config, options);
+        Store::new(Arc::clone(&informer.fanout.cache), Some(informer))
+    }
+
+    /// The shared informer of a typed kind.
+    pub(crate) fn typed<K: Kind>(
+        &self,
+        api: Api<K>,
+        config: watcher::Config,
+        options: InformerOptions<K>,
+    ) -> Arc<SharedInformer> {
+        let resource = ApiResource::erase::<K>(&());
+        let namespace = api.namespace().map(str::to_string);
+        let client = api.into_client();
+        let dynamic = match &namespace {
+            Some(ns) => Api::namespaced_with(client, ns, &resource),
+            None => Api::all_with(client, &resource),
+        };
+        let transform = options.transform.clone();
+        let decode = typed_decoder_with::<K>(transform.map(|(_, f)| f));
+        self.shared::<K>(dynamic, resource, config, options, decode)
+    }
+
+    /// The shared informer of an untyped kind.
+    pub(crate) fn dynamic(
+        &self,
+        api: Api<DynamicObject>,
+        resource: ApiResource,
+        config: watcher::Config,
+        options: InformerOptions<DynamicObject>,
+    ) -> Arc<SharedInformer> {
+        let decode = dynamic_decoder(options.transform.clone().map(|(_, f)| f));
+        let namespace = api.namespace().map(str::to_string);
+        let client = api.into_client();
+        let api = match &namespace {
+            Some(ns) => Api::namespaced_with(client, ns, &resource),
+            None => Api::all_with(client, &resource),
+        };
+        self.shared::<DynamicObject>(api, resource, config, options, decode)
+    }
+
+    fn shared<K: 'static>(
+        &self,
+        api: Api<DynamicObject>,
+        resource: ApiResource,
+        config: watcher::Config,
+        options: InformerOptions<K>,
+        decode: Decode,
+    ) -> Arc<SharedInformer> {
+        let key = InformerKey {
+            type_id: TypeId::of::<K>(),
+            group: resource.group.clone(),
+            version: resource.version.clone(),
+            plural: resource.plural.clone(),
+            namespace: api.namespace().map(str::to_string),
+            config: format!("{config:?}"),
+            transform: options.transform.as_ref().map(|(name, _)| *name),
+            keep_managed_fields: options.keep_managed_fields,
+            resync: options.resync,
+        };
+        self.register(
+            key,
+            Registration {
+                api,
+                resource,
+                config,
+                decode,
+                indexes: options.indexes,
+                max_concurrent_workers: options.max_concurrent_workers,
+            },
+            options.resync,
+            options.keep_managed_fields,
+        )
+    }
+
+    fn register(
+        &self,
+        key: InformerKey,
+        registration: Registration,
+        resync: Option<Duration>,
+        keep_managed_fields: bool,
+    ) -> Arc<SharedInformer> {
+        let informer = {
+            let mut informers = self
+                .registry
+                .informers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match informers.get(&key).and_then(Weak::upgrade) {
+                Some(informer) => informer,
+                None => {
+                    let Registration {
+                        api,
+                        resource,
+                        config,
+                        decode,
+                        max_concurrent_workers,
+                        ..
+                    } = &registration;
+                    let informer = Informer::shared(
+                        api.clone(),
+                        resource,
+                        config.clone(),
+                        resync,
+                        keep_managed_fields,
+                        Arc::clone(decode),
+                    );
+                    let metrics = self
+                        .registry
+                        .metrics
+                        .get_or_init(default_metrics)
+                        .for_kind(&resource.plural);
+                    let shared = Arc::new(SharedInformer::new(
+                        key.clone(),
+                        Arc::downgrade(&self.registry),
+                        informer,
+                        metrics,
+                        resource.clone(),
+                        *max_concurrent_workers,
+                    ));
+                    informers.insert(key, Arc::downgrade(&shared));
+                    shared
+                }
+            }
+        };
+        for (name, index) in registration.indexes {
+            informer.fanout.cache.add_index(name, index);
+        }
+        informer.ensure_started();
+        informer
+    }
+}
+
+impl fmt::Debug for Informers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Informers")
+            .field("open_watches", &self.open_watches())
+            .finish()
+    }
+}
+
+/// Collectors registered nowhere, for a registry made without metrics.
+#[allow(clippy::expect_used)] // Fixed, valid metric names: construction cannot fail.
+fn default_metrics() -> ControllerMetrics {
+    ControllerMetrics::unregistered(None).expect("valid metric names")
+}

@@ -1,0 +1,217 @@
+//! One shared informer: one list+watch, its cache, and the subscribers its events fan out to.
+//!
+//! The informer's task pulls an event, writes it into the cache, then hands it to every
+//! subscriber in turn (a controller's kind, a trigger), awaiting each: a subscriber that cannot
+//! take more (a kind whose watcher backlog is full) pauses the whole informer, and with it the
+//! watch (the same backpressure as a private informer, now shared by everyone who uses it).
+//!
+//! A new subscriber gets every cached object as an Add before any later event: subscribing and
+//! delivering take the same (async) lock, so no event slips between the snapshot and the
+//! subscription, and none is delivered twice.
+//!
+//! Lifetime: [`SharedInformer`] is the informer's "use". Kind handles, handler handles, stores and
+//! triggers hold one; when the last is dropped, the task stops (and with it the watch). The
+//! registry holds only a weak reference.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use futures::StreamExt;
+use kube::api::ApiResource;
+use tokio_util::sync::CancellationToken;
+
+use super::{InformerKey, Registry};
+use crate::controller::kind::{KindRuntime, Running};
+use crate::informer::{Informer, InformerEvent};
+use crate::metrics::KindMetrics;
+use crate::store::SharedCache;
+use crate::trigger::TriggerSink;
+
+/// Where a shared informer's events go.
+#[derive(Clone)]
+pub(crate) enum Subscriber {
+    /// A controller's kind: events enter its lanes.
+    Kind {
+        runtime: Arc<KindRuntime>,
+        run: Arc<Running>,
+    },
+    /// A related-object trigger: events become reconciles of other objects.
+    Trigger(Arc<TriggerSink>),
+}
+
+impl Subscriber {
+    /// Hands `event` over; false when the subscriber is gone for good.
+    async fn deliver(&self, event: &InformerEvent) -> bool {
+        match self {
+            Self::Kind { runtime, run } => runtime.enqueue_shared(event.clone(), run).await,
+            Self::Trigger(sink) => sink.deliver(event),
+        }
+    }
+
+    fn is_same(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Kind { runtime: a, run: r }, Self::Kind { runtime: b, run: s }) => {
+                Arc::ptr_eq(a, b) && Arc::ptr_eq(r, s)
+            }
+            (Self::Trigger(a), Self::Trigger(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+/// The part of a shared informer its task needs: the cache and the subscribers.
+pub(crate) struct Fanout {
+    pub(crate) cache: Arc<SharedCache>,
+    pub(crate) resource: ApiResource,
+    pub(crate) max_concurrent_workers: Option<usize>,
+    subscribers: Mutex<Arc<Vec<Subscriber>>>,
+    /// Held while an event is applied and delivered, and while a subscriber joins.
+    delivery: tokio::sync::Mutex<()>,
+}
+
+impl Fanout {
+    fn subscribers(&self) -> Arc<Vec<Subscriber>> {
+        Arc::clone(
+            &self
+                .subscribers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    fn change(&self, f: impl FnOnce(&mut Vec<Subscriber>)) {
+        let mut slot = self
+            .subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut next = Vec::clone(&slot);
+        f(&mut next);
+        *slot = Arc::new(next);
+    }
+
+    /// Adds `subscriber`; it first gets every cached object as an Add.
+    pub(crate) async fn subscribe(&self, subscriber: Subscriber) {
+        let _delivering = self.delivery.lock().await;
+        let snapshot = self.cache.snapshot();
+        self.change(|subscribers| subscribers.push(subscriber.clone()));
+        for object in snapshot {
+            if !subscriber.deliver(&InformerEvent::Add(object)).await {
+                break;
+            }
+        }
+    }
+
+    /// Removes `subscriber` (events already delivered stay delivered).
+    pub(crate) fn unsubscribe(&self, subscriber: &Subscriber) {
+        self.change(|subscribers| subscribers.retain(|s| !s.is_same(subscriber)));
+    }
+
+    /// Applies and delivers one event.
+    async fn publish(&self, event: InformerEvent) {
+        let _delivering = self.delivery.lock().await;
+        self.cache.apply(&event);
+        let subscribers = self.subscribers();
+        let mut gone = Vec::new();
+        for subscriber in subscribers.iter() {
+            if !subscriber.deliver(&event).await {
+                gone.push(subscriber.clone());
+            }
+        }
+        for subscriber in gone {
+            self.unsubscribe(&subscriber);
+        }
+    }
+}
+
+/// One list+watch shared by everyone in the process who asked for its key; see the
+/// [module docs](self). Dropping the last `Arc` stops it.
+pub(crate) struct SharedInformer {
+    pub(crate) fanout: Arc<Fanout>,
+    key: InformerKey,
+    registry: Weak<Registry>,
+    stop: CancellationToken,
+    /// The informer until its task starts (it needs a Tokio runtime).
+    pending: Mutex<Option<(Informer, KindMetrics)>>,
+    started: AtomicBool,
+}
+
+impl SharedInformer {
+    pub(super) fn new(
+        key: InformerKey,
+        registry: Weak<Registry>,
+        informer: Informer,
+        metrics: KindMetrics,
+        resource: ApiResource,
+        max_concurrent_workers: Option<usize>,
+    ) -> Self {
+        let cache = Arc::new(SharedCache::new(informer.synced()));
+        Self {
+            fanout: Arc::new(Fanout {
+                cache,
+                resource,
+                max_concurrent_workers,
+                subscribers: Mutex::default(),
+                delivery: tokio::sync::Mutex::new(()),
+            }),
+            key,
+            registry,
+            stop: CancellationToken::new(),
+            pending: Mutex::new(Some((informer, metrics))),
+            started: AtomicBool::new(false),
+        }
+    }
+
+    /// Starts the informer's task if it has not started and a Tokio runtime is at hand (else
+    /// the next call from within one starts it).
+    pub(crate) fn ensure_started(&self) {
+        if self.started.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let Some((informer, metrics)) = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        else {
+            return;
+        };
+        self.started.store(true, Ordering::Release);
+        if let Some(registry) = self.registry.upgrade() {
+            registry.opened.fetch_add(1, Ordering::AcqRel);
+        }
+        let fanout = Arc::clone(&self.fanout);
+        let stop = self.stop.clone();
+        let registry = self.registry.clone();
+        let kind = self.fanout.resource.kind.clone();
+        runtime.spawn(async move {
+            let mut events = informer.into_events(metrics);
+            loop {
+                let next = tokio::select! {
+                    biased;
+                    next = events.next() => next,
+                    () = stop.cancelled() => None,
+                };
+                let Some(event) = next else {
+                    break;
+                };
+                fanout.publish(event).await;
+            }
+            tracing::debug!(%kind, "shared informer stopped");
+            if let Some(registry) = registry.upgrade() {
+                registry.opened.fetch_sub(1, Ordering::AcqRel);
+            }
+        });
+    }
+}
+
+impl Drop for SharedInformer {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        if let Some(registry) = self.registry.upgrade() {
+            registry.forget(&self.key);
+        }
+    }
+}

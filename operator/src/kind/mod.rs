@@ -1,0 +1,428 @@
+//! [`KindHandle<K, C>`]: a kind registered with an [`InformerController`], typed by its object,
+//! and everything attached to it: watchers, reconcilers, the store, related-object triggers.
+//!
+//! The type is the key: a watcher of `Secret` on a `ConfigMap` handle, or a `Store<Secret>` from
+//! it, does not compile, and there is no handler without a registered kind to attach it to.
+//! Untyped kinds are `KindHandle<DynamicObject>` (from
+//! [`InformerController::dynamic_kind`]), with the same methods.
+//!
+//! # Example
+//!
+//! ```no_run
+//! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::{Api, runtime::watcher};
+//! use kubeapp_operator::{
+//!     CancellationToken, ControllerConfig, InformerController, InformerOptions, ReconcileResult,
+//!     reconciler_fn,
+//! };
+//!
+//! let controller = InformerController::new(ControllerConfig::default());
+//! let config_maps = controller.kind(
+//!     Api::<ConfigMap>::namespaced(client, "default"),
+//!     watcher::Config::default().labels("app=web"),
+//!     InformerOptions::default(),
+//! );
+//! let store = config_maps.store();
+//! config_maps.reconcile(reconciler_fn(move |request, _ctx| {
+//!     let store = store.clone();
+//!     async move {
+//!         println!("{:?} {:?}, {} cached", request.action, request.object.metadata.name, store.len());
+//!         Ok(ReconcileResult::done())
+//!     }
+//! }));
+//! controller.run(CancellationToken::new()).await?;
+//! # Ok(()) }
+//! ```
+
+mod traits;
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Api, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::apply::Applier;
+use crate::context::HandlerEnv;
+use crate::controller::InformerController;
+use crate::controller::kind::{KindRuntime, Registration};
+use crate::events::{EventRecorder, Reporter};
+use crate::informers::{InformerOptions, SharedInformer, Subscriber};
+use crate::object::{KubeObject, ObjectKey};
+use crate::opinionated::{
+    FinalizerNameError, OpinionatedOptions, OpinionatedReconciler, OpinionatedWatcher,
+};
+use crate::store::Store;
+use crate::trigger::{CauseKind, MapFn, Trigger, TriggerSink, controller_owner_keys};
+
+pub use self::traits::{
+    ApplyCleanup, ApplyCleanupFns, ApplyCleanupReconciler, ReconcileFn, Reconciler, Watcher,
+    apply_cleanup, reconciler_fn,
+};
+use self::traits::{Erased, ErasedReconciler};
+
+/// The bounds every typed kind meets: derived custom resources and k8s-openapi types.
+pub trait Kind:
+    Resource<DynamicType = ()>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Kind for K where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// A kind registered with one controller; see the [module docs](self). Cheap to clone. `C` is the
+/// user data handlers attached through it get in their [`Context`](crate::Context).
+///
+/// The handle keeps the kind's informer running; so does every handler, trigger and store
+/// attached through it, until removed (or, for a store, dropped).
+pub struct KindHandle<K, C = ()> {
+    runtime: Arc<KindRuntime>,
+    informer: Arc<SharedInformer>,
+    controller: InformerController,
+    env: Arc<HandlerEnv>,
+    data: Arc<C>,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K, C> Clone for KindHandle<K, C> {
+    fn clone(&self) -> Self {
+        Self {
+            runtime: Arc::clone(&self.runtime),
+            informer: Arc::clone(&self.informer),
+            controller: self.controller.clone(),
+            env: Arc::clone(&self.env),
+            data: Arc::clone(&self.data),
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K, C> fmt::Debug for KindHandle<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KindHandle")
+            .field("kind", &self.runtime.name)
+            .field("type", &std::any::type_name::<K>())
+            .finish()
+    }
+}
+
+/// A registered handler or trigger. [`remove`](Self::remove) detaches it; dropping the handle
+/// does not (the handler stays for the controller's life). When nothing uses an informer any more
+/// (no handler, trigger, store or kind handle), its watch stops.
+#[must_use = "dropping a HandlerHandle keeps the handler; call remove() to detach it"]
+pub struct HandlerHandle {
+    runtime: Arc<KindRuntime>,
+    token: u64,
+}
+
+impl HandlerHandle {
+    /// Detaches the handler or trigger: no new calls start (one in flight finishes), its pending
+    /// retries are dropped, and the informers it kept open may stop.
+    pub fn remove(self) {
+        self.runtime.unregister(self.token);
+    }
+}
+
+impl fmt::Debug for HandlerHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandlerHandle")
+            .field("kind", &self.runtime.name)
+            .field("token", &self.token)
+            .finish()
+    }
+}
+
+/// A trigger's handle: the same as a handler's.
+pub type TriggerHandle = HandlerHandle;
+
+impl InformerController {
+    /// Registers the typed kind `K`: one shared informer for (`api`'s namespace, `config`,
+    /// `options`) from the controller's [`Informers`](crate::Informers). Calling it again with
+    /// the same key returns a handle to the same kind. While the controller runs, the kind
+    /// starts at once (its handlers first get every cached object as an Add).
+    pub fn kind<K: Kind>(
+        &self,
+        api: Api<K>,
+        config: watcher::Config,
+        options: InformerOptions<K>,
+    ) -> KindHandle<K> {
+        let client = api.clone().into_client();
+        let informer = self.informers().typed(api, config, options);
+        self.handle_for(informer, client)
+    }
+
+    /// Registers an untyped kind; handlers get `Arc<DynamicObject>`.
+    pub fn dynamic_kind(
+        &self,
+        api: Api<DynamicObject>,
+        resource: ApiResource,
+        config: watcher::Config,
+        options: InformerOptions<DynamicObject>,
+    ) -> KindHandle<DynamicObject> {
+        let client = api.clone().into_client();
+        let informer = self.informers().dynamic(api, resource, config, options);
+        self.handle_for(informer, client)
+    }
+
+    fn handle_for<K>(&self, informer: Arc<SharedInformer>, client: kube::Client) -> KindHandle<K> {
+        let runtime = self.shared_kind(&informer.fanout);
+        let manager = self.config().controller_name().to_string();
+        let env = Arc::new(HandlerEnv {
+            applier: Applier::new(client.clone(), manager.clone()),
+            recorder: EventRecorder::new(
+                client.clone(),
+                Reporter {
+                    controller: manager,
+                    instance: None,
+                },
+            ),
+            client,
+        });
+        KindHandle {
+            runtime,
+            informer,
+            controller: self.clone(),
+            env,
+            data: Arc::new(()),
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K, C> KindHandle<K, C>
+where
+    K: KubeObject + Resource + Clone + DeserializeOwned,
+    C: Send + Sync + 'static,
+{
+    /// The same kind, with `data` as the user data of handlers attached through the returned
+    /// handle (handlers attached before keep theirs).
+    pub fn with_context<D: Send + Sync + 'static>(&self, data: Arc<D>) -> KindHandle<K, D> {
+        KindHandle {
+            runtime: Arc::clone(&self.runtime),
+            informer: Arc::clone(&self.informer),
+            controller: self.controller.clone(),
+            env: Arc::clone(&self.env),
+            data,
+            kind: PhantomData,
+        }
+    }
+
+    /// The kind's group, version, kind and plural.
+    pub fn resource(&self) -> &ApiResource {
+        &self.informer.fanout.resource
+    }
+
+    /// The kind's cache, readable from anywhere (see [`Store`]).
+    pub fn store(&self) -> Store<K> {
+        let user: Arc<dyn Send + Sync> = self.informer.clone();
+        Store::new(Arc::clone(&self.informer.fanout.cache), Some(user))
+    }
+
+    /// A handle to reconcile one object, or all, on demand.
+    pub fn trigger(&self) -> Trigger<K> {
+        Trigger {
+            owner: Arc::clone(&self.runtime),
+            cache: Arc::clone(&self.informer.fanout.cache),
+            kind: PhantomData,
+        }
+    }
+
+    fn keep_alive(&self) -> Vec<Arc<dyn Send + Sync>> {
+        vec![self.informer.clone() as Arc<dyn Send + Sync>]
+    }
+
+    fn handle(&self, registration: Registration) -> HandlerHandle {
+        HandlerHandle {
+            token: self.runtime.register(registration),
+            runtime: Arc::clone(&self.runtime),
+        }
+    }
+
+    /// Adds a watcher. Watchers run in registration order, then reconcilers (see
+    /// [`controller`](crate::controller)). Added while the controller runs, it first gets every
+    /// cached object as an `add`.
+    pub fn watch(&self, watcher: impl Watcher<K, C>) -> HandlerHandle {
+        let erased = Erased::<K, C, _>::new(watcher, Arc::clone(&self.data), Arc::clone(&self.env));
+        let id = self.runtime.add_watcher(Arc::new(erased));
+        self.handle(Registration {
+            handler: Some(id),
+            trigger: None,
+            _keep_alive: self.keep_alive(),
+        })
+    }
+
+    /// Adds a reconciler (same rules; cached objects arrive as `Created`).
+    pub fn reconcile(&self, reconciler: impl Reconciler<K, C>) -> HandlerHandle {
+        let erased = ErasedReconciler(Erased::<K, C, _>::new(
+            reconciler,
+            Arc::clone(&self.data),
+            Arc::clone(&self.env),
+        ));
+        let id = self.runtime.add_reconciler(Arc::new(erased));
+        self.handle(Registration {
+            handler: Some(id),
+            trigger: None,
+            _keep_alive: self.keep_alive(),
+        })
+    }
+
+    /// Adds `watcher` inside an [`OpinionatedWatcher`]: a finalizer on every object, so deletes
+    /// while the operator is down still reach `delete`, and changes meanwhile reach `sync`.
+    ///
+    /// # Errors
+    ///
+    /// When the finalizer names of `options` are invalid.
+    pub fn watch_opinionated(
+        &self,
+        watcher: impl Watcher<K, C>,
+        options: OpinionatedOptions,
+    ) -> Result<HandlerHandle, FinalizerNameError> {
+        let erased = Erased::<K, C, _>::new(watcher, Arc::clone(&self.data), Arc::clone(&self.env));
+        let wrapped = OpinionatedWatcher::new(
+            self.env.client.clone(),
+            self.resource().clone(),
+            erased,
+            options,
+        )?;
+        let id = self.runtime.add_watcher(Arc::new(wrapped));
+        Ok(self.handle(Registration {
+            handler: Some(id),
+            trigger: None,
+            _keep_alive: self.keep_alive(),
+        }))
+    }
+
+    /// Adds `reconciler` inside an [`OpinionatedReconciler`] (one finalizer per object, so a
+    /// delete while the operator is down still reaches it as `Deleted`).
+    ///
+    /// # Errors
+    ///
+    /// When the finalizer name of `options` is invalid.
+    pub fn reconcile_opinionated(
+        &self,
+        reconciler: impl Reconciler<K, C>,
+        options: OpinionatedOptions,
+    ) -> Result<HandlerHandle, FinalizerNameError> {
+        let erased = ErasedReconciler(Erased::<K, C, _>::new(
+            reconciler,
+            Arc::clone(&self.data),
+            Arc::clone(&self.env),
+        ));
+        let wrapped = OpinionatedReconciler::new(
+            self.env.client.clone(),
+            self.resource().clone(),
+            erased,
+            options,
+        )?;
+        let id = self.runtime.add_reconciler(Arc::new(wrapped));
+        Ok(self.handle(Registration {
+            handler: Some(id),
+            trigger: None,
+            _keep_alive: self.keep_alive(),
+        }))
+    }
+
+    /// Adds a kube-rs-style reconciler: `apply` for every live state, `cleanup` before the
+    /// object is deleted, guaranteed by the opinionated finalizer (see [`ApplyCleanup`]).
+    ///
+    /// # Errors
+    ///
+    /// When the finalizer name of `options` is invalid.
+    pub fn apply_cleanup(
+        &self,
+        handler: impl ApplyCleanup<K, C>,
+        options: OpinionatedOptions,
+    ) -> Result<HandlerHandle, FinalizerNameError> {
+        self.reconcile_opinionated(ApplyCleanupReconciler(handler), options)
+    }
+
+    /// Reconciles the owner when a child of kind `Ch` with a controller owner reference to a
+    /// `K` changes or is deleted (see [`trigger`](crate::trigger)). `config` may carry a label
+    /// selector so only the operator's children are cached.
+    pub fn owns<Ch: Kind>(&self, api: Api<Ch>, config: watcher::Config) -> TriggerHandle {
+        let informer = self
+            .controller
+            .informers()
+            .typed(api, config, InformerOptions::default());
+        let resource = self.resource();
+        let map = controller_owner_keys(resource.group.clone(), resource.kind.clone());
+        self.trigger_on(informer, map, CauseKind::Owned)
+    }
+
+    /// Reconciles what `mapper` returns whenever an `O` changes or is deleted.
+    pub fn watches<O: Kind>(
+        &self,
+        api: Api<O>,
+        config: watcher::Config,
+        mapper: impl Fn(&O) -> Vec<ObjectRef<K>> + Send + Sync + 'static,
+    ) -> TriggerHandle {
+        let informer = self
+            .controller
+            .informers()
+            .typed(api, config, InformerOptions::default());
+        let map: MapFn =
+            Box::new(
+                move |object: &dyn KubeObject| match object.as_any().downcast_ref::<O>() {
+                    Some(typed) => mapper(typed)
+                        .into_iter()
+                        .map(|target| ObjectKey {
+                            namespace: target.namespace,
+                            name: target.name,
+                        })
+                        .collect(),
+                    None => Vec::new(),
+                },
+            );
+        self.trigger_on(informer, map, CauseKind::Mapped)
+    }
+
+    fn trigger_on(
+        &self,
+        related: Arc<SharedInformer>,
+        map: MapFn,
+        cause: CauseKind,
+    ) -> TriggerHandle {
+        let sink = Arc::new(TriggerSink {
+            owner: Arc::clone(&self.runtime),
+            owner_cache: Arc::clone(&self.informer.fanout.cache),
+            map,
+            cause,
+            related: related.fanout.resource.clone(),
+        });
+        let subscriber = Subscriber::Trigger(sink);
+        let fanout = Arc::clone(&related.fanout);
+        let mut keep_alive = self.keep_alive();
+        keep_alive.push(related);
+        let handle = self.handle(Registration {
+            handler: None,
+            trigger: Some((Arc::clone(&fanout), subscriber.clone())),
+            _keep_alive: keep_alive,
+        });
+        self.controller
+            .subscribe_if_running(&self.runtime, fanout, subscriber);
+        handle
+    }
+}

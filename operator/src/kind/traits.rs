@@ -1,0 +1,264 @@
+//! The typed handler traits: [`Watcher<K, C>`], [`Reconciler<K, C>`] and [`ApplyCleanup<K, C>`],
+//! with native async methods (no box per call in the trait), and their closure forms.
+//!
+//! A [`KindHandle<K>`](crate::KindHandle) attaches them; inside, each handler is erased once
+//! (behind [`DynWatcher`] / [`DynReconciler`], one boxed future per call) and gets the `Arc<K>`
+//! the informer decoded, never a copy. Objects that did not decode into `K` never reach a typed
+//! handler (see [`watcher`](crate::watcher#objects-that-do-not-decode)).
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::context::{Context, HandlerEnv};
+use crate::handler::{BoxError, HandlerContext};
+use crate::object::{KubeObject, SharedObject};
+use crate::reconciler::{
+    DynReconciler, ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult,
+};
+use crate::watcher::{DynWatcher, TypedUpdate, typed_or_skip, typed_update};
+
+/// An edge-triggered handler of objects of kind `K`: every event, in order per object (see
+/// [`controller`](crate::controller)). `C` is the user data of the [`Context`].
+pub trait Watcher<K, C = ()>: Send + Sync + 'static {
+    /// An object appeared (initial list, creation, re-list after a disconnect, or the cache
+    /// replayed to a watcher added at run time).
+    fn add(
+        &self,
+        object: Arc<K>,
+        ctx: &Context<C>,
+    ) -> impl Future<Output = Result<(), BoxError>> + Send;
+    /// An object changed; `old` is the last state the informer saw (a periodic resync passes the
+    /// same object twice).
+    fn update(
+        &self,
+        old: Arc<K>,
+        new: Arc<K>,
+        ctx: &Context<C>,
+    ) -> impl Future<Output = Result<(), BoxError>> + Send;
+    /// An object is gone; this is its last known state.
+    fn delete(
+        &self,
+        object: Arc<K>,
+        ctx: &Context<C>,
+    ) -> impl Future<Output = Result<(), BoxError>> + Send;
+    /// The object may have changed while nobody watched (the opinionated wrapper calls it); the
+    /// default does nothing.
+    fn sync(
+        &self,
+        object: Arc<K>,
+        ctx: &Context<C>,
+    ) -> impl Future<Output = Result<(), BoxError>> + Send {
+        let _ = (object, ctx);
+        async { Ok(()) }
+    }
+}
+
+/// A level-triggered handler of objects of kind `K`: the newest object, requests merged while they
+/// wait, retries with the newest cached object. `C` is the user data of the [`Context`].
+pub trait Reconciler<K, C = ()>: Send + Sync + 'static {
+    /// Brings the world in line with `request.object`.
+    fn reconcile(
+        &self,
+        request: ReconcileRequest<K>,
+        ctx: &Context<C>,
+    ) -> impl Future<Output = Result<ReconcileResult, ReconcileError>> + Send;
+}
+
+/// kube-rs's reconciler shape: `apply` for every live state, `cleanup` before deletion.
+/// Attached with [`KindHandle::apply_cleanup`](crate::KindHandle::apply_cleanup), inside an
+/// [`OpinionatedReconciler`](crate::OpinionatedReconciler), so `cleanup` runs before the object
+/// disappears (its finalizer holds the deletion), also when the deletion happened while the
+/// operator was down.
+pub trait ApplyCleanup<K, C = ()>: Send + Sync + 'static {
+    /// The object exists (created, changed, resynced or triggered).
+    fn apply(
+        &self,
+        object: Arc<K>,
+        ctx: &Context<C>,
+    ) -> impl Future<Output = Result<ReconcileResult, ReconcileError>> + Send;
+    /// The object is being deleted; its finalizer is removed when this succeeds.
+    fn cleanup(
+        &self,
+        object: Arc<K>,
+        ctx: &Context<C>,
+    ) -> impl Future<Output = Result<ReconcileResult, ReconcileError>> + Send;
+}
+
+/// A [`Reconciler`] from a closure `Fn(ReconcileRequest<K>, Context<C>) -> impl Future`.
+pub fn reconciler_fn<F>(f: F) -> ReconcileFn<F> {
+    ReconcileFn(f)
+}
+
+/// A [`Reconciler`] made by [`reconciler_fn`].
+pub struct ReconcileFn<F>(F);
+
+impl<K, C, F, Fut> Reconciler<K, C> for ReconcileFn<F>
+where
+    K: Send + Sync + 'static,
+    C: Send + Sync + 'static,
+    F: Fn(ReconcileRequest<K>, Context<C>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<ReconcileResult, ReconcileError>> + Send,
+{
+    fn reconcile(
+        &self,
+        request: ReconcileRequest<K>,
+        ctx: &Context<C>,
+    ) -> impl Future<Output = Result<ReconcileResult, ReconcileError>> + Send {
+        (self.0)(request, ctx.clone())
+    }
+}
+
+/// An [`ApplyCleanup`] from two closures `Fn(Arc<K>, Context<C>) -> impl Future`.
+pub fn apply_cleanup<A, D>(apply: A, cleanup: D) -> ApplyCleanupFns<A, D> {
+    ApplyCleanupFns { apply, cleanup }
+}
+
+/// An [`ApplyCleanup`] made by [`apply_cleanup`].
+pub struct ApplyCleanupFns<A, D> {
+    apply: A,
+    cleanup: D,
+}
+
+impl<K, C, A, AFut, D, DFut> ApplyCleanup<K, C> for ApplyCleanupFns<A, D>
+where
+    K: Send + Sync + 'static,
+    C: Send + Sync + 'static,
+    A: Fn(Arc<K>, Context<C>) -> AFut + Send + Sync + 'static,
+    AFut: Future<Output = Result<ReconcileResult, ReconcileError>> + Send,
+    D: Fn(Arc<K>, Context<C>) -> DFut + Send + Sync + 'static,
+    DFut: Future<Output = Result<ReconcileResult, ReconcileError>> + Send,
+{
+    fn apply(
+        &self,
+        object: Arc<K>,
+        ctx: &Context<C>,
+    ) -> impl Future<Output = Result<ReconcileResult, ReconcileError>> + Send {
+        (self.apply)(object, ctx.clone())
+    }
+
+    fn cleanup(
+        &self,
+        object: Arc<K>,
+        ctx: &Context<C>,
+    ) -> impl Future<Output = Result<ReconcileResult, ReconcileError>> + Send {
+        (self.cleanup)(object, ctx.clone())
+    }
+}
+
+/// An [`ApplyCleanup`] as a [`Reconciler`]: `Deleted` runs `cleanup`, every other action `apply`.
+pub struct ApplyCleanupReconciler<T>(pub T);
+
+impl<K, C, T> Reconciler<K, C> for ApplyCleanupReconciler<T>
+where
+    K: Send + Sync + 'static,
+    C: Send + Sync + 'static,
+    T: ApplyCleanup<K, C>,
+{
+    async fn reconcile(
+        &self,
+        request: ReconcileRequest<K>,
+        ctx: &Context<C>,
+    ) -> Result<ReconcileResult, ReconcileError> {
+        match request.action {
+            ReconcileAction::Deleted => self.0.cleanup(request.object, ctx).await,
+            _ => self.0.apply(request.object, ctx).await,
+        }
+    }
+}
+
+/// A typed handler erased for the controller: the one box per call.
+pub(crate) struct Erased<K, C, H> {
+    inner: H,
+    data: Arc<C>,
+    env: Arc<HandlerEnv>,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K, C, H> Erased<K, C, H> {
+    pub(crate) fn new(inner: H, data: Arc<C>, env: Arc<HandlerEnv>) -> Self {
+        Self {
+            inner,
+            data,
+            env,
+            kind: PhantomData,
+        }
+    }
+
+    fn context(&self, call: &HandlerContext) -> Context<C> {
+        Context::new(Arc::clone(&self.data), Arc::clone(&self.env), call.clone())
+    }
+}
+
+#[async_trait]
+impl<K, C, W> DynWatcher for Erased<K, C, W>
+where
+    K: KubeObject,
+    C: Send + Sync + 'static,
+    W: Watcher<K, C>,
+{
+    async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+        match typed_or_skip::<K>(&object)? {
+            Some(object) => self.inner.add(object, &self.context(ctx)).await,
+            None => Ok(()),
+        }
+    }
+
+    async fn update(
+        &self,
+        ctx: &HandlerContext,
+        old: SharedObject,
+        new: SharedObject,
+    ) -> Result<(), BoxError> {
+        match typed_update::<K>(&old, &new)? {
+            TypedUpdate::Update(old, new) => self.inner.update(old, new, &self.context(ctx)).await,
+            TypedUpdate::Sync(new) => self.inner.sync(new, &self.context(ctx)).await,
+            TypedUpdate::Skip => Ok(()),
+        }
+    }
+
+    async fn delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+        match typed_or_skip::<K>(&object)? {
+            Some(object) => self.inner.delete(object, &self.context(ctx)).await,
+            None => Ok(()),
+        }
+    }
+
+    async fn sync(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+        match typed_or_skip::<K>(&object)? {
+            Some(object) => self.inner.sync(object, &self.context(ctx)).await,
+            None => Ok(()),
+        }
+    }
+}
+
+/// A typed reconciler erased for the controller.
+pub(crate) struct ErasedReconciler<K, C, R>(pub(crate) Erased<K, C, R>);
+
+#[async_trait]
+impl<K, C, R> DynReconciler for ErasedReconciler<K, C, R>
+where
+    K: KubeObject,
+    C: Send + Sync + 'static,
+    R: Reconciler<K, C>,
+{
+    async fn reconcile(
+        &self,
+        ctx: &HandlerContext,
+        request: ReconcileRequest,
+    ) -> Result<ReconcileResult, ReconcileError> {
+        let Some(object) = typed_or_skip::<K>(&request.object)? else {
+            return Ok(ReconcileResult::done());
+        };
+        let typed = ReconcileRequest {
+            action: request.action,
+            object,
+            state: request.state,
+            cause: request.cause,
+        };
+        let erased = &self.0;
+        erased.inner.reconcile(typed, &erased.context(ctx)).await
+    }
+}

@@ -1,0 +1,195 @@
+//! The cache behind a shared informer: the newest state of every object, its indexes, and the
+//! highest `resourceVersion` seen, written by the informer's task and read by any number of
+//! [`Store`](super::Store)s.
+//!
+//! It is type-erased (objects are [`SharedObject`]s, as the informer delivers them) so that one
+//! cache serves typed and dynamic kinds alike; [`Store<K>`](super::Store) gives the typed view.
+//! Writes happen before the event reaches any handler, so a handler reading the cache sees at
+//! least the state of the event it handles.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
+
+use tokio::sync::watch;
+
+use crate::informer::{InformerEvent, SyncedFlag};
+use crate::object::{KubeObject, ObjectKey, SharedObject};
+
+/// Computes the values under which an object is indexed.
+pub(crate) type IndexFn = Arc<dyn Fn(&dyn KubeObject) -> Vec<String> + Send + Sync>;
+
+/// The built-in index of every object by the UIDs of its owners.
+pub(crate) const OWNER_INDEX: &str = "kubeapp.dev/owner-uid";
+
+/// The name of the index of one label's values.
+pub(crate) fn label_index(key: &str) -> String {
+    format!("kubeapp.dev/label:{key}")
+}
+
+/// The objects of one index: value -> keys of the objects indexed under it.
+type Index = HashMap<String, BTreeSet<ObjectKey>>;
+
+#[derive(Default)]
+pub(crate) struct CacheState {
+    pub(crate) objects: HashMap<ObjectKey, SharedObject>,
+    indexers: Vec<(Arc<str>, IndexFn)>,
+    indexes: HashMap<Arc<str>, Index>,
+}
+
+impl CacheState {
+    /// The objects indexed under `value` in `index`, or `None` without such an index.
+    pub(crate) fn indexed(&self, index: &str, value: &str) -> Option<Vec<SharedObject>> {
+        let index = self.indexes.get(index)?;
+        Some(
+            index
+                .get(value)
+                .into_iter()
+                .flatten()
+                .filter_map(|key| self.objects.get(key).cloned())
+                .collect(),
+        )
+    }
+}
+
+/// See the [module docs](self).
+pub(crate) struct SharedCache {
+    state: RwLock<CacheState>,
+    /// The highest numeric `resourceVersion` of any object seen (read-after-write waits on it).
+    version: watch::Sender<u64>,
+    pub(crate) synced: SyncedFlag,
+}
+
+impl SharedCache {
+    /// An empty cache with the owner index.
+    pub(crate) fn new(synced: SyncedFlag) -> Self {
+        let cache = Self {
+            state: RwLock::new(CacheState::default()),
+            version: watch::Sender::new(0),
+            synced,
+        };
+        cache.add_index(Arc::from(OWNER_INDEX), owner_uids());
+        cache
+    }
+
+    /// Adds an index (a no-op when one of this name exists), indexing what is cached already.
+    /// Two registrations of one informer may ask for different indexes; the cache keeps them all.
+    pub(crate) fn add_index(&self, name: Arc<str>, indexer: IndexFn) {
+        let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
+        if state.indexes.contains_key(&name) {
+            return;
+        }
+        let mut index = Index::default();
+        for (key, object) in &state.objects {
+            for value in indexer(object.as_ref()) {
+                index.entry(value).or_default().insert(key.clone());
+            }
+        }
+        state.indexes.insert(Arc::clone(&name), index);
+        state.indexers.push((name, indexer));
+    }
+
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, CacheState> {
+        // Writers never panic while holding the lock (no user code runs under it).
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Applies one informer event.
+    pub(crate) fn apply(&self, event: &InformerEvent) {
+        let object = event.object();
+        let key = ObjectKey::of(object.as_ref());
+        {
+            let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
+            let previous = match event {
+                InformerEvent::Delete(_) => state.objects.remove(&key),
+                InformerEvent::Resync(_) => None,
+                InformerEvent::Add(new) | InformerEvent::Update { new, .. } => {
+                    state.objects.insert(key.clone(), Arc::clone(new))
+                }
+            };
+            if !matches!(event, InformerEvent::Resync(_)) {
+                let CacheState {
+                    indexes, indexers, ..
+                } = &mut *state;
+                for (name, indexer) in indexers.iter() {
+                    let Some(index) = indexes.get_mut(name) else {
+                        continue;
+                    };
+                    if let Some(previous) = &previous {
+                        for value in indexer(previous.as_ref()) {
+                            if let Some(keys) = index.get_mut(&value) {
+                                keys.remove(&key);
+                                if keys.is_empty() {
+                                    index.remove(&value);
+                                }
+                            }
+                        }
+                    }
+                    if !matches!(event, InformerEvent::Delete(_)) {
+                        for value in indexer(object.as_ref()) {
+                            index.entry(value).or_default().insert(key.clone());
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(version) = numeric_version(object.as_ref()) {
+            self.version.send_if_modified(|seen| {
+                let newer = version > *seen;
+                if newer {
+                    *seen = version;
+                }
+                newer
+            });
+        }
+    }
+
+    /// A receiver of the highest `resourceVersion` seen.
+    pub(crate) fn versions(&self) -> watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+
+    /// Every cached object, sorted by key (for replaying the cache as Adds in a stable order).
+    pub(crate) fn snapshot(&self) -> Vec<SharedObject> {
+        let state = self.read();
+        let mut keys: Vec<&ObjectKey> = state.objects.keys().collect();
+        keys.sort();
+        keys.into_iter()
+            .filter_map(|key| state.objects.get(key).cloned())
+            .collect()
+    }
+
+    /// The cached object under `key`.
+    pub(crate) fn get(&self, key: &ObjectKey) -> Option<SharedObject> {
+        self.read().objects.get(key).cloned()
+    }
+}
+
+fn numeric_version(object: &dyn KubeObject) -> Option<u64> {
+    object.metadata().resource_version.as_deref()?.parse().ok()
+}
+
+fn owner_uids() -> IndexFn {
+    Arc::new(|object: &dyn KubeObject| {
+        object
+            .metadata()
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|owner| owner.uid.clone())
+            .collect()
+    })
+}
+
+/// An index of one label's value.
+pub(crate) fn label_indexer(key: &'static str) -> IndexFn {
+    Arc::new(move |object: &dyn KubeObject| {
+        object
+            .metadata()
+            .labels
+            .as_ref()
+            .and_then(|labels| labels.get(key))
+            .cloned()
+            .into_iter()
+            .collect()
+    })
+}

@@ -1,0 +1,201 @@
+//! Related-object triggers: a change of one object reconciles others.
+//!
+//! - [`KindHandle::owns`](crate::KindHandle::owns): a change or delete of a child whose
+//!   *controller* owner reference points at an object of the handle's kind reconciles that owner.
+//! - [`KindHandle::watches`](crate::KindHandle::watches): a change or delete of any watched
+//!   object reconciles what a mapper returns.
+//! - [`Trigger`]: reconcile one object, or every object of the kind, on demand.
+//!
+//! A triggered request enters the owner's lane, so per-object order holds, as a reconcile of the
+//! owner's **newest cached object** with action
+//! [`Resynced`](crate::ReconcileAction::Resynced) and a [`TriggerCause`] in
+//! [`ReconcileRequest::cause`](crate::ReconcileRequest::cause). Watchers do not run for it. A
+//! trigger that arrives while a reconcile of the owner waits merges into it (level-triggered). An
+//! owner that is not in the cache (deleted, or outside the informer's selectors) is not
+//! reconciled; the trigger is dropped and logged at debug level.
+//!
+//! When a trigger starts, every child already cached counts as changed, so each owner with
+//! children is reconciled once at start-up (a reconcile that merges with the owner's own initial
+//! Add when that still waits).
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use kube::api::DynamicObject;
+use kube::runtime::reflector::ObjectRef;
+
+use crate::controller::kind::KindRuntime;
+use crate::informer::InformerEvent;
+use crate::object::{KubeObject, ObjectKey, SharedObject};
+use crate::store::SharedCache;
+
+/// Why a triggered reconcile runs; see the [module docs](self).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TriggerCause {
+    /// A child owned through `owns` changed or was deleted.
+    Owned {
+        /// The child (boxed: a reference carries its kind's `ApiResource`).
+        child: Box<ObjectRef<DynamicObject>>,
+    },
+    /// An object watched through `watches` mapped to this one.
+    Mapped {
+        /// The watched object.
+        source: Box<ObjectRef<DynamicObject>>,
+    },
+    /// [`Trigger::reconcile`] or [`Trigger::reconcile_all`].
+    Requested,
+}
+
+impl fmt::Display for TriggerCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Owned { child } => write!(f, "owned {child} changed"),
+            Self::Mapped { source } => write!(f, "watched {source} changed"),
+            Self::Requested => f.write_str("requested"),
+        }
+    }
+}
+
+/// Maps a related object to the keys of the objects to reconcile.
+pub(crate) type MapFn = Box<dyn Fn(&dyn KubeObject) -> Vec<ObjectKey> + Send + Sync>;
+
+/// How a sink names the cause of the requests it makes.
+#[derive(Clone, Copy)]
+pub(crate) enum CauseKind {
+    Owned,
+    Mapped,
+}
+
+/// A trigger subscribed to a related kind's shared informer.
+pub(crate) struct TriggerSink {
+    pub(crate) owner: Arc<KindRuntime>,
+    pub(crate) owner_cache: Arc<SharedCache>,
+    pub(crate) map: MapFn,
+    pub(crate) cause: CauseKind,
+    /// Kind and apiVersion of the related objects, for the cause's reference.
+    pub(crate) related: kube::api::ApiResource,
+}
+
+impl TriggerSink {
+    /// Turns one event of a related object into reconciles of its owners; always true (a
+    /// trigger stays until it is removed).
+    pub(crate) fn deliver(&self, event: &InformerEvent) -> bool {
+        let related = event.object();
+        let keys = (self.map)(related.as_ref());
+        if keys.is_empty() {
+            return true;
+        }
+        let meta = related.metadata();
+        let mut source = ObjectRef::<DynamicObject>::new_with(
+            meta.name.as_deref().unwrap_or(""),
+            self.related.clone(),
+        );
+        if let Some(namespace) = &meta.namespace {
+            source = source.within(namespace);
+        }
+        let cause = match self.cause {
+            CauseKind::Owned => TriggerCause::Owned {
+                child: Box::new(source),
+            },
+            CauseKind::Mapped => TriggerCause::Mapped {
+                source: Box::new(source),
+            },
+        };
+        for key in keys {
+            reconcile_cached(&self.owner, &self.owner_cache, &key, &cause);
+        }
+        true
+    }
+}
+
+/// Queues a reconcile of the cached object under `key`, if there is one.
+fn reconcile_cached(
+    owner: &Arc<KindRuntime>,
+    cache: &SharedCache,
+    key: &ObjectKey,
+    cause: &TriggerCause,
+) {
+    match cache.get(key) {
+        Some(object) => owner.push_triggered(object, cause.clone()),
+        None => {
+            tracing::debug!(kind = %owner.name, object = %key, %cause, "trigger for an object not in the cache; dropped");
+        }
+    }
+}
+
+/// The keys of the objects a child's controller owner reference points at, for an owner kind
+/// of `group`/`kind`: the child's namespace for a namespaced owner, none for a cluster-scoped one
+/// (both are looked up; only one can exist).
+pub(crate) fn controller_owner_keys(group: String, kind: String) -> MapFn {
+    Box::new(move |child: &dyn KubeObject| {
+        let meta = child.metadata();
+        meta.owner_references
+            .iter()
+            .flatten()
+            .filter(|owner| owner.controller == Some(true) && owner.kind == kind)
+            .filter(|owner| api_group(&owner.api_version) == group)
+            .flat_map(|owner| {
+                let namespaced = meta.namespace.clone().map(|ns| ObjectKey {
+                    namespace: Some(ns),
+                    name: owner.name.clone(),
+                });
+                let cluster = ObjectKey {
+                    namespace: None,
+                    name: owner.name.clone(),
+                };
+                namespaced.into_iter().chain([cluster])
+            })
+            .collect()
+    })
+}
+
+/// The group of an `apiVersion` (`""` for the core group's `v1`).
+fn api_group(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(group, _)| group)
+}
+
+/// Reconciles objects of kind `K` on demand; from [`KindHandle::trigger`](crate::KindHandle::trigger).
+/// Cheap to clone.
+pub struct Trigger<K> {
+    pub(crate) owner: Arc<KindRuntime>,
+    pub(crate) cache: Arc<SharedCache>,
+    pub(crate) kind: PhantomData<fn() -> K>,
+}
+
+impl<K> Clone for Trigger<K> {
+    fn clone(&self) -> Self {
+        Self {
+            owner: Arc::clone(&self.owner),
+            cache: Arc::clone(&self.cache),
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K> fmt::Debug for Trigger<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Trigger")
+            .field("kind", &self.owner.name)
+            .finish()
+    }
+}
+
+impl<K: kube::Resource> Trigger<K> {
+    /// Reconciles the cached object `object` refers to (nothing when it is not cached).
+    pub fn reconcile(&self, object: &ObjectRef<K>) {
+        let key = ObjectKey {
+            namespace: object.namespace.clone(),
+            name: object.name.clone(),
+        };
+        reconcile_cached(&self.owner, &self.cache, &key, &TriggerCause::Requested);
+    }
+
+    /// Reconciles every cached object of the kind.
+    pub fn reconcile_all(&self) {
+        let objects: Vec<SharedObject> = self.cache.snapshot();
+        for object in objects {
+            self.owner.push_triggered(object, TriggerCause::Requested);
+        }
+    }
+}

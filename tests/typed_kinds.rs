@@ -1,0 +1,578 @@
+//! End-to-end tests of the typed kind handles (`KindHandle<K>`), the shared informers and their
+//! stores, related-object triggers, run-time handler changes and terminal errors, against a real
+//! kube-apiserver + etcd.
+//!
+//! - `owns`: editing or deleting a child ConfigMap reconciles its owner (no requeue-after
+//!   anywhere);
+//! - `watches` with a mapper;
+//! - a store read after waiting for the `resourceVersion` a create returned;
+//! - two controllers sharing one `Informers` open one list+watch (counted client requests);
+//! - a handler removed at run time stops receiving events, and the informer stops when nothing
+//!   uses it;
+//! - a handler added at run time gets the cached objects as Adds;
+//! - a terminal error is not retried and is counted.
+//!
+//! Each test runs its own control plane; at most [`MAX_PARALLEL_ENVS`] run at once.
+
+mod call_log;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use call_log::{CallLog, WAIT, logs};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::config::KubeConfigOptions;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{CustomResource, ResourceExt};
+use kubeapp::operator::client_metrics::{ClientMetrics, instrumented_client};
+use kubeapp::operator::{
+    BoxError, CancellationToken, Context, ControllerConfig, ControllerMetrics, InformerController,
+    InformerOptions, Informers, ReconcileError, ReconcileRequest, ReconcileResult, RetryPolicy,
+    TriggerCause, Watcher, reconciler_fn,
+};
+use kubeapp::sdk::testenv::TestEnv;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Semaphore, SemaphorePermit};
+
+#[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[kube(
+    group = "typed.kubeapp.dev",
+    version = "v1",
+    kind = "Widget",
+    namespaced
+)]
+struct WidgetSpec {
+    greeting: String,
+}
+
+const MAX_PARALLEL_ENVS: usize = 2;
+
+struct Env {
+    env: TestEnv,
+    ns: String,
+    _slot: SemaphorePermit<'static>,
+}
+
+impl Env {
+    async fn start(prefix: &str) -> Self {
+        static SLOTS: Semaphore = Semaphore::const_new(MAX_PARALLEL_ENVS);
+        logs();
+        let slot = SLOTS.acquire().await.expect("never closed");
+        let env = TestEnv::start().await.expect("control plane");
+        env.install_crd::<Widget>().await.expect("CRD");
+        let ns = env.create_namespace(prefix).await.expect("namespace");
+        Self {
+            env,
+            ns,
+            _slot: slot,
+        }
+    }
+
+    fn widgets(&self) -> Api<Widget> {
+        Api::namespaced(self.env.client(), &self.ns)
+    }
+
+    fn config_maps(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.env.client(), &self.ns)
+    }
+
+    async fn create_widget(&self, name: &str) -> Widget {
+        let widget = Widget::new(
+            name,
+            WidgetSpec {
+                greeting: "hello".into(),
+            },
+        );
+        self.widgets()
+            .create(&PostParams::default(), &widget)
+            .await
+            .expect("create widget")
+    }
+
+    /// A client whose requests are counted under the metrics prefix `prefix`.
+    async fn counted_client(&self, prefix: &str) -> (kube::Client, ClientMetrics) {
+        let metrics = ClientMetrics::register(&prometheus::Registry::new(), Some(prefix))
+            .expect("client metrics");
+        let config = kube::Config::from_custom_kubeconfig(
+            self.env.kubeconfig().clone(),
+            &KubeConfigOptions::default(),
+        )
+        .await
+        .expect("client config");
+        (
+            instrumented_client(config, metrics.clone()).expect("client"),
+            metrics,
+        )
+    }
+}
+
+/// Runs `controller` until the returned token is cancelled.
+fn run(controller: &InformerController) -> CancellationToken {
+    let stop = CancellationToken::new();
+    tokio::spawn({
+        let (controller, stop) = (controller.clone(), stop.clone());
+        async move { controller.run(stop).await }
+    });
+    stop
+}
+
+fn cause_of(request: &ReconcileRequest<Widget>) -> String {
+    match &request.cause {
+        None => "event".into(),
+        Some(TriggerCause::Owned { child }) => format!("owned:{}", child.name),
+        Some(TriggerCause::Mapped { source }) => format!("mapped:{}", source.name),
+        Some(TriggerCause::Requested) => "requested".into(),
+    }
+}
+
+/// A reconciler that applies a ConfigMap owned by each widget (same name) and logs
+/// `reconcile <name> <cause>`.
+fn owning_reconciler(log: CallLog) -> impl kubeapp::operator::Reconciler<Widget> {
+    reconciler_fn(move |request: ReconcileRequest<Widget>, ctx: Context| {
+        let log = log.clone();
+        async move {
+            log.push(format!(
+                "reconcile {} {}",
+                request.object.name_any(),
+                cause_of(&request)
+            ));
+            let widget = request.object.as_ref();
+            let child = ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(widget.name_any()),
+                    namespace: widget.namespace(),
+                    labels: Some(
+                        [("app.kubernetes.io/managed-by".into(), "typed-test".into())].into(),
+                    ),
+                    ..ObjectMeta::default()
+                },
+                data: Some([("greeting".into(), widget.spec.greeting.clone())].into()),
+                ..ConfigMap::default()
+            };
+            ctx.apply(child).owned_by(widget)?.await?;
+            Ok(ReconcileResult::done())
+        }
+    })
+}
+
+#[tokio::test]
+async fn owns_reconciles_the_owner_when_a_child_changes_or_is_deleted() {
+    let env = Env::start("owns").await;
+    let controller = InformerController::new(ControllerConfig::default().name("typed-test"));
+    let widgets = controller.kind(
+        env.widgets(),
+        watcher::Config::default(),
+        InformerOptions::default(),
+    );
+    let log = CallLog::new();
+    let _reconciler = widgets.reconcile(owning_reconciler(log.clone()));
+    let _owns = widgets.owns(
+        env.config_maps(),
+        watcher::Config::default().labels("app.kubernetes.io/managed-by=typed-test"),
+    );
+    let stop = run(&controller);
+
+    env.create_widget("w").await;
+    log.wait_for("the widget's first reconcile", |l| {
+        l.iter().any(|e| e == "reconcile w event")
+    })
+    .await;
+    // The child exists once the first reconcile applied it.
+    let mut child = None;
+    for _ in 0..600 {
+        if let Some(cm) = env.config_maps().get_opt("w").await.expect("get") {
+            child = Some(cm);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        child.is_some(),
+        "the reconciler applied the child ConfigMap"
+    );
+    let before = log.count("reconcile w owned:w");
+
+    // Someone edits the child: the owner is reconciled (and puts the greeting back).
+    env.config_maps()
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"data": {"greeting": "tampered"}})),
+        )
+        .await
+        .expect("edit the child");
+    log.wait_for("a reconcile caused by the edited child", |l| {
+        l.iter().filter(|e| *e == "reconcile w owned:w").count() > before
+    })
+    .await;
+    let mut restored = false;
+    for _ in 0..600 {
+        let cm = env.config_maps().get("w").await.expect("get");
+        if cm
+            .data
+            .as_ref()
+            .and_then(|d| d.get("greeting"))
+            .map(String::as_str)
+            == Some("hello")
+        {
+            restored = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(restored, "the owner's reconcile applied the greeting again");
+
+    // Someone deletes the child: the owner is reconciled and recreates it.
+    let before = log.count("reconcile w owned:w");
+    env.config_maps()
+        .delete("w", &DeleteParams::default())
+        .await
+        .expect("delete the child");
+    log.wait_for("a reconcile caused by the deleted child", |l| {
+        l.iter().filter(|e| *e == "reconcile w owned:w").count() > before
+    })
+    .await;
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn watches_reconciles_what_the_mapper_returns() {
+    let env = Env::start("watches").await;
+    let controller = InformerController::new(ControllerConfig::default());
+    let widgets = controller.kind(
+        env.widgets(),
+        watcher::Config::default(),
+        InformerOptions::default(),
+    );
+    let log = CallLog::new();
+    let _reconciler = widgets.reconcile(reconciler_fn({
+        let log = log.clone();
+        move |request: ReconcileRequest<Widget>, _ctx: Context| {
+            log.push(format!(
+                "reconcile {} {}",
+                request.object.name_any(),
+                cause_of(&request)
+            ));
+            async { Ok(ReconcileResult::done()) }
+        }
+    }));
+    // A ConfigMap `settings-<widget>` configures the widget `<widget>`.
+    let _watches = widgets.watches(
+        env.config_maps(),
+        watcher::Config::default(),
+        |cm: &ConfigMap| {
+            cm.name_any()
+                .strip_prefix("settings-")
+                .map(|widget| ObjectRef::new(widget).within(&cm.namespace().unwrap_or_default()))
+                .into_iter()
+                .collect()
+        },
+    );
+    let stop = run(&controller);
+    env.create_widget("a").await;
+    env.create_widget("b").await;
+    log.wait_for("both widgets reconciled", |l| {
+        l.iter().any(|e| e == "reconcile a event") && l.iter().any(|e| e == "reconcile b event")
+    })
+    .await;
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("settings-b".into()),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    };
+    env.config_maps()
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create settings-b");
+    log.wait_for("b reconciled for its settings", |l| {
+        l.iter().any(|e| e == "reconcile b mapped:settings-b")
+    })
+    .await;
+    assert_eq!(
+        log.count("reconcile a mapped:settings-b"),
+        0,
+        "a is not mapped"
+    );
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_store_read_after_waiting_for_a_created_version_sees_the_object() {
+    let env = Env::start("store-rv").await;
+    let informers = Informers::new();
+    let store = informers.store(
+        env.widgets(),
+        watcher::Config::default(),
+        InformerOptions::default(),
+    );
+    store.wait_until_synced().await;
+    for i in 0..20 {
+        let created = env.create_widget(&format!("w{i}")).await;
+        let rv = created
+            .resource_version()
+            .expect("a created object has a version");
+        store
+            .wait_for_version(&rv, WAIT)
+            .await
+            .expect("the cache reaches the created version");
+        let cached = store
+            .get(&ObjectRef::from_obj(&created))
+            .expect("read after write sees the object");
+        assert_eq!(cached.resource_version(), Some(rv));
+    }
+    assert_eq!(informers.open_watches(), 1);
+}
+
+#[tokio::test]
+async fn two_controllers_sharing_informers_open_one_watch_of_a_kind() {
+    let env = Env::start("shared").await;
+    let (client, requests) = env.counted_client("typed_shared").await;
+    let informers = Informers::with_metrics(
+        ControllerMetrics::unregistered(Some("typed_shared_ctl")).expect("metrics"),
+    );
+    let api = || Api::<Widget>::namespaced(client.clone(), &env.ns);
+    let log = CallLog::new();
+    let mut stops = Vec::new();
+    let mut handles = Vec::new();
+    for app in ["one", "two"] {
+        let controller =
+            InformerController::new(ControllerConfig::default().informers(informers.clone()));
+        let widgets = controller.kind(
+            api(),
+            watcher::Config::default(),
+            InformerOptions::default(),
+        );
+        let log = log.clone();
+        handles.push(widgets.reconcile(reconciler_fn(
+            move |request: ReconcileRequest<Widget>, _ctx: Context| {
+                log.push(format!("{app} {}", request.object.name_any()));
+                async { Ok(ReconcileResult::done()) }
+            },
+        )));
+        stops.push(run(&controller));
+    }
+    for i in 0..5 {
+        env.create_widget(&format!("w{i}")).await;
+    }
+    log.wait_for("both controllers reconciled every widget", |l| {
+        (0..5).all(|i| l.contains(&format!("one w{i}")) && l.contains(&format!("two w{i}")))
+    })
+    .await;
+    assert_eq!(informers.open_watches(), 1, "one shared informer");
+    assert_eq!(
+        requests.requests("200", "list", "widgets", ""),
+        1,
+        "one list of widgets for both controllers"
+    );
+    assert_eq!(
+        requests.requests("200", "watch", "widgets", ""),
+        1,
+        "one watch of widgets"
+    );
+    for stop in stops {
+        stop.cancel();
+    }
+}
+
+/// Logs `<tag> add|update|delete <name>`.
+struct Logging {
+    tag: &'static str,
+    log: CallLog,
+}
+
+impl Watcher<Widget> for Logging {
+    async fn add(&self, object: Arc<Widget>, _ctx: &Context) -> Result<(), BoxError> {
+        self.log
+            .push(format!("{} add {}", self.tag, object.name_any()));
+        Ok(())
+    }
+    async fn update(
+        &self,
+        _old: Arc<Widget>,
+        new: Arc<Widget>,
+        _ctx: &Context,
+    ) -> Result<(), BoxError> {
+        self.log
+            .push(format!("{} update {}", self.tag, new.name_any()));
+        Ok(())
+    }
+    async fn delete(&self, object: Arc<Widget>, _ctx: &Context) -> Result<(), BoxError> {
+        self.log
+            .push(format!("{} delete {}", self.tag, object.name_any()));
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn handlers_added_at_run_time_get_the_cache_and_removed_ones_stop_with_their_informer() {
+    let env = Env::start("runtime").await;
+    let controller = InformerController::new(ControllerConfig::default());
+    let widgets = controller.kind(
+        env.widgets(),
+        watcher::Config::default(),
+        InformerOptions::default(),
+    );
+    let log = CallLog::new();
+    let first = widgets.watch(Logging {
+        tag: "first",
+        log: log.clone(),
+    });
+    let stop = run(&controller);
+    env.create_widget("a").await;
+    env.create_widget("b").await;
+    log.wait_for("the first watcher saw a and b", |l| {
+        l.contains(&"first add a".to_string()) && l.contains(&"first add b".to_string())
+    })
+    .await;
+
+    // Added while running: the cached objects arrive as Adds, for this watcher only.
+    let second = widgets.watch(Logging {
+        tag: "second",
+        log: log.clone(),
+    });
+    log.wait_for("the second watcher got the cache as Adds", |l| {
+        l.contains(&"second add a".to_string()) && l.contains(&"second add b".to_string())
+    })
+    .await;
+    assert_eq!(
+        log.count("first add a"),
+        1,
+        "the replay is for the new watcher only"
+    );
+
+    // Removed: the first watcher (which runs before the second) sees nothing more.
+    first.remove();
+    env.create_widget("c").await;
+    log.wait_for("the second watcher saw c", |l| {
+        l.contains(&"second add c".to_string())
+    })
+    .await;
+    assert_eq!(
+        log.count("first add c"),
+        0,
+        "a removed watcher gets no events"
+    );
+
+    // Nothing uses the informer any more: its watch stops.
+    let informers = controller.informers().clone();
+    assert_eq!(informers.open_watches(), 1);
+    second.remove();
+    drop(widgets);
+    let mut stopped = false;
+    for _ in 0..600 {
+        if informers.open_watches() == 0 {
+            stopped = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        stopped,
+        "the informer stopped when its last user was removed"
+    );
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_terminal_error_is_counted_and_not_retried() {
+    let env = Env::start("terminal").await;
+    let registry = prometheus::Registry::new();
+    let metrics = ControllerMetrics::register(&registry, Some("typed_terminal")).expect("metrics");
+    let controller = InformerController::new(
+        ControllerConfig::default()
+            .metrics(metrics)
+            .retry_policy(RetryPolicy::exponential(Duration::from_millis(50), 5)),
+    );
+    let widgets = controller.kind(
+        env.widgets(),
+        watcher::Config::default(),
+        InformerOptions::default(),
+    );
+    let log = CallLog::new();
+    let _reconciler = widgets.reconcile(reconciler_fn({
+        let log = log.clone();
+        move |request: ReconcileRequest<Widget>, ctx: Context| {
+            log.push(format!(
+                "reconcile {} attempt{}",
+                request.object.spec.greeting,
+                ctx.attempt()
+            ));
+            let greeting = request.object.spec.greeting.clone();
+            async move {
+                match greeting.as_str() {
+                    "invalid" => Err(ReconcileError::terminal("the greeting is invalid")),
+                    "flaky" => Err(ReconcileError::new("try again")),
+                    _ => Ok(ReconcileResult::done()),
+                }
+            }
+        }
+    }));
+    let stop = run(&controller);
+    let value = |name: &str| -> f64 {
+        registry
+            .gather()
+            .iter()
+            .find(|family| family.name() == name)
+            .map_or(0.0, |family| {
+                family
+                    .get_metric()
+                    .iter()
+                    .map(|m| m.get_counter().get_value() + m.get_gauge().get_value())
+                    .sum()
+            })
+    };
+    let widget = Widget::new(
+        "w",
+        WidgetSpec {
+            greeting: "invalid".into(),
+        },
+    );
+    env.widgets()
+        .create(&PostParams::default(), &widget)
+        .await
+        .expect("create");
+    // Wait until the terminal error is counted and the event is fully handled.
+    let mut handled = false;
+    for _ in 0..600 {
+        if value("typed_terminal_reconciler_terminal_errors_total") == 1.0
+            && value("typed_terminal_ongoing_reconcile_events") == 0.0
+        {
+            handled = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(handled, "the terminal error was counted");
+    assert_eq!(
+        value("typed_terminal_controller_retries_pending"),
+        0.0,
+        "no retry scheduled"
+    );
+    assert_eq!(log.count("reconcile invalid attempt0"), 1);
+    assert_eq!(log.count("reconcile invalid attempt1"), 0);
+
+    // Control: an ordinary error of the same object is retried.
+    env.widgets()
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"greeting": "flaky"}})),
+        )
+        .await
+        .expect("patch");
+    log.wait_for("an ordinary error is retried", |l| {
+        l.iter().any(|e| e == "reconcile flaky attempt1")
+    })
+    .await;
+    assert_eq!(
+        value("typed_terminal_reconciler_terminal_errors_total"),
+        1.0
+    );
+    stop.cancel();
+}
