@@ -2,12 +2,21 @@
 //!
 //! The operator runtime of kubeapp, modelled on Go's grafana-app-sdk `operator` package.
 //!
-//! Where to start: an [`Informer`] lists and watches one kind and turns the traffic into
-//! [`InformerEvent`]s (Add, Update, Delete, Resync); an [`InformerController`] owns informers,
-//! [`DynWatcher`]s and [`DynReconciler`]s keyed by kind, and fans each event out to them, in order per
-//! object and concurrently across objects, with retries ([`RetryPolicy`],
-//! [`RetryDequeuePolicy`]). The [`controller`] module docs state the guarantees; the
-//! [`informer`] docs say how deletes missed during a disconnect are still delivered.
+//! Where to start: register a kind with an [`InformerController`] through kube-rs's own `Api<K>`
+//! and `watcher::Config` ([`InformerController::kind`]); the [`KindHandle<K>`] it returns takes
+//! typed [`Watcher<K, C>`]s and [`Reconciler<K, C>`]s (or a kube-rs-style [`ApplyCleanup`]), gives
+//! a readable [`Store<K>`], and triggers reconciles from related objects ([`KindHandle::owns`],
+//! [`KindHandle::watches`], [`Trigger`]). Handlers get a [`Context<C>`] with the user's data, the
+//! client, the apply/status helpers and an Event recorder. Every kind is watched once per process
+//! through [`Informers`], shared and reference counted. The controller fans each event out in
+//! order per object and concurrently across objects, with retries ([`RetryPolicy`],
+//! [`RetryDequeuePolicy`]); the [`controller`] module docs state the guarantees, the [`informer`]
+//! docs say how deletes missed during a disconnect are still delivered, `docs/api.md` records the
+//! API's decisions.
+//!
+//! Underneath, the type-erased layer the typed one is built on stays available for custom sources
+//! and tests: [`Informer`] (including synthetic streams), [`DynWatcher`], [`DynReconciler`], and
+//! [`InformerController::add_informer`] with handlers keyed by a kind name.
 //!
 //! An event's path reads straight down the modules: [`informer`] -> [`controller`] (per-object
 //! lanes, retries) -> [`watcher`] / [`reconciler`] -> [`metrics`] and `tracing` spans

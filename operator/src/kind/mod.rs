@@ -15,7 +15,6 @@
 //! use kube::{Api, runtime::watcher};
 //! use kubeapp_operator::{
 //!     CancellationToken, ControllerConfig, InformerController, InformerOptions, ReconcileResult,
-//!     reconciler_fn,
 //! };
 //!
 //! let controller = InformerController::new(ControllerConfig::default());
@@ -25,13 +24,13 @@
 //!     InformerOptions::default(),
 //! );
 //! let store = config_maps.store();
-//! config_maps.reconcile(reconciler_fn(move |request, _ctx| {
+//! let _reconciler = config_maps.reconcile_fn(move |request, _ctx| {
 //!     let store = store.clone();
 //!     async move {
 //!         println!("{:?} {:?}, {} cached", request.action, request.object.metadata.name, store.len());
 //!         Ok(ReconcileResult::done())
 //!     }
-//! }));
+//! });
 //! controller.run(CancellationToken::new()).await?;
 //! # Ok(()) }
 //! ```
@@ -287,6 +286,17 @@ where
             trigger: None,
             _keep_alive: self.keep_alive(),
         })
+    }
+
+    /// Adds a reconciler written as a closure `Fn(ReconcileRequest<K>, Context<C>) -> impl
+    /// Future` (its argument types are inferred from the handle).
+    pub fn reconcile_fn<F, Fut>(&self, f: F) -> HandlerHandle
+    where
+        F: Fn(crate::ReconcileRequest<K>, crate::Context<C>) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<crate::ReconcileResult, crate::ReconcileError>>
+            + Send,
+    {
+        self.reconcile(reconciler_fn(f))
     }
 
     /// Adds `watcher` inside an [`OpinionatedWatcher`]: a finalizer on every object, so deletes
