@@ -6,6 +6,8 @@
 //!
 //! Each test runs its own control plane; at most [`MAX_PARALLEL_ENVS`] run at once.
 
+mod call_log;
+
 use std::collections::BTreeMap;
 use std::sync::Once;
 
@@ -13,11 +15,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::config::KubeConfigOptions;
 use kube::core::ApiResource;
 use kube::{CustomResource, ResourceExt};
 use kubeapp::operator::apply::{Applier, ApplyError, StatusWrite, conditions};
-use kubeapp::operator::client_metrics::{ClientMetrics, instrumented_client};
+use kubeapp::operator::client_metrics::ClientMetrics;
 use kubeapp::operator::events::{EventRecorder, Reporter};
 use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;
@@ -91,19 +92,9 @@ impl Env {
         }
     }
 
-    /// A client whose requests are counted under the metrics prefix `prefix` (one per test: the
-    /// collectors are process-wide per prefix).
+    /// A client whose requests are counted under the metrics prefix `prefix`.
     async fn counted_client(&self, prefix: &str) -> (kube::Client, ClientMetrics) {
-        let metrics = ClientMetrics::register(&prometheus::Registry::new(), Some(prefix))
-            .expect("client metrics");
-        let config = kube::Config::from_custom_kubeconfig(
-            self.env.kubeconfig().clone(),
-            &KubeConfigOptions::default(),
-        )
-        .await
-        .expect("client config");
-        let client = instrumented_client(config, metrics.clone()).expect("client");
-        (client, metrics)
+        call_log::counted_client(self.env.kubeconfig(), prefix).await
     }
 
     async fn create_widget(&self, name: &str) -> Widget {

@@ -19,15 +19,14 @@ mod call_log;
 use std::sync::Arc;
 use std::time::Duration;
 
-use call_log::{CallLog, WAIT, logs};
+use call_log::{CallLog, WAIT, eventually, logs, wait_object};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::config::KubeConfigOptions;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{CustomResource, ResourceExt};
-use kubeapp::operator::client_metrics::{ClientMetrics, instrumented_client};
+use kubeapp::operator::client_metrics::ClientMetrics;
 use kubeapp::operator::{
     BoxError, CancellationToken, Context, ControllerConfig, ControllerMetrics, InformerController,
     InformerOptions, Informers, ReconcileError, ReconcileRequest, ReconcileResult, RetryPolicy,
@@ -95,18 +94,7 @@ impl Env {
 
     /// A client whose requests are counted under the metrics prefix `prefix`.
     async fn counted_client(&self, prefix: &str) -> (kube::Client, ClientMetrics) {
-        let metrics = ClientMetrics::register(&prometheus::Registry::new(), Some(prefix))
-            .expect("client metrics");
-        let config = kube::Config::from_custom_kubeconfig(
-            self.env.kubeconfig().clone(),
-            &KubeConfigOptions::default(),
-        )
-        .await
-        .expect("client config");
-        (
-            instrumented_client(config, metrics.clone()).expect("client"),
-            metrics,
-        )
+        call_log::counted_client(self.env.kubeconfig(), prefix).await
     }
 }
 
@@ -181,19 +169,13 @@ async fn owns_reconciles_the_owner_when_a_child_changes_or_is_deleted() {
         l.iter().any(|e| e == "reconcile w event")
     })
     .await;
-    // The child exists once the first reconcile applied it.
-    let mut child = None;
-    for _ in 0..600 {
-        if let Some(cm) = env.config_maps().get_opt("w").await.expect("get") {
-            child = Some(cm);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        child.is_some(),
-        "the reconciler applied the child ConfigMap"
-    );
+    wait_object(
+        &env.config_maps(),
+        "w",
+        "the reconciler applied the child",
+        |_| true,
+    )
+    .await;
     let before = log.count("reconcile w owned:w");
 
     // Someone edits the child: the owner is reconciled (and puts the greeting back).
@@ -209,22 +191,19 @@ async fn owns_reconciles_the_owner_when_a_child_changes_or_is_deleted() {
         l.iter().filter(|e| *e == "reconcile w owned:w").count() > before
     })
     .await;
-    let mut restored = false;
-    for _ in 0..600 {
-        let cm = env.config_maps().get("w").await.expect("get");
-        if cm
-            .data
-            .as_ref()
-            .and_then(|d| d.get("greeting"))
-            .map(String::as_str)
-            == Some("hello")
-        {
-            restored = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(restored, "the owner's reconcile applied the greeting again");
+    wait_object(
+        &env.config_maps(),
+        "w",
+        "the owner's reconcile restored the greeting",
+        |cm: &ConfigMap| {
+            cm.data
+                .as_ref()
+                .and_then(|d| d.get("greeting"))
+                .map(String::as_str)
+                == Some("hello")
+        },
+    )
+    .await;
 
     // Someone deletes the child: the owner is reconciled and recreates it.
     let before = log.count("reconcile w owned:w");
@@ -464,18 +443,79 @@ async fn handlers_added_at_run_time_get_the_cache_and_removed_ones_stop_with_the
     assert_eq!(informers.open_watches(), 1);
     second.remove();
     drop(widgets);
-    let mut stopped = false;
-    for _ in 0..600 {
-        if informers.open_watches() == 0 {
-            stopped = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        stopped,
-        "the informer stopped when its last user was removed"
+    eventually("the informer stops when its last user is removed", || {
+        informers.open_watches() == 0
+    })
+    .await;
+    stop.cancel();
+}
+
+/// A kind registered while the controller runs, over an informer whose cache is already full,
+/// with a watcher attached at once: the watcher gets each cached object as an Add exactly once
+/// (the kind's own delivery of the cache and the watcher's replay must not both reach it).
+#[tokio::test]
+async fn a_watcher_attached_to_a_kind_registered_at_run_time_gets_the_cache_once() {
+    let env = Env::start("late-kind").await;
+    let controller = InformerController::new(ControllerConfig::default());
+    let widgets = controller.kind(
+        env.widgets(),
+        watcher::Config::default(),
+        InformerOptions::default(),
     );
+    let log = CallLog::new();
+    let _first = widgets.watch(Logging {
+        tag: "first",
+        log: log.clone(),
+    });
+    let stop = run(&controller);
+    for name in ["a", "b", "c"] {
+        env.create_widget(name).await;
+    }
+    log.wait_for("the controller runs and saw every widget", |l| {
+        ["a", "b", "c"]
+            .iter()
+            .all(|n| l.contains(&format!("first add {n}")))
+    })
+    .await;
+
+    // Another informer key (page size), cached before the kind is registered.
+    let paged = || watcher::Config::default().page_size(7);
+    let store = controller
+        .informers()
+        .store(env.widgets(), paged(), InformerOptions::default());
+    store.wait_until_synced().await;
+    assert_eq!(store.len(), 3);
+    let late = controller.kind(env.widgets(), paged(), InformerOptions::default());
+    let _late = late.watch(Logging {
+        tag: "late",
+        log: log.clone(),
+    });
+
+    // An update of each object follows its Adds in its lane: once seen, no Add is still queued.
+    for name in ["a", "b", "c"] {
+        env.widgets()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"spec": {"greeting": "again"}})),
+            )
+            .await
+            .expect("patch");
+    }
+    log.wait_for("the late watcher saw each update", |l| {
+        ["a", "b", "c"]
+            .iter()
+            .all(|n| l.contains(&format!("late update {n}")))
+    })
+    .await;
+    for name in ["a", "b", "c"] {
+        assert_eq!(
+            log.count(&format!("late add {name}")),
+            1,
+            "one Add of {name} for the late watcher; log: {:#?}",
+            log.entries()
+        );
+    }
     stop.cancel();
 }
 
@@ -538,17 +578,14 @@ async fn a_terminal_error_is_counted_and_not_retried() {
         .await
         .expect("create");
     // Wait until the terminal error is counted and the event is fully handled.
-    let mut handled = false;
-    for _ in 0..600 {
-        if value("typed_terminal_reconciler_terminal_errors_total") == 1.0
-            && value("typed_terminal_ongoing_reconcile_events") == 0.0
-        {
-            handled = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(handled, "the terminal error was counted");
+    eventually(
+        "the terminal error is counted and its event handled",
+        || {
+            value("typed_terminal_reconciler_terminal_errors_total") == 1.0
+                && value("typed_terminal_ongoing_reconcile_events") == 0.0
+        },
+    )
+    .await;
     assert_eq!(
         value("typed_terminal_controller_retries_pending"),
         0.0,

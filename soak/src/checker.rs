@@ -276,7 +276,7 @@ pub fn compare(
                     s.newest_revision
                 ),
             ),
-            Some(s) if s.deletes > 1 && wrapper == Wrapper::DynReconciler => lose(
+            Some(s) if s.deletes > 1 && wrapper == Wrapper::Reconciler => lose(
                 LossKind::DuplicateDeleted,
                 name,
                 uid,
@@ -385,7 +385,7 @@ mod tests {
     #[test]
     fn every_kind_of_loss_is_found_and_named() {
         let (objects, ledger, sightings) = scenario();
-        let report = compare(objects, &ledger, &sightings, Wrapper::DynReconciler, true);
+        let report = compare(objects, &ledger, &sightings, Wrapper::Reconciler, true);
         assert_eq!(names(&report, LossKind::StaleSpec), ["b", "c"]);
         assert_eq!(names(&report, LossKind::MissingDelete), ["e"]);
         assert_eq!(names(&report, LossKind::DuplicateDeleted), ["f"]);
@@ -405,7 +405,7 @@ mod tests {
     #[test]
     fn the_watcher_may_see_delete_twice_and_unseen_deletes_after_restarts_are_no_loss() {
         let (objects, ledger, sightings) = scenario();
-        let report = compare(objects, &ledger, &sightings, Wrapper::DynWatcher, false);
+        let report = compare(objects, &ledger, &sightings, Wrapper::Watcher, false);
         assert!(report.of(LossKind::DuplicateDeleted).is_empty());
         assert_eq!(names(&report, LossKind::UnseenDelete), ["g"]);
         // b, c stale; e missing; h stuck.
@@ -418,7 +418,7 @@ mod tests {
         let (mut objects, ledger, sightings) = scenario();
         objects.retain(|o| o.name_any() != "a");
         objects[0].spec.revision = 5;
-        let report = compare(objects, &ledger, &sightings, Wrapper::DynWatcher, true);
+        let report = compare(objects, &ledger, &sightings, Wrapper::Watcher, true);
         assert_eq!(names(&report, LossKind::Harness), ["a", "b"]);
     }
 }

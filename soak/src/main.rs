@@ -29,7 +29,7 @@ struct Cli {
     #[arg(long, default_value_t = 0)]
     duration_secs: u64,
     /// The wrappers to soak, one after the other, each on a fresh control plane (comma-separated).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Wrapper::DynWatcher, Wrapper::DynReconciler])]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Wrapper::Watcher, Wrapper::Reconciler])]
     wrappers: Vec<Wrapper>,
     /// Every object whose index is a multiple of this gets spec updates (0: none).
     #[arg(long, default_value_t = 3)]
@@ -170,6 +170,11 @@ async fn soak(cli: &Cli, wrapper: Wrapper) -> Result<usize, SoakError> {
         );
         print!("{}", outcome.report.display(cli.list));
         lost += outcome.report.loss_count();
+        print!(
+            "shared informer, plain reconciler: {}",
+            outcome.shadow_report.display(cli.list)
+        );
+        lost += outcome.shadow_report.loss_count();
     };
     let calls: Vec<String> = env
         .recorder

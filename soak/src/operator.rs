@@ -1,5 +1,7 @@
-//! The operator under test: an `InformerController` with one `Churn` informer and one of the
-//! opinionated wrappers around handlers that report to the [`Recorder`].
+//! The operator under test: an `InformerController` with the `Churn` kind registered through a
+//! typed `KindHandle` (the shared informer, its cache and the typed handler traits are on the
+//! path under test) and one of the opinionated wrappers around handlers that report to the
+//! [`Recorder`].
 //!
 //! The handlers are the product's users here, so they are ordinary: `add` / `Created` work for
 //! [`OperatorSettings::add_delay`] before they return (so that, with the controller's default
@@ -10,13 +12,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::ResourceExt as _;
-use kubeapp::operator::informer::InformerOptions;
+use kube::api::Api;
+use kube::runtime::watcher;
 use kubeapp::operator::opinionated::{FinalizerMetrics, opinionated_dequeue_policy};
 use kubeapp::operator::{
-    CancellationToken, ControllerConfig, HandlerContext, Informer, InformerController,
-    OpinionatedOptions, OpinionatedReconciler, OpinionatedWatcher, ReconcileAction, ReconcileError,
-    ReconcileResult, RetryPolicy, TypedReconcileRequest, TypedReconciler, WatcherFns,
-    typed_reconciler,
+    BoxError, CancellationToken, Context, ControllerConfig, InformerController, InformerOptions,
+    OpinionatedOptions, ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult,
+    Reconciler, RetryPolicy, Watcher,
 };
 use tokio::task::JoinHandle;
 
@@ -24,8 +26,6 @@ use crate::error::SoakError;
 use crate::kind::Churn;
 use crate::recorder::{Call, Recorder};
 
-/// The name the informer is registered under.
-pub const INFORMER: &str = "churns";
 /// The kind label of the finalizer metrics.
 const KIND: &str = "Churn";
 
@@ -33,17 +33,17 @@ const KIND: &str = "Churn";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum Wrapper {
     /// `OpinionatedWatcher` around add/update/delete/sync handlers.
-    DynWatcher,
+    Watcher,
     /// `OpinionatedReconciler` around one reconcile handler.
-    DynReconciler,
+    Reconciler,
 }
 
 impl Wrapper {
     /// The wrapper's name as the command line spells it.
     pub fn name(self) -> &'static str {
         match self {
-            Self::DynWatcher => "watcher",
-            Self::DynReconciler => "reconciler",
+            Self::Watcher => "watcher",
+            Self::Reconciler => "reconciler",
         }
     }
 }
@@ -74,7 +74,7 @@ pub struct OperatorSettings {
 impl Default for OperatorSettings {
     fn default() -> Self {
         Self {
-            wrapper: Wrapper::DynWatcher,
+            wrapper: Wrapper::Watcher,
             workers: 10,
             add_delay: Duration::from_millis(30),
             retry_base: Duration::from_millis(250),
@@ -110,7 +110,8 @@ pub struct SoakOperator {
 
 impl SoakOperator {
     /// Starts the operator on the `Churn` objects of `namespace` and waits until its informer
-    /// has listed them.
+    /// has listed them. A second controller shares the operator's informer (one watch) with a
+    /// plain reconciler that reports to `shadow`: every event must reach both.
     ///
     /// # Errors
     ///
@@ -120,6 +121,7 @@ impl SoakOperator {
         client: kube::Client,
         namespace: &str,
         recorder: &Recorder,
+        shadow: &Recorder,
         settings: &OperatorSettings,
     ) -> Result<Self, SoakError> {
         let metrics = FinalizerMetrics::unregistered(Some("soak"))
@@ -132,38 +134,37 @@ impl SoakOperator {
                 .dequeue_policy(Some(opinionated_dequeue_policy()))
                 .shutdown_grace(Duration::from_secs(10)),
         );
-        controller.add_informer(
-            INFORMER,
-            Informer::new::<Churn>(
-                client.clone(),
-                InformerOptions::default().namespace(namespace),
-            ),
+        let api = Api::<Churn>::namespaced(client, namespace);
+        let churns = controller.kind(
+            api.clone(),
+            watcher::Config::default(),
+            InformerOptions::default(),
         );
-        match settings.wrapper {
-            Wrapper::DynWatcher => {
-                let watcher = OpinionatedWatcher::for_kind::<Churn>(
-                    client,
-                    recording_watcher(recorder, settings.add_delay),
-                    options,
-                )
-                .map_err(|e| SoakError::Setup(format!("opinionated watcher: {e}")))?;
-                controller.add_watcher(INFORMER, watcher);
-            }
-            Wrapper::DynReconciler => {
-                let reconciler = OpinionatedReconciler::for_kind::<Churn>(
-                    client,
-                    typed_reconciler(RecordingReconciler::new(recorder, settings.add_delay)),
-                    options,
-                )
-                .map_err(|e| SoakError::Setup(format!("opinionated reconciler: {e}")))?;
-                controller.add_reconciler(INFORMER, reconciler);
-            }
+        let sharing = InformerController::new(
+            ControllerConfig::default()
+                .max_concurrent_workers(settings.workers)
+                .informers(controller.informers().clone())
+                .shutdown_grace(Duration::from_secs(10)),
+        );
+        let _shadow = sharing
+            .kind(api, watcher::Config::default(), InformerOptions::default())
+            .reconcile(RecordingReconciler::new(shadow, Duration::ZERO));
+        // Attached for the controller's life: the handles are not kept.
+        let _attached = match settings.wrapper {
+            Wrapper::Watcher => churns
+                .watch_opinionated(RecordingWatcher::new(recorder, settings.add_delay), options),
+            Wrapper::Reconciler => churns.reconcile_opinionated(
+                RecordingReconciler::new(recorder, settings.add_delay),
+                options,
+            ),
         }
+        .map_err(|e| SoakError::Setup(format!("opinionated {}: {e}", settings.wrapper)))?;
         let stop = CancellationToken::new();
         let running = tokio::spawn({
-            let (controller, stop) = (controller.clone(), stop.clone());
+            let (controller, sharing, stop) = (controller.clone(), sharing, stop.clone());
             async move {
-                if let Err(error) = controller.run(stop).await {
+                let (main, shadow) = tokio::join!(controller.run(stop.clone()), sharing.run(stop));
+                if let Err(error) = main.and(shadow) {
                     tracing::error!(%error, "the soak operator did not run");
                 }
             }
@@ -213,41 +214,48 @@ fn record(recorder: &Recorder, call: Call, object: &Churn) {
     );
 }
 
-/// The watcher's handlers: `add` works for `add_delay`, each call is recorded.
-pub fn recording_watcher(recorder: &Recorder, add_delay: Duration) -> WatcherFns<Churn> {
-    let on = |call: Call| {
-        let recorder = recorder.clone();
-        move |object: Arc<Churn>| {
-            record(&recorder, call, &object);
+/// The watcher: `add` works for `add_delay`, each call is recorded.
+pub struct RecordingWatcher {
+    recorder: Recorder,
+    add_delay: Duration,
+}
+
+impl RecordingWatcher {
+    /// A watcher reporting to `recorder`.
+    pub fn new(recorder: &Recorder, add_delay: Duration) -> Self {
+        Self {
+            recorder: recorder.clone(),
+            add_delay,
         }
-    };
-    let (add, update, delete, sync) = (
-        on(Call::Add),
-        on(Call::Update),
-        on(Call::Delete),
-        on(Call::Sync),
-    );
-    WatcherFns::new()
-        .on_add(move |_, object| {
-            let add = add.clone();
-            async move {
-                tokio::time::sleep(add_delay).await;
-                add(object);
-                Ok(())
-            }
-        })
-        .on_update(move |_, _old, new| {
-            update(new);
-            async { Ok(()) }
-        })
-        .on_delete(move |_, object| {
-            delete(object);
-            async { Ok(()) }
-        })
-        .on_sync(move |_, object| {
-            sync(object);
-            async { Ok(()) }
-        })
+    }
+}
+
+impl Watcher<Churn> for RecordingWatcher {
+    async fn add(&self, object: Arc<Churn>, _ctx: &Context) -> Result<(), BoxError> {
+        tokio::time::sleep(self.add_delay).await;
+        record(&self.recorder, Call::Add, &object);
+        Ok(())
+    }
+
+    async fn update(
+        &self,
+        _old: Arc<Churn>,
+        new: Arc<Churn>,
+        _ctx: &Context,
+    ) -> Result<(), BoxError> {
+        record(&self.recorder, Call::Update, &new);
+        Ok(())
+    }
+
+    async fn delete(&self, object: Arc<Churn>, _ctx: &Context) -> Result<(), BoxError> {
+        record(&self.recorder, Call::Delete, &object);
+        Ok(())
+    }
+
+    async fn sync(&self, object: Arc<Churn>, _ctx: &Context) -> Result<(), BoxError> {
+        record(&self.recorder, Call::Sync, &object);
+        Ok(())
+    }
 }
 
 /// The reconciler: `Created` works for `add_delay`, each call is recorded.
@@ -266,12 +274,11 @@ impl RecordingReconciler {
     }
 }
 
-#[async_trait::async_trait]
-impl TypedReconciler<Churn> for RecordingReconciler {
+impl Reconciler<Churn> for RecordingReconciler {
     async fn reconcile(
         &self,
-        _ctx: &HandlerContext,
-        request: TypedReconcileRequest<Churn>,
+        request: ReconcileRequest<Churn>,
+        _ctx: &Context,
     ) -> Result<ReconcileResult, ReconcileError> {
         let call = match request.action {
             ReconcileAction::Created => {

@@ -12,7 +12,7 @@ use crate::checker::{LossReport, wait_for_convergence};
 use crate::error::SoakError;
 use crate::faults::{FaultCounts, poke_objects, restart_apiserver};
 use crate::kind::Churn;
-use crate::operator::{OperatorSettings, SoakOperator};
+use crate::operator::{OperatorSettings, SoakOperator, Wrapper};
 use crate::recorder::Recorder;
 use crate::workload::{Ledger, WorkloadSettings, run_workload};
 
@@ -56,6 +56,8 @@ impl Default for ScenarioSettings {
 pub struct RoundOutcome {
     /// The check's result.
     pub report: LossReport,
+    /// The same check of the plain reconciler of the second controller sharing the informer.
+    pub shadow_report: LossReport,
     /// What the workload did.
     pub ledger: Ledger,
     /// Apiserver restarts during the round.
@@ -74,6 +76,8 @@ pub struct SoakEnv {
     pub namespace: String,
     /// What the handlers saw.
     pub recorder: Recorder,
+    /// What the plain reconciler of the second controller sharing the informer saw.
+    pub shadow: Recorder,
     /// The operator.
     pub operator: SoakOperator,
 }
@@ -98,11 +102,14 @@ impl SoakEnv {
         env.install_crd::<Churn>().await?;
         let namespace = env.create_namespace("soak").await?;
         let recorder = Recorder::new();
-        let operator = SoakOperator::start(env.client(), &namespace, &recorder, settings).await?;
+        let shadow = Recorder::new();
+        let operator =
+            SoakOperator::start(env.client(), &namespace, &recorder, &shadow, settings).await?;
         Ok(Self {
             env,
             namespace,
             recorder,
+            shadow,
             operator,
         })
     }
@@ -158,8 +165,18 @@ impl SoakEnv {
             settings.check_deadline,
         )
         .await?;
+        let (shadow_report, _) = wait_for_convergence(
+            &api,
+            &ledger,
+            &self.shadow,
+            Wrapper::Reconciler,
+            restarts == 0,
+            settings.check_deadline,
+        )
+        .await?;
         Ok(RoundOutcome {
             report,
+            shadow_report,
             ledger,
             restarts,
             pokes: counts.pokes.load(Ordering::Relaxed),

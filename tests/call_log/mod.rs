@@ -113,3 +113,59 @@ where
         );
     }
 }
+
+/// Waits until the object `name` exists and `done` holds for it (a watch, not polling); fails
+/// naming `what`.
+pub async fn wait_object<K>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    done: impl Fn(&K) -> bool + Send + 'static,
+) where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let reached = tokio::time::timeout(
+        WAIT,
+        await_condition(api.clone(), name, move |o: Option<&K>| o.is_some_and(&done)),
+    )
+    .await;
+    assert!(
+        matches!(reached, Ok(Ok(_))),
+        "{what}: not reached within {WAIT:?}"
+    );
+}
+
+/// Checks `done` every 50 ms until it holds, for state that has no watch (metrics, counters);
+/// fails naming `what`.
+pub async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not reached within {WAIT:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// A client for `kubeconfig` whose requests are counted under the metrics prefix `prefix` (one
+/// prefix per test: the collectors are process-wide per prefix).
+pub async fn counted_client(
+    kubeconfig: &kube::config::Kubeconfig,
+    prefix: &str,
+) -> (
+    kube::Client,
+    kubeapp::operator::client_metrics::ClientMetrics,
+) {
+    use kubeapp::operator::client_metrics::{ClientMetrics, instrumented_client};
+    let metrics = ClientMetrics::register(&prometheus::Registry::new(), Some(prefix))
+        .expect("client metrics");
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig.clone(),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("client config");
+    let client = instrumented_client(config, metrics.clone()).expect("client");
+    (client, metrics)
+}

@@ -21,9 +21,10 @@ use tracing::{Instrument, Span};
 
 use tokio_util::sync::CancellationToken;
 
-use super::kind::{Handlers, KindRuntime};
+use super::kind::KindRuntime;
 use super::lanes::{HandlerId, LaneKey, Queued};
 use super::pending::{Pending, Retries, RetryEntry, RetryWork};
+use super::registry::Handlers;
 use crate::handler::{HandlerContext, HandlerError, panic_message};
 use crate::informer::InformerEvent;
 use crate::object::ObjectKey;

@@ -31,15 +31,14 @@ use tokio_util::task::TaskTracker;
 use super::ControllerConfig;
 use super::dispatch::Held;
 use super::lanes::{HandlerId, Lanes, PushExtra, Taken, Work};
+use super::registry::{Handlers, Registration};
 use crate::handler::HandlerContext;
 use crate::informer::{InformerEvent, KindInfo};
-use crate::informers::{Fanout, Subscriber};
+use crate::informers::Fanout;
 use crate::metrics::KindMetrics;
 use crate::object::SharedObject;
-use crate::reconciler::DynReconciler;
 use crate::store::SharedCache;
 use crate::trigger::TriggerCause;
-use crate::watcher::DynWatcher;
 
 /// What a running controller shares with its tasks.
 pub(crate) struct Running {
@@ -53,60 +52,21 @@ pub(crate) struct Running {
     pub runtime: tokio::runtime::Handle,
 }
 
-/// What one `HandlerHandle` registered: a handler or a trigger, and the informer uses that keep
-/// their watches open until it is removed.
-pub(crate) struct Registration {
-    pub handler: Option<HandlerId>,
-    pub trigger: Option<(Arc<Fanout>, Subscriber)>,
-    /// Held, never read: dropping the registration releases the informers it used.
-    pub _keep_alive: Vec<Arc<dyn Send + Sync>>,
-}
-
-/// One registered handler: its number, the first push it sees, and the handler.
-pub(crate) struct Entry<H: ?Sized> {
-    pub id: usize,
-    /// Events pushed before the handler was added (sequence numbers below this) skip it.
-    pub since: u64,
-    pub handler: Arc<H>,
-}
-
-impl<H: ?Sized> Clone for Entry<H> {
-    fn clone(&self) -> Self {
-        Self {
-            id: self.id,
-            since: self.since,
-            handler: Arc::clone(&self.handler),
-        }
-    }
-}
-
-/// The handlers of a kind; replaced as a whole when one is added or removed.
-#[derive(Default)]
-pub(crate) struct Handlers {
-    pub watchers: Vec<Entry<dyn DynWatcher>>,
-    pub reconcilers: Vec<Entry<dyn DynReconciler>>,
-}
-
-impl Handlers {
-    pub(crate) fn watcher(&self, id: usize) -> Option<&Entry<dyn DynWatcher>> {
-        self.watchers.iter().find(|entry| entry.id == id)
-    }
-
-    pub(crate) fn reconciler(&self, id: usize) -> Option<&Entry<dyn DynReconciler>> {
-        self.reconcilers.iter().find(|entry| entry.id == id)
-    }
-}
-
 /// The lanes and the bookkeeping of the workers and intakes, under one lock.
 #[derive(Default)]
-struct State {
-    lanes: Lanes,
+pub(super) struct State {
+    pub(super) lanes: Lanes,
     /// Worker tasks started.
     workers: usize,
     /// Workers parked waiting for work (registered on `work_ready`), not yet handed any.
     idle: usize,
     /// An intake waits for room in the backlog.
     intake_waiting: bool,
+    /// The kind's shared informer has delivered its cache to the lanes on this run: a handler
+    /// added from now on gets the cache replayed for itself (see `registry`).
+    pub(super) live: bool,
+    /// Handlers added while the cache was still being delivered: replayed when it is.
+    pub(super) awaiting_replay: Vec<HandlerId>,
 }
 
 /// A worker's copy of the kind's handlers, refreshed when one was added.
@@ -133,11 +93,11 @@ impl HandlersCache {
 pub(crate) struct KindRuntime {
     pub name: Arc<str>,
     pub info: OnceLock<KindInfo>,
-    handlers: RwLock<Arc<Handlers>>,
+    pub(super) handlers: RwLock<Arc<Handlers>>,
     /// Bumped when a handler is added, so that workers re-read `handlers` only then.
-    handlers_version: AtomicU64,
+    pub(super) handlers_version: AtomicU64,
     /// Whether any watcher is registered (what the intake needs to know per event).
-    has_watchers: AtomicBool,
+    pub(super) has_watchers: AtomicBool,
     state: Mutex<State>,
     worker_limit: OnceLock<usize>,
     /// Wakes a parked worker: one `notify_one` per lane handed off to an idle worker.
@@ -153,12 +113,12 @@ pub(crate) struct KindRuntime {
     /// The controller's run, while it runs (triggers and replays need it to start workers).
     running: Mutex<Option<Arc<Running>>>,
     /// Numbers of the next watcher and reconciler.
-    next_ids: Mutex<(usize, usize)>,
+    pub(super) next_ids: Mutex<(usize, usize)>,
     /// The shared informer feeding this kind, for kinds registered through a `KindHandle`.
     pub(crate) fanout: OnceLock<Arc<Fanout>>,
     /// What handles registered, by token (see `HandlerHandle`).
     pub(crate) registrations: Mutex<HashMap<u64, Registration>>,
-    next_token: AtomicU64,
+    pub(super) next_token: AtomicU64,
 }
 
 impl KindRuntime {
@@ -184,43 +144,6 @@ impl KindRuntime {
         }
     }
 
-    /// Keeps `registration` until [`unregister`](Self::unregister) is called with the token.
-    pub(crate) fn register(&self, registration: Registration) -> u64 {
-        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
-        self.registrations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(token, registration);
-        token
-    }
-
-    /// Removes what `token` registered: its handler, its trigger's subscription, its informer uses.
-    pub(crate) fn unregister(&self, token: u64) {
-        let registration = self
-            .registrations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&token);
-        if let Some(registration) = registration {
-            if let Some(handler) = registration.handler {
-                self.remove_handler(handler);
-            }
-            if let Some((fanout, subscriber)) = &registration.trigger {
-                fanout.unsubscribe(subscriber);
-            }
-        }
-    }
-
-    /// The triggers registered (to subscribe when the controller starts).
-    pub(crate) fn triggers(&self) -> Vec<(Arc<Fanout>, Subscriber)> {
-        self.registrations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .filter_map(|registration| registration.trigger.clone())
-            .collect()
-    }
-
     /// The controller's run, while it runs.
     pub(crate) fn current_run(&self) -> Option<Arc<Running>> {
         self.running()
@@ -231,7 +154,7 @@ impl KindRuntime {
         *self.running.lock().unwrap_or_else(PoisonError::into_inner) = run;
     }
 
-    fn running(&self) -> Option<Arc<Running>> {
+    pub(super) fn running(&self) -> Option<Arc<Running>> {
         self.running
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -255,78 +178,6 @@ impl KindRuntime {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
-    }
-
-    pub(crate) fn add_watcher(self: &Arc<Self>, watcher: Arc<dyn DynWatcher>) -> HandlerId {
-        let id = self.next_id(true);
-        self.add_handler(HandlerId::Watcher(id), |handlers, since| {
-            handlers.watchers.push(Entry {
-                id,
-                since,
-                handler: watcher,
-            });
-        })
-    }
-
-    pub(crate) fn add_reconciler(
-        self: &Arc<Self>,
-        reconciler: Arc<dyn DynReconciler>,
-    ) -> HandlerId {
-        let id = self.next_id(false);
-        self.add_handler(HandlerId::Reconciler(id), |handlers, since| {
-            handlers.reconcilers.push(Entry {
-                id,
-                since,
-                handler: reconciler,
-            });
-        })
-    }
-
-    fn next_id(&self, watcher: bool) -> usize {
-        let mut ids = self.next_ids.lock().unwrap_or_else(PoisonError::into_inner);
-        let slot = if watcher { &mut ids.0 } else { &mut ids.1 };
-        *slot += 1;
-        *slot - 1
-    }
-
-    /// Adds a handler. While the controller runs and the kind has a shared cache, the handler
-    /// skips what is queued already and gets every cached object as an Add instead (pushed for
-    /// it alone, under the lanes' lock, so nothing queued later overtakes the replay).
-    fn add_handler(
-        self: &Arc<Self>,
-        id: HandlerId,
-        add: impl FnOnce(&mut Handlers, u64),
-    ) -> HandlerId {
-        let run = self.running();
-        let replay = run.is_some() && self.cache.get().is_some();
-        let mut state = self.state();
-        let since = if replay { state.lanes.next_seq() } else { 0 };
-        self.replace_handlers(|handlers| add(handlers, since));
-        if let (true, Some(run), Some(cache)) = (replay, run, self.cache.get()) {
-            for object in cache.snapshot() {
-                let extra = PushExtra {
-                    cause: None,
-                    only: Some(id),
-                };
-                let for_watchers = matches!(id, HandlerId::Watcher(_));
-                let pushed = state
-                    .lanes
-                    .push_with(InformerEvent::Add(object), for_watchers, extra);
-                self.metrics.queue_depth.inc();
-                if pushed.became_ready {
-                    self.work_became_ready(&mut state, &run);
-                }
-            }
-        }
-        id
-    }
-
-    /// Removes a handler: it gets no new calls, and its pending retries are dropped when due.
-    pub(crate) fn remove_handler(&self, id: HandlerId) {
-        self.replace_handlers(|handlers| match id {
-            HandlerId::Watcher(id) => handlers.watchers.retain(|entry| entry.id != id),
-            HandlerId::Reconciler(id) => handlers.reconcilers.retain(|entry| entry.id != id),
-        });
     }
 
     /// Queues a triggered reconcile of `object` (see [`trigger`](crate::trigger)); dropped when
@@ -356,32 +207,7 @@ impl KindRuntime {
         }
     }
 
-    /// Queues an event of the kind's shared informer; false when the controller stopped.
-    pub(crate) async fn enqueue_shared(
-        self: &Arc<Self>,
-        event: InformerEvent,
-        run: &Arc<Running>,
-    ) -> bool {
-        self.enqueue(event, run).await
-    }
-
-    fn replace_handlers(&self, change: impl FnOnce(&mut Handlers)) {
-        let mut slot = self
-            .handlers
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        let mut next = Handlers {
-            watchers: slot.watchers.clone(),
-            reconcilers: slot.reconcilers.clone(),
-        };
-        change(&mut next);
-        self.has_watchers
-            .store(!next.watchers.is_empty(), Ordering::Release);
-        *slot = Arc::new(next);
-        self.handlers_version.fetch_add(1, Ordering::Release);
-    }
-
-    fn state(&self) -> MutexGuard<'_, State> {
+    pub(super) fn state(&self) -> MutexGuard<'_, State> {
         // A panic never happens while the lock is held (user code runs outside it), but if one
         // did, the lanes are still consistent item by item.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
@@ -420,7 +246,11 @@ impl KindRuntime {
 
     /// Queues `event` in its object's lane (an event for watchers once the backlog has room).
     /// Returns false when the controller stopped meanwhile (the event is dropped).
-    async fn enqueue(self: &Arc<Self>, event: InformerEvent, run: &Arc<Running>) -> bool {
+    pub(crate) async fn enqueue(
+        self: &Arc<Self>,
+        event: InformerEvent,
+        run: &Arc<Running>,
+    ) -> bool {
         let for_watchers = self.has_watchers.load(Ordering::Acquire);
         let max = self.config.max_pending_events;
         let mut event = Some(event);
@@ -460,7 +290,7 @@ impl KindRuntime {
     /// A lane became ready: hand it to a parked worker, or start one while below the limit. The
     /// hand-off takes the worker out of the idle count at once, so the next lane that becomes
     /// ready before it runs starts (or wakes) another worker instead of waiting for this one.
-    fn work_became_ready(self: &Arc<Self>, state: &mut State, run: &Arc<Running>) {
+    pub(super) fn work_became_ready(self: &Arc<Self>, state: &mut State, run: &Arc<Running>) {
         if state.idle > 0 {
             state.idle -= 1;
             // Every idle worker registered its wait under this lock before counting itself idle,
@@ -589,5 +419,7 @@ impl KindRuntime {
         state.workers = 0;
         state.idle = 0;
         state.intake_waiting = false;
+        state.live = false;
+        state.awaiting_replay.clear();
     }
 }

@@ -71,10 +71,12 @@
 
 mod dispatch;
 pub(crate) mod kind;
-mod lanes;
+pub(crate) mod lanes;
 mod outcome;
 mod pending;
+pub(crate) mod registry;
 mod retry;
+mod shared_kinds;
 #[cfg(test)]
 mod tests;
 
@@ -86,8 +88,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::informer::{Informer, KindInfo, SyncedFlag};
-use crate::informers::{Fanout, Informers, Subscriber};
+use crate::informer::{Informer, SyncedFlag};
+use crate::informers::Informers;
 use crate::metrics::ControllerMetrics;
 use crate::reconciler::DynReconciler;
 use crate::watcher::DynWatcher;
@@ -327,74 +329,6 @@ impl InformerController {
         &self.shared.config
     }
 
-    /// The kind runtime fed by the shared informer `fanout`, made (and, while the controller
-    /// runs, subscribed) on first use. Named by the kind's plural (`-2`, `-3`, ... for a second
-    /// informer of the same plural, e.g. with other selectors).
-    pub(crate) fn shared_kind(&self, fanout: &Arc<Fanout>) -> Arc<KindRuntime> {
-        let mut kinds = self
-            .shared
-            .kinds
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(runtime) = kinds
-            .values()
-            .find(|runtime| runtime.fanout.get().is_some_and(|f| Arc::ptr_eq(f, fanout)))
-        {
-            return Arc::clone(runtime);
-        }
-        let plural = &fanout.resource.plural;
-        let mut name = plural.clone();
-        let mut n = 1;
-        while kinds.contains_key(&name) {
-            n += 1;
-            name = format!("{plural}-{n}");
-        }
-        let runtime = Arc::new(KindRuntime::new(
-            &name,
-            Arc::clone(&self.shared.config),
-            self.shared.metrics.for_kind(&name),
-        ));
-        let _ = runtime.info.set(KindInfo {
-            group: fanout.resource.group.clone(),
-            version: fanout.resource.version.clone(),
-            kind: fanout.resource.kind.clone(),
-        });
-        runtime.init_workers(fanout.max_concurrent_workers);
-        let _ = runtime.cache.set(Arc::clone(&fanout.cache));
-        let _ = runtime.fanout.set(Arc::clone(fanout));
-        kinds.insert(name.clone(), Arc::clone(&runtime));
-        drop(kinds);
-        self.shared
-            .synced
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((name, fanout.cache.synced.clone()));
-        let state = self
-            .shared
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let RunState::Running(run) = &*state {
-            start_shared_kind(&runtime, run);
-        }
-        runtime
-    }
-
-    /// Subscribes a trigger now if the controller runs (else `run` does).
-    pub(crate) fn subscribe_if_running(
-        &self,
-        runtime: &Arc<KindRuntime>,
-        fanout: Arc<Fanout>,
-        subscriber: Subscriber,
-    ) {
-        if let Some(run) = runtime.current_run() {
-            run.tracker.spawn_on(
-                async move { fanout.subscribe(subscriber).await },
-                &run.runtime,
-            );
-        }
-    }
-
     fn named_kind(&self, kind: &str) -> Arc<KindRuntime> {
         if let Some(runtime) = self
             .shared
@@ -507,11 +441,11 @@ impl InformerController {
             spawn_informer(self.named_kind(&kind), informer, &run);
         }
         for runtime in self.runtimes() {
-            start_shared_kind(&runtime, &run);
+            shared_kinds::start(&runtime, &run);
         }
         stop.cancelled().await;
         for runtime in self.runtimes() {
-            stop_shared_kind(&runtime, &run);
+            shared_kinds::stop(&runtime, &run);
         }
 
         tracing::info!("controller stopping; waiting for in-flight handlers");
@@ -562,55 +496,6 @@ impl fmt::Debug for InformerController {
 #[allow(clippy::expect_used)] // Fixed, valid metric names: construction cannot fail.
 fn default_metrics() -> ControllerMetrics {
     ControllerMetrics::unregistered(None).expect("valid metric names")
-}
-
-impl InformerController {
-    fn runtimes(&self) -> Vec<Arc<KindRuntime>> {
-        self.shared
-            .kinds
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect()
-    }
-}
-
-/// Starts a kind on the controller's run: its shared informer's events (the cache first, as
-/// Adds) and its triggers' go to its lanes from now on.
-fn start_shared_kind(runtime: &Arc<KindRuntime>, run: &Arc<Running>) {
-    runtime.set_running(Some(Arc::clone(run)));
-    if let Some(fanout) = runtime.fanout.get() {
-        let fanout = Arc::clone(fanout);
-        let subscriber = Subscriber::Kind {
-            runtime: Arc::clone(runtime),
-            run: Arc::clone(run),
-        };
-        run.tracker.spawn_on(
-            async move { fanout.subscribe(subscriber).await },
-            &run.runtime,
-        );
-    }
-    for (fanout, subscriber) in runtime.triggers() {
-        run.tracker.spawn_on(
-            async move { fanout.subscribe(subscriber).await },
-            &run.runtime,
-        );
-    }
-}
-
-/// Detaches a kind from its shared informer and triggers when the controller stops.
-fn stop_shared_kind(runtime: &Arc<KindRuntime>, run: &Arc<Running>) {
-    runtime.set_running(None);
-    if let Some(fanout) = runtime.fanout.get() {
-        fanout.unsubscribe(&Subscriber::Kind {
-            runtime: Arc::clone(runtime),
-            run: Arc::clone(run),
-        });
-    }
-    for (fanout, subscriber) in runtime.triggers() {
-        fanout.unsubscribe(&subscriber);
-    }
 }
 
 /// Pulls events from `informer` into `runtime`'s lanes until the controller stops.

@@ -43,7 +43,7 @@ impl Subscriber {
     /// Hands `event` over; false when the subscriber is gone for good.
     async fn deliver(&self, event: &InformerEvent) -> bool {
         match self {
-            Self::Kind { runtime, run } => runtime.enqueue_shared(event.clone(), run).await,
+            Self::Kind { runtime, run } => runtime.enqueue(event.clone(), run).await,
             Self::Trigger(sink) => sink.deliver(event),
         }
     }

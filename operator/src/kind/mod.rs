@@ -51,7 +51,9 @@ use serde::de::DeserializeOwned;
 use crate::apply::Applier;
 use crate::context::HandlerEnv;
 use crate::controller::InformerController;
-use crate::controller::kind::{KindRuntime, Registration};
+use crate::controller::kind::KindRuntime;
+use crate::controller::lanes::HandlerId;
+use crate::controller::registry::Registration;
 use crate::events::{EventRecorder, Reporter};
 use crate::informers::{InformerOptions, SharedInformer, Subscriber};
 use crate::object::{KubeObject, ObjectKey};
@@ -260,32 +262,45 @@ where
         }
     }
 
-    /// Adds a watcher. Watchers run in registration order, then reconcilers (see
-    /// [`controller`](crate::controller)). Added while the controller runs, it first gets every
-    /// cached object as an `add`.
-    pub fn watch(&self, watcher: impl Watcher<K, C>) -> HandlerHandle {
-        let erased = Erased::<K, C, _>::new(watcher, Arc::clone(&self.data), Arc::clone(&self.env));
-        let id = self.runtime.add_watcher(Arc::new(erased));
+    /// Registers an erased handler; its registration keeps the kind's informer open.
+    fn attach(&self, handler: HandlerId) -> HandlerHandle {
         self.handle(Registration {
-            handler: Some(id),
+            handler: Some(handler),
             trigger: None,
             _keep_alive: self.keep_alive(),
         })
     }
 
-    /// Adds a reconciler (same rules; cached objects arrive as `Created`).
-    pub fn reconcile(&self, reconciler: impl Reconciler<K, C>) -> HandlerHandle {
-        let erased = ErasedReconciler(Erased::<K, C, _>::new(
+    /// `watcher` erased once, with this handle's context.
+    fn erase_watcher<W: Watcher<K, C>>(&self, watcher: W) -> Erased<K, C, W> {
+        Erased::new(watcher, Arc::clone(&self.data), Arc::clone(&self.env))
+    }
+
+    /// `reconciler` erased once, with this handle's context.
+    fn erase_reconciler<R: Reconciler<K, C>>(&self, reconciler: R) -> ErasedReconciler<K, C, R> {
+        ErasedReconciler(Erased::new(
             reconciler,
             Arc::clone(&self.data),
             Arc::clone(&self.env),
-        ));
-        let id = self.runtime.add_reconciler(Arc::new(erased));
-        self.handle(Registration {
-            handler: Some(id),
-            trigger: None,
-            _keep_alive: self.keep_alive(),
-        })
+        ))
+    }
+
+    /// Adds a watcher. Watchers run in registration order, then reconcilers (see
+    /// [`controller`](crate::controller)). Added while the controller runs, it first gets every
+    /// cached object as an `add`.
+    pub fn watch(&self, watcher: impl Watcher<K, C>) -> HandlerHandle {
+        let id = self
+            .runtime
+            .add_watcher(Arc::new(self.erase_watcher(watcher)));
+        self.attach(id)
+    }
+
+    /// Adds a reconciler (same rules; cached objects arrive as `Created`).
+    pub fn reconcile(&self, reconciler: impl Reconciler<K, C>) -> HandlerHandle {
+        let id = self
+            .runtime
+            .add_reconciler(Arc::new(self.erase_reconciler(reconciler)));
+        self.attach(id)
     }
 
     /// Adds a reconciler written as a closure `Fn(ReconcileRequest<K>, Context<C>) -> impl
@@ -310,19 +325,13 @@ where
         watcher: impl Watcher<K, C>,
         options: OpinionatedOptions,
     ) -> Result<HandlerHandle, FinalizerNameError> {
-        let erased = Erased::<K, C, _>::new(watcher, Arc::clone(&self.data), Arc::clone(&self.env));
         let wrapped = OpinionatedWatcher::new(
             self.env.client.clone(),
             self.resource().clone(),
-            erased,
+            self.erase_watcher(watcher),
             options,
         )?;
-        let id = self.runtime.add_watcher(Arc::new(wrapped));
-        Ok(self.handle(Registration {
-            handler: Some(id),
-            trigger: None,
-            _keep_alive: self.keep_alive(),
-        }))
+        Ok(self.attach(self.runtime.add_watcher(Arc::new(wrapped))))
     }
 
     /// Adds `reconciler` inside an [`OpinionatedReconciler`] (one finalizer per object, so a
@@ -336,23 +345,13 @@ where
         reconciler: impl Reconciler<K, C>,
         options: OpinionatedOptions,
     ) -> Result<HandlerHandle, FinalizerNameError> {
-        let erased = ErasedReconciler(Erased::<K, C, _>::new(
-            reconciler,
-            Arc::clone(&self.data),
-            Arc::clone(&self.env),
-        ));
         let wrapped = OpinionatedReconciler::new(
             self.env.client.clone(),
             self.resource().clone(),
-            erased,
+            self.erase_reconciler(reconciler),
             options,
         )?;
-        let id = self.runtime.add_reconciler(Arc::new(wrapped));
-        Ok(self.handle(Registration {
-            handler: Some(id),
-            trigger: None,
-            _keep_alive: self.keep_alive(),
-        }))
+        Ok(self.attach(self.runtime.add_reconciler(Arc::new(wrapped))))
     }
 
     /// Adds a kube-rs-style reconciler: `apply` for every live state, `cleanup` before the

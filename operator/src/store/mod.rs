@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use kube::runtime::reflector::ObjectRef;
 
-use crate::object::{KubeObject, SharedObject, downcast_shared};
+use crate::object::{KubeObject, ObjectKey, SharedObject, downcast_shared};
 
 use self::cache::OWNER_INDEX;
 pub(crate) use self::cache::{IndexFn, SharedCache, label_index, label_indexer};
@@ -137,27 +137,17 @@ impl<K: KubeObject> Store<K> {
     pub fn get(&self, key: &ObjectRef<K>) -> Option<Arc<K>>
     where
         K: kube::Resource,
-        K::DynamicType: Eq + std::hash::Hash + Clone,
     {
-        let state = self.cache.read();
-        let key = crate::object::ObjectKey {
-            namespace: key.namespace.clone(),
-            name: key.name.clone(),
-        };
-        state.objects.get(&key).and_then(downcast_shared::<K>)
+        self.get_named(key.namespace.as_deref(), &key.name)
     }
 
     /// The cached object `name` in `namespace` (`None` for cluster-scoped kinds).
     pub fn get_named(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
-        let key = crate::object::ObjectKey {
+        let key = ObjectKey {
             namespace: namespace.map(str::to_string),
             name: name.to_string(),
         };
-        self.cache
-            .read()
-            .objects
-            .get(&key)
-            .and_then(downcast_shared::<K>)
+        self.cache.get(&key).as_ref().and_then(downcast_shared::<K>)
     }
 
     /// Every cached object (a snapshot of `Arc`s, in no particular order).
