@@ -248,14 +248,6 @@ impl Informer {
         keep_managed_fields: bool,
         decode: Decode,
     ) -> Self {
-        let info = KindInfo {
-            group: resource.group.clone(),
-            version: resource.version.clone(),
-            kind: resource.kind.clone(),
-        };
-        let synced = SyncedFlag::new(false);
-        let flag = synced.clone();
-        let kind = resource.kind.clone();
         let mut options = InformerOptions::default();
         if let Some(period) = resync {
             options = options.resync_interval(period);
@@ -263,16 +255,7 @@ impl Informer {
         if keep_managed_fields {
             options = options.keep_managed_fields();
         }
-        let source: Source = Box::new(move |metrics| {
-            let raw = backoff::backoff_until_data(watcher::watcher(api, config).boxed());
-            informer_events(raw, options, decode, kind, flag, metrics)
-        });
-        Self {
-            info,
-            synced,
-            max_concurrent_workers: None,
-            source,
-        }
+        Self::listing(api, resource, config, options, decode)
     }
 
     /// Group, version and kind of the objects.
@@ -313,6 +296,23 @@ impl Informer {
         options: InformerOptions,
         decode: Decode,
     ) -> Self {
+        let api: Api<DynamicObject> = match &options.namespace {
+            Some(ns) => Api::namespaced_with(client, ns, &resource),
+            None => Api::all_with(client, &resource),
+        };
+        let config = options.watcher_config();
+        Self::listing(api, &resource, config, options, decode)
+    }
+
+    /// The list+watch of `api` with `config` (kube-runtime's watcher and its backoff), through
+    /// the cache, diff, managedFields rule, transform, resync and decoding of `options`.
+    fn listing(
+        api: Api<DynamicObject>,
+        resource: &ApiResource,
+        config: watcher::Config,
+        options: InformerOptions,
+        decode: Decode,
+    ) -> Self {
         let info = KindInfo {
             group: resource.group.clone(),
             version: resource.version.clone(),
@@ -323,13 +323,7 @@ impl Informer {
         let kind = resource.kind.clone();
         let max_concurrent_workers = options.max_concurrent_workers;
         let source: Source = Box::new(move |metrics| {
-            let api: Api<DynamicObject> = match &options.namespace {
-                Some(ns) => Api::namespaced_with(client, ns, &resource),
-                None => Api::all_with(client, &resource),
-            };
-            let raw = backoff::backoff_until_data(
-                watcher::watcher(api, options.watcher_config()).boxed(),
-            );
+            let raw = backoff::backoff_until_data(watcher::watcher(api, config).boxed());
             informer_events(raw, options, decode, kind, flag, metrics)
         });
         Self {
