@@ -11,9 +11,11 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kubeapp::operator::informer::InformerOptions;
+use kubeapp::operator::reconciler::ReconcilerFn;
+use kubeapp::operator::watcher::DynWatcherFns;
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, ReconcileError,
-    ReconcileResult, ReconcilerFn, RetryPolicy, WatcherFns,
+    ReconcileResult, RetryPolicy,
 };
 use kubeapp::sdk::testenv::TestEnv;
 
@@ -49,7 +51,7 @@ async fn a_kept_retry_and_the_retry_of_the_newer_failed_event_both_run() {
     let (on_add, on_update) = (watched.clone(), watched.clone());
     controller.add_watcher(
         KIND,
-        WatcherFns::<ConfigMap>::new()
+        DynWatcherFns::<ConfigMap>::new()
             .on_add(move |ctx, cm| {
                 on_add.push(format!("add v{}", value(&cm)));
                 let first = ctx.attempt() == 0;

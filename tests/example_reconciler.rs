@@ -217,7 +217,6 @@ fn crd_and_manifests_carry_the_webhooks_and_help_lists_the_flags() {
         "--namespace",
         "--log-format",
         "--otlp-endpoint",
-        "--requeue-after",
         "--shutdown-timeout",
         "--webhook-cert-file",
         "--webhook-key-file",
@@ -252,11 +251,7 @@ async fn the_operator_binary_reconciles_corrects_drift_cleans_up_and_stops_on_si
         .expect("namespace");
     let client = env.client();
     let shutdown = format!("{}s", SHUTDOWN_TIMEOUT.as_secs());
-    let mut operator = Operator::start(
-        &env,
-        &ns,
-        &["--requeue-after", "1s", "--shutdown-timeout", &shutdown],
-    );
+    let mut operator = Operator::start(&env, &ns, &["--shutdown-timeout", &shutdown]);
     let addr = operator.metrics_addr;
     let logs = || operator.logs();
 
@@ -343,7 +338,8 @@ async fn the_operator_binary_reconciles_corrects_drift_cleans_up_and_stops_on_si
     })
     .await;
 
-    // Drift: someone deletes the ConfigMap; the requeue puts it back.
+    // Drift: someone deletes the ConfigMap; the operator owns it (no requeue is configured), so
+    // its deletion reconciles the Template, which puts it back.
     let old_uid = configmaps
         .get("greeting")
         .await

@@ -15,9 +15,11 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResource, Resource, ResourceExt};
 use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::opinionated::{FinalizerNameError, OpinionatedOptions};
+use kubeapp::operator::reconciler::ReconcilerFn;
+use kubeapp::operator::watcher::DynWatcherFns;
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, OpinionatedReconciler,
-    OpinionatedWatcher, ReconcileResult, ReconcilerFn, RetryPolicy, WatcherFns,
+    OpinionatedWatcher, ReconcileResult, RetryPolicy,
 };
 use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;
@@ -44,9 +46,9 @@ const CM_OURS: &str = "core.kubeapp.dev/operator-configmaps-v1";
 /// A watcher of `K` that logs `add|update|delete|sync {name}`.
 fn logging_watcher<K: Resource + serde::Serialize + Send + Sync + std::fmt::Debug + 'static>(
     log: &CallLog,
-) -> WatcherFns<K> {
+) -> DynWatcherFns<K> {
     let (add, update, delete, sync) = (log.clone(), log.clone(), log.clone(), log.clone());
-    WatcherFns::new()
+    DynWatcherFns::new()
         .on_add(move |_, o: Arc<K>| {
             add.push(format!("add {}", o.meta().name.clone().unwrap_or_default()));
             async { Ok(()) }
@@ -336,7 +338,7 @@ async fn invalid_finalizer_names_are_refused_when_a_wrapper_is_built_naming_them
     let client = kube::Client::try_from(config).expect("a client (never used)");
     let err = OpinionatedWatcher::for_kind::<ConfigMap>(
         client.clone(),
-        WatcherFns::<ConfigMap>::new(),
+        DynWatcherFns::<ConfigMap>::new(),
         OpinionatedOptions::default().finalizer("my-finalizer"),
     )
     .expect_err("an unqualified name");
@@ -349,7 +351,7 @@ async fn invalid_finalizer_names_are_refused_when_a_wrapper_is_built_naming_them
     let long = format!("example.dev/{}", "x".repeat(64));
     let err = OpinionatedWatcher::for_kind::<ConfigMap>(
         client.clone(),
-        WatcherFns::<ConfigMap>::new(),
+        DynWatcherFns::<ConfigMap>::new(),
         OpinionatedOptions::default().in_progress_finalizer(long.clone()),
     )
     .expect_err("a name part of 64 characters");

@@ -9,9 +9,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{Api, PostParams};
 use kubeapp::operator::informer::InformerOptions;
+use kubeapp::operator::watcher::DynWatcherFns;
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, ControllerMetrics, Informer, InformerController,
-    WatcherFns,
 };
 use kubeapp::sdk::testenv::TestEnv;
 use tokio::sync::mpsc;
@@ -92,7 +92,7 @@ async fn a_forbidden_list_is_retried_with_growing_gaps_and_syncs_once_rbac_allow
     let (added, mut added_rx) = mpsc::unbounded_channel();
     controller.add_watcher(
         KIND,
-        WatcherFns::<ConfigMap>::new().on_add(move |_ctx, cm| {
+        DynWatcherFns::<ConfigMap>::new().on_add(move |_ctx, cm| {
             let _ = added.send(cm.metadata.name.clone().unwrap_or_default());
             async { Ok(()) }
         }),

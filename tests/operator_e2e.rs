@@ -9,9 +9,11 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{CustomResource, CustomResourceExt};
 use kubeapp::operator::informer::InformerOptions;
+use kubeapp::operator::reconciler::ReconcilerFn;
+use kubeapp::operator::watcher::DynWatcherFns;
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, ControllerMetrics, Informer, InformerController,
-    ReconcileResult, ReconcilerFn, WatcherFns,
+    ReconcileResult,
 };
 use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;
@@ -89,7 +91,7 @@ fn add_logging_handlers(controller: &InformerController, log: &Log) {
     let (add, update, delete, sync) = (log.clone(), log.clone(), log.clone(), log.clone());
     controller.add_watcher(
         KIND,
-        WatcherFns::<Gadget>::new()
+        DynWatcherFns::<Gadget>::new()
             .on_add(move |_, g| {
                 add.push(format!("w add {} {}", name_of(&g), g.spec.size));
                 async { Ok(()) }
@@ -473,7 +475,7 @@ async fn an_object_that_fails_to_deserialize_does_not_stop_the_others() {
     );
     controller.add_watcher(
         "gadgets-untyped",
-        WatcherFns::<DynamicObject>::new().on_add(move |_, object| {
+        DynWatcherFns::<DynamicObject>::new().on_add(move |_, object| {
             untyped_log.push(format!(
                 "add {}",
                 object.metadata.name.as_deref().unwrap_or("")

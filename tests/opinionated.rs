@@ -17,10 +17,11 @@ use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::opinionated::{
     ConflictRetry, FinalizerMetrics, OpinionatedOptions, opinionated_dequeue_policy,
 };
+use kubeapp::operator::reconciler::ReconcilerFn;
+use kubeapp::operator::watcher::DynWatcherFns;
 use kubeapp::operator::{
     BoxError, CancellationToken, ControllerConfig, Informer, InformerController,
-    OpinionatedReconciler, OpinionatedWatcher, ReconcileResult, ReconcilerFn, RetryPolicy,
-    WatcherFns,
+    OpinionatedReconciler, OpinionatedWatcher, ReconcileResult, RetryPolicy,
 };
 use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;
@@ -217,9 +218,9 @@ impl Recorder {
 
 impl Recorder {
     /// The recorder as a watcher of Widgets.
-    fn watcher(&self) -> WatcherFns<Widget> {
+    fn watcher(&self) -> DynWatcherFns<Widget> {
         let (add, update, delete, sync) = (self.clone(), self.clone(), self.clone(), self.clone());
-        WatcherFns::new()
+        DynWatcherFns::new()
             .on_add(move |_, w| {
                 let recorder = add.clone();
                 async move { recorder.add(w).await }

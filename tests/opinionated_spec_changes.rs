@@ -26,9 +26,11 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{CustomResource, ResourceExt};
 use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::opinionated::{OpinionatedOptions, opinionated_dequeue_policy};
+use kubeapp::operator::reconciler::ReconcilerFn;
+use kubeapp::operator::watcher::DynWatcherFns;
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, OpinionatedReconciler,
-    OpinionatedWatcher, ReconcileAction, ReconcileResult, ReconcilerFn, RetryPolicy, WatcherFns,
+    OpinionatedWatcher, ReconcileAction, ReconcileResult, RetryPolicy,
 };
 use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;
@@ -166,7 +168,7 @@ async fn spec_changes_made_while_the_watchers_add_runs_reach_update_from_what_th
     // copy is older, calls nothing).
     let in_add = names("in-add-", 5);
     let changer = (env.widgets(), log.clone());
-    let inner = WatcherFns::<Widget>::new()
+    let inner = DynWatcherFns::<Widget>::new()
         .on_add(move |_, w| {
             let (api, log) = changer.clone();
             async move {
@@ -205,7 +207,7 @@ async fn spec_changes_made_while_the_watchers_add_runs_reach_update_from_what_th
                 async { Ok(()) }
             }
         });
-    let first = WatcherFns::<Widget>::new().on_add({
+    let first = DynWatcherFns::<Widget>::new().on_add({
         let api = env.widgets();
         move |_, w| {
             let api = api.clone();
@@ -427,7 +429,7 @@ async fn every_config_map_change_after_the_add_reaches_the_watcher_and_the_recon
     let env = Env::start("configmaps").await;
     let api = env.config_maps();
     let log = CallLog::new();
-    let watcher = WatcherFns::<ConfigMap>::new()
+    let watcher = DynWatcherFns::<ConfigMap>::new()
         .on_add({
             let log = log.clone();
             move |_, cm| {
@@ -516,7 +518,7 @@ impl<H: kubeapp::operator::DynWatcher> kubeapp::operator::DynWatcher for FilterB
     async fn add(
         &self,
         ctx: &kubeapp::operator::HandlerContext,
-        object: kubeapp::operator::SharedObject,
+        object: kubeapp::operator::object::SharedObject,
     ) -> Result<(), kubeapp::operator::BoxError> {
         if object.metadata().name.as_deref() != Some(self.0) {
             return Ok(());
@@ -527,8 +529,8 @@ impl<H: kubeapp::operator::DynWatcher> kubeapp::operator::DynWatcher for FilterB
     async fn update(
         &self,
         ctx: &kubeapp::operator::HandlerContext,
-        old: kubeapp::operator::SharedObject,
-        new: kubeapp::operator::SharedObject,
+        old: kubeapp::operator::object::SharedObject,
+        new: kubeapp::operator::object::SharedObject,
     ) -> Result<(), kubeapp::operator::BoxError> {
         if new.metadata().name.as_deref() != Some(self.0) {
             return Ok(());
@@ -539,7 +541,7 @@ impl<H: kubeapp::operator::DynWatcher> kubeapp::operator::DynWatcher for FilterB
     async fn delete(
         &self,
         ctx: &kubeapp::operator::HandlerContext,
-        object: kubeapp::operator::SharedObject,
+        object: kubeapp::operator::object::SharedObject,
     ) -> Result<(), kubeapp::operator::BoxError> {
         if object.metadata().name.as_deref() != Some(self.0) {
             return Ok(());

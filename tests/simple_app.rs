@@ -14,7 +14,6 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResource, ResourceExt};
-use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::{CancellationToken, ReconcileResult, Runner, RunnerConfig, WatcherFns};
 use kubeapp::sdk::app::App as _;
 use kubeapp::sdk::testenv::TestEnv;
@@ -120,7 +119,7 @@ fn events_of(exposition: &str, kind: &str) -> f64 {
 
 fn build_app(client: kube::Client, ns: &str, log: &Log) -> App {
     let reconciled = log.clone();
-    let widgets = ManagedKind::<Widget>::new().reconcile_fn(move |_ctx, request| {
+    let widgets = ManagedKind::<Widget>::new().reconcile_fn(move |request, _ctx| {
         reconciled.push(format!(
             "{} {} size={}",
             request.action,
@@ -130,23 +129,21 @@ fn build_app(client: kube::Client, ns: &str, log: &Log) -> App {
         async { Ok(ReconcileResult::done()) }
     });
     let (added, updated, deleted) = (log.clone(), log.clone(), log.clone());
-    let configmaps = UnmanagedKind::<ConfigMap>::new()
-        .options(InformerOptions::default().namespace(ns))
-        .watcher_fns(
-            WatcherFns::new()
-                .on_add(move |_ctx, cm: Arc<ConfigMap>| {
-                    added.push(format!("add cm {}", cm.name_any()));
-                    async { Ok(()) }
-                })
-                .on_update(move |_ctx, _old, cm: Arc<ConfigMap>| {
-                    updated.push(format!("update cm {}", cm.name_any()));
-                    async { Ok(()) }
-                })
-                .on_delete(move |_ctx, cm: Arc<ConfigMap>| {
-                    deleted.push(format!("delete cm {}", cm.name_any()));
-                    async { Ok(()) }
-                }),
-        );
+    let configmaps = UnmanagedKind::<ConfigMap>::new().namespace(ns).watcher(
+        WatcherFns::<ConfigMap>::new()
+            .on_add(move |cm: Arc<ConfigMap>, _ctx| {
+                added.push(format!("add cm {}", cm.name_any()));
+                async { Ok(()) }
+            })
+            .on_update(move |_old, cm: Arc<ConfigMap>, _ctx| {
+                updated.push(format!("update cm {}", cm.name_any()));
+                async { Ok(()) }
+            })
+            .on_delete(move |cm: Arc<ConfigMap>, _ctx| {
+                deleted.push(format!("delete cm {}", cm.name_any()));
+                async { Ok(()) }
+            }),
+    );
     let config = AppConfig::new(APP)
         .managed_kind(widgets)
         .unmanaged_kind(configmaps);

@@ -17,9 +17,11 @@ use kube::runtime::wait::await_condition;
 use kube::{CustomResource, ResourceExt};
 use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::opinionated::{FinalizerMetrics, OpinionatedOptions};
+use kubeapp::operator::reconciler::ReconcilerFn;
+use kubeapp::operator::watcher::DynWatcherFns;
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, OpinionatedReconciler,
-    OpinionatedWatcher, ReconcileResult, ReconcilerFn, RetryPolicy, WatcherFns,
+    OpinionatedWatcher, ReconcileResult, RetryPolicy,
 };
 use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;
@@ -103,7 +105,7 @@ fn add_handlers(
     metrics: &FinalizerMetrics,
 ) {
     let (add, update, delete, sync) = (log.clone(), log.clone(), log.clone(), log.clone());
-    let typed = WatcherFns::<Thing>::new()
+    let typed = DynWatcherFns::<Thing>::new()
         .on_add(move |_, t| {
             add.push(format!("add {}", t.name_any()));
             async { Ok(()) }

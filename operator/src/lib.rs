@@ -15,8 +15,11 @@
 //! API's decisions.
 //!
 //! Underneath, the type-erased layer the typed one is built on stays available for custom sources
-//! and tests: [`Informer`] (including synthetic streams), [`DynWatcher`], [`DynReconciler`], and
-//! [`InformerController::add_informer`] with handlers keyed by a kind name.
+//! and tests, outside the crate root: [`Informer`] (including synthetic streams), [`DynWatcher`],
+//! [`DynReconciler`], [`InformerController::add_informer`] with handlers keyed by a kind name,
+//! and in their modules the shared objects and downcasts ([`object::SharedObject`]), the
+//! downcasting adapters ([`watcher::TypedWatcher`], [`reconciler::TypedReconciler`]) and the
+//! closure watcher over erased objects ([`watcher::DynWatcherFns`]).
 //!
 //! An event's path reads straight down the modules: [`informer`] -> [`controller`] (per-object
 //! lanes, retries) -> [`watcher`] / [`reconciler`] -> [`metrics`] and `tracing` spans
@@ -65,21 +68,19 @@ pub use handler::{BoxError, HandlerContext, HandlerError};
 pub use informer::{Informer, InformerEvent, KindInfo, SyncedFlag};
 pub use informers::{InformerOptions, Informers};
 pub use kind::{
-    ApplyCleanup, HandlerHandle, Kind, KindHandle, Reconciler, TriggerHandle, Watcher,
+    ApplyCleanup, HandlerHandle, Kind, KindHandle, Reconciler, TriggerHandle, Watcher, WatcherFns,
     apply_cleanup, reconciler_fn,
 };
 pub use metrics::ControllerMetrics;
-pub use object::{
-    KubeObject, ObjectKey, SharedObject, Undecodable, as_undecodable, downcast_shared, share,
-};
+pub use object::{KubeObject, ObjectKey};
 pub use opinionated::{OpinionatedOptions, OpinionatedReconciler, OpinionatedWatcher};
 pub use reconciler::{
     DynReconciler, ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult,
-    ReconcileState, ReconcilerFn, TypedReconcileRequest, TypedReconciler, typed_reconciler,
+    ReconcileState,
 };
 pub use runner::{Runner, RunnerConfig, RunnerError};
 pub use store::{Store, StoreError};
 /// The token that stops an [`InformerController`] and cancels handler contexts.
 pub use tokio_util::sync::CancellationToken;
 pub use trigger::{Trigger, TriggerCause};
-pub use watcher::{DynWatcher, TypedWatcher, WatcherFns, typed_watcher};
+pub use watcher::DynWatcher;

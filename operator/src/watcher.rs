@@ -8,14 +8,14 @@
 //!
 //! The trait is object safe and works on [`SharedObject`]s, so one controller can mix kinds and
 //! wrappers can wrap any watcher. For a concrete type implement [`TypedWatcher`] and register
-//! [`typed_watcher`]`(w)`; for a few closures use [`WatcherFns`]. Both downcast without copying;
+//! [`typed_watcher`]`(w)`; for a few closures use [`DynWatcherFns`]. Both downcast without copying;
 //! an object of another type is an error for that call (and is retried by policy, then given up).
 //!
 //! # Objects that do not decode
 //!
 //! A typed informer delivers an object that does not deserialize into its type as an
 //! [`Undecodable`](crate::object::Undecodable) (see [`object`](crate::object)). The typed adapters
-//! ([`typed_watcher`], [`WatcherFns`]) skip it without calling the user and without an error
+//! ([`typed_watcher`], [`DynWatcherFns`]) skip it without calling the user and without an error
 //! (the informer has logged and counted it already):
 //!
 //! - `add`, `sync` or `delete` of an undecodable object, and an `update` to one: nothing;
@@ -235,10 +235,10 @@ type TwoFn<K> = Arc<dyn Fn(HandlerContext, Arc<K>, Arc<K>) -> BoxFuture + Send +
 /// `K` is the object type (`DynamicObject` for untyped kinds).
 ///
 /// ```
-/// use kubeapp_operator::watcher::WatcherFns;
+/// use kubeapp_operator::watcher::DynWatcherFns;
 /// use k8s_openapi::api::core::v1::ConfigMap;
 ///
-/// let watcher = WatcherFns::<ConfigMap>::new()
+/// let watcher = DynWatcherFns::<ConfigMap>::new()
 ///     .on_add(|_ctx, cm| async move {
 ///         tracing::info!(name = ?cm.metadata.name, "added");
 ///         Ok(())
@@ -246,14 +246,14 @@ type TwoFn<K> = Arc<dyn Fn(HandlerContext, Arc<K>, Arc<K>) -> BoxFuture + Send +
 ///     .on_delete(|_ctx, _cm| async move { Ok(()) });
 /// # let _ = watcher;
 /// ```
-pub struct WatcherFns<K> {
+pub struct DynWatcherFns<K> {
     add: Option<OneFn<K>>,
     update: Option<TwoFn<K>>,
     delete: Option<OneFn<K>>,
     sync: Option<OneFn<K>>,
 }
 
-impl<K> Default for WatcherFns<K> {
+impl<K> Default for DynWatcherFns<K> {
     fn default() -> Self {
         Self {
             add: None,
@@ -272,7 +272,7 @@ where
     Arc::new(move |ctx, obj| Box::pin(f(ctx, obj)))
 }
 
-impl<K: KubeObject> WatcherFns<K> {
+impl<K: KubeObject> DynWatcherFns<K> {
     /// A watcher that does nothing until closures are set.
     pub fn new() -> Self {
         Self::default()
@@ -344,7 +344,7 @@ fn call_one<K: KubeObject>(
 
 // Written out instead of `#[async_trait]`: the closures' futures are boxed already, and an
 // `async fn` here would box each call a second time.
-impl<K: KubeObject> DynWatcher for WatcherFns<K> {
+impl<K: KubeObject> DynWatcher for DynWatcherFns<K> {
     fn add<'s, 'c, 'f>(&'s self, ctx: &'c HandlerContext, object: SharedObject) -> WatcherFuture<'f>
     where
         's: 'f,
@@ -416,7 +416,7 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
         let watcher: Box<dyn DynWatcher> =
-            Box::new(WatcherFns::<ConfigMap>::new().on_add(move |_, cm| {
+            Box::new(DynWatcherFns::<ConfigMap>::new().on_add(move |_, cm| {
                 let log = log.clone();
                 async move {
                     log.lock()
@@ -494,7 +494,7 @@ mod tests {
             Box::new(typed_watcher(Logged(seen.clone()))),
             Box::new({
                 let (sync, update) = (seen.clone(), seen.clone());
-                WatcherFns::<ConfigMap>::new()
+                DynWatcherFns::<ConfigMap>::new()
                     .on_sync(move |_, o| {
                         Logged(sync.clone()).push("sync", &o);
                         async { Ok(()) }

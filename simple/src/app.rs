@@ -2,10 +2,12 @@
 //!
 //! # What `App::new` builds
 //!
-//! One [`InformerController`] with, per kind, one typed informer (`Informer::new::<K>`, so typed
-//! handlers downcast) keyed by the kind's plural, and its one handler, wrapped in
-//! [`OpinionatedWatcher`] / [`OpinionatedReconciler`] when the kind is opinionated (managed kinds
-//! by default, unmanaged kinds on request). Opinionated kinds use the finalizers
+//! One [`InformerController`] with, per kind, one [`KindHandle<K>`](kubeapp_operator::KindHandle)
+//! (its informer the shared one of the app's [`Informers`](kubeapp_operator::Informers), so apps
+//! built with one registry watch a kind once), the kind's one handler, wrapped in
+//! [`OpinionatedWatcher`](kubeapp_operator::OpinionatedWatcher) /
+//! [`OpinionatedReconciler`](kubeapp_operator::OpinionatedReconciler) when the kind is opinionated
+//! (managed kinds by default, unmanaged kinds on request), and its triggers (`owns`, `watches`). Opinionated kinds use the finalizers
 //! `{group}/{app}-{plural}-{version}` and `{group}/{app}-{plural}-{version}-wip` (the core group
 //! stands as `core.kubeapp.dev`; [`OpinionatedOptions::app_name`](kubeapp_operator::OpinionatedOptions::app_name),
 //! scheme in [`finalizer`](kubeapp_operator::opinionated::finalizer#names)) unless the kind sets
@@ -16,6 +18,11 @@
 //! # Guarantees and defaults
 //!
 //! - [`App::new`] validates first (see [`crate::validate`]) and fails with every problem found.
+//! - Handlers' [`Context`](kubeapp_operator::Context) applies and writes status as the field
+//!   manager named after the app, and reports Events as the app, unless
+//!   [`AppConfig::controller`](crate::AppConfig::controller) names the controller otherwise.
+//! - Kinds are registered while the app is built: inside a Tokio runtime their (shared)
+//!   informers start filling their caches at once; handlers are called only once the app runs.
 //! - [`App::run`](kubeapp_sdk::app::App::run) runs the controller until the stop token is cancelled
 //!   (then in-flight handler calls finish, bounded by the controller's shutdown grace). An app runs
 //!   once: a second `run` fails.
@@ -40,9 +47,7 @@ use kube::Client;
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::admission::AdmissionRequest;
 use kubeapp_operator::opinionated::FinalizerMetrics;
-use kubeapp_operator::{
-    ControllerMetrics, InformerController, OpinionatedReconciler, OpinionatedWatcher, SyncedFlag,
-};
+use kubeapp_operator::{ControllerConfig, ControllerMetrics, InformerController, SyncedFlag};
 use kubeapp_sdk::app::{AdmissionError, AppError, ConversionError, HealthCheck};
 use kubeapp_sdk::manifest::ManifestData;
 use tokio_util::sync::CancellationToken;
@@ -74,8 +79,9 @@ pub struct App {
 }
 
 impl App {
-    /// Validates `config` and builds the app's informers and handlers with `client`. Nothing
-    /// talks to the cluster before [`run`](kubeapp_sdk::app::App::run).
+    /// Validates `config` and registers the app's kinds, handlers and triggers with `client`.
+    /// Handlers run only once the app [runs](kubeapp_sdk::app::App::run); informers start
+    /// listing when registered inside a Tokio runtime (see the [module docs](self)).
     ///
     /// # Errors
     ///
@@ -94,17 +100,27 @@ impl App {
             ControllerMetrics::register(&scratch, namespace).map_err(metrics_error)?;
         let finalizer_metrics =
             FinalizerMetrics::register(&scratch, namespace).map_err(metrics_error)?;
-        let controller = InformerController::new(
-            config
-                .controller
-                .clone()
-                .metrics(controller_metrics.clone()),
-        );
+        let mut controller_config = config
+            .controller
+            .clone()
+            .metrics(controller_metrics.clone());
+        if controller_config.controller_name() == ControllerConfig::default().controller_name() {
+            // The field manager of `Context::apply` and the reporter of Events: the app's name
+            // unless the controller config names something else.
+            controller_config = controller_config.name(config.name.clone());
+        }
+        if let Some(informers) = &config.informers {
+            controller_config = controller_config.informers(informers.clone());
+        }
+        let controller = InformerController::new(controller_config);
         let mut managed = Vec::new();
         let mut hooks = Vec::new();
-        for spec in &config.kinds {
+        let mut config = config;
+        let mut kinds = std::mem::take(&mut config.kinds);
+        for spec in &mut kinds {
             add_kind(&config, &controller, &client, spec, &finalizer_metrics)?;
         }
+        config.kinds = kinds;
         let synced = controller.synced_flags();
         for spec in config.kinds {
             if spec.managed {
@@ -146,47 +162,26 @@ impl App {
     }
 }
 
-/// Registers the informer and the (possibly wrapped) handler of one kind.
+/// Registers the kind with the controller (its shared informer), its (possibly wrapped) handler
+/// and its triggers.
 fn add_kind(
     config: &AppConfig,
     controller: &InformerController,
     client: &Client,
-    spec: &KindSpec,
+    spec: &mut KindSpec,
     finalizer_metrics: &FinalizerMetrics,
 ) -> Result<(), AppConfigError> {
-    let key = spec.resource.plural.as_str();
-    let informer = (spec.new_informer)(client.clone(), spec.options.clone());
-    controller.add_informer(key, informer);
-    let options = config
-        .opinionated_for(spec)
-        .metrics(finalizer_metrics.clone());
-    let finalizer_error = |source| AppConfigError::Finalizer {
-        app: config.name.clone(),
-        kind: spec.display_name(),
-        source,
-    };
-    if let Some(reconciler) = spec.reconciler.clone() {
-        if spec.opinionated {
-            let wrapped = OpinionatedReconciler::new(
-                client.clone(),
-                spec.resource.clone(),
-                reconciler,
-                options,
-            )
-            .map_err(finalizer_error)?;
-            controller.add_reconciler(key, wrapped);
-        } else {
-            controller.add_reconciler(key, reconciler);
-        }
-    } else if let Some(watcher) = spec.watcher.clone() {
-        if spec.opinionated {
-            let wrapped =
-                OpinionatedWatcher::new(client.clone(), spec.resource.clone(), watcher, options)
-                    .map_err(finalizer_error)?;
-            controller.add_watcher(key, wrapped);
-        } else {
-            controller.add_watcher(key, watcher);
-        }
+    let opinionated = spec.opinionated.then(|| {
+        config
+            .opinionated_for(spec)
+            .metrics(finalizer_metrics.clone())
+    });
+    if let Some(register) = spec.register.take() {
+        register(controller, client, opinionated).map_err(|source| AppConfigError::Finalizer {
+            app: config.name.clone(),
+            kind: spec.display_name(),
+            source,
+        })?;
     }
     tracing::debug!(
         kind = %spec.display_name(),
@@ -386,7 +381,7 @@ mod tests {
 
     fn app() -> App {
         let configmaps = ManagedKind::<ConfigMap>::new()
-            .reconcile_fn(|_ctx, _request| async { Ok(ReconcileResult::done()) })
+            .reconcile_fn(|_request, _ctx| async { Ok(ReconcileResult::done()) })
             .validate_fn(|request| async move {
                 match request.username.as_deref() {
                     Some("alice") => Err(AdmissionError::denied("not alice")),
@@ -402,7 +397,7 @@ mod tests {
             .managed_kind(configmaps)
             .unmanaged_kind(
                 UnmanagedKind::<k8s_openapi::api::core::v1::Secret>::new()
-                    .watcher_fns(WatcherFns::new()),
+                    .watcher(WatcherFns::new()),
             );
         App::new(config, offline_client()).expect("valid")
     }
@@ -429,7 +424,7 @@ mod tests {
         )
         .expect("manifest");
         let pages = ManagedKind::<Page>::new()
-            .reconcile_fn(|_ctx, _request| async { Ok(ReconcileResult::done()) })
+            .reconcile_fn(|_request, _ctx| async { Ok(ReconcileResult::done()) })
             .validate_fn(|_request| async { Ok(()) })
             .mutate_fn(|request| async move {
                 request
@@ -530,7 +525,7 @@ mod tests {
     async fn the_apps_own_collectors_are_handed_out_with_their_live_values() {
         let orders = prometheus::IntCounter::new("shop_orders_total", "Orders.").expect("counter");
         let config = AppConfig::new("shop")
-            .managed_kind(ManagedKind::<ConfigMap>::new().watcher_fns(WatcherFns::new()))
+            .managed_kind(ManagedKind::<ConfigMap>::new().watcher(WatcherFns::new()))
             .metric_collector(orders.clone());
         let app = App::new(config, offline_client()).expect("a valid app");
         orders.inc_by(3);
@@ -556,7 +551,7 @@ mod tests {
     #[tokio::test]
     async fn an_invalid_finalizer_name_fails_the_build_naming_the_kind() {
         let configmaps = ManagedKind::<ConfigMap>::new()
-            .watcher_fns(WatcherFns::new())
+            .watcher(WatcherFns::new())
             .finalizer("f".repeat(64));
         let err = App::new(
             AppConfig::new("shop").managed_kind(configmaps),
@@ -569,7 +564,7 @@ mod tests {
         );
         // The name of earlier releases' defaults is not qualified: refused, and named.
         let configmaps = ManagedKind::<ConfigMap>::new()
-            .watcher_fns(WatcherFns::new())
+            .watcher(WatcherFns::new())
             .finalizer("shop-configmaps-finalizer");
         let err = App::new(
             AppConfig::new("shop").managed_kind(configmaps),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use kubeapp_operator::metrics::MetricsError;
 use kubeapp_operator::opinionated::FinalizerNameError;
-use kubeapp_operator::{ControllerConfig, OpinionatedOptions};
+use kubeapp_operator::{ControllerConfig, Informers, OpinionatedOptions};
 use kubeapp_sdk::app::AppError;
 use kubeapp_sdk::manifest::ManifestData;
 use prometheus::core::Collector;
@@ -28,6 +28,7 @@ pub struct AppConfig {
     pub(crate) in_progress_finalizer: Option<String>,
     pub(crate) metrics_namespace: Option<String>,
     pub(crate) collectors: Vec<CollectorFactory>,
+    pub(crate) informers: Option<Informers>,
 }
 
 /// Hands out a fresh box of one of the app's own collectors (they are cheap handles to shared
@@ -47,6 +48,7 @@ impl AppConfig {
             in_progress_finalizer: None,
             metrics_namespace: None,
             collectors: Vec::new(),
+            informers: None,
         }
     }
 
@@ -59,14 +61,20 @@ impl AppConfig {
 
     /// Adds a kind the app owns.
     #[must_use]
-    pub fn managed_kind<K: AppKind>(mut self, kind: ManagedKind<K>) -> Self {
+    pub fn managed_kind<K: AppKind, C: Send + Sync + 'static>(
+        mut self,
+        kind: ManagedKind<K, C>,
+    ) -> Self {
         self.kinds.push(kind.into_spec());
         self
     }
 
     /// Adds a kind the app only watches.
     #[must_use]
-    pub fn unmanaged_kind<K: AppKind>(mut self, kind: UnmanagedKind<K>) -> Self {
+    pub fn unmanaged_kind<K: AppKind, C: Send + Sync + 'static>(
+        mut self,
+        kind: UnmanagedKind<K, C>,
+    ) -> Self {
         self.kinds.push(kind.into_spec());
         self
     }
@@ -76,6 +84,16 @@ impl AppConfig {
     #[must_use]
     pub fn controller(mut self, config: ControllerConfig) -> Self {
         self.controller = config;
+        self
+    }
+
+    /// The registry of shared informers the app's kinds are watched through (default: one of
+    /// the app's own). Apps built with the same registry, e.g. every app of a
+    /// [`Runner`](kubeapp_operator::Runner) given [`Runner::informers`](kubeapp_operator::Runner::informers),
+    /// open one watch per kind, namespace and selectors between them.
+    #[must_use]
+    pub fn informers(mut self, informers: Informers) -> Self {
+        self.informers = Some(informers);
         self
     }
 

@@ -45,7 +45,7 @@
 //!     .manifest(manifest)
 //!     .managed_kind(
 //!         ManagedKind::<Widget>::new()
-//!             .reconcile_fn(|_ctx, request| async move {
+//!             .reconcile_fn(|request, _ctx| async move {
 //!                 tracing::info!(action = %request.action, size = request.object.spec.size);
 //!                 Ok(ReconcileResult::done())
 //!             })
@@ -59,8 +59,8 @@
 //!             }),
 //!     )
 //!     .unmanaged_kind(
-//!         UnmanagedKind::<ConfigMap>::new().watcher_fns(
-//!             WatcherFns::<ConfigMap>::new().on_add(|_ctx, cm| async move {
+//!         UnmanagedKind::<ConfigMap>::new().watcher(
+//!             WatcherFns::<ConfigMap>::new().on_add(|cm, _ctx| async move {
 //!                 tracing::info!(name = ?cm.metadata.name, "configmap");
 //!                 Ok(())
 //!             }),

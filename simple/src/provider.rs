@@ -6,8 +6,6 @@
 //! function returns, so the app is always validated against it.
 //!
 //! ```
-//! use std::sync::Arc;
-//!
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kubeapp_operator::WatcherFns;
 //! use kubeapp_sdk::app::AppProvider as _;
@@ -19,8 +17,8 @@
 //! )?;
 //! let provider = Provider::new(manifest, || {
 //!     AppConfig::new("audit").unmanaged_kind(
-//!         UnmanagedKind::<ConfigMap>::new().watcher_fns(WatcherFns::new().on_add(
-//!             |_ctx, cm: Arc<ConfigMap>| async move {
+//!         UnmanagedKind::<ConfigMap>::new().watcher(WatcherFns::<ConfigMap>::new().on_add(
+//!             |cm, _ctx| async move {
 //!                 tracing::info!(name = ?cm.metadata.name, "configmap added");
 //!                 Ok(())
 //!             },
@@ -115,7 +113,7 @@ mod tests {
             || {
                 AppConfig::new("cms").unmanaged_kind(
                     crate::kinds::UnmanagedKind::<ConfigMap>::new()
-                        .watcher_fns(kubeapp_operator::WatcherFns::new()),
+                        .watcher(kubeapp_operator::WatcherFns::new()),
                 )
             },
         );

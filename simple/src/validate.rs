@@ -3,6 +3,8 @@
 //! Every problem is collected; none stops the check. Problems:
 //!
 //! - a kind (managed or unmanaged) with both a reconciler and a watcher, or with neither;
+//! - an apply/cleanup handler on a kind without the opinionated wrapper (nothing would hold
+//!   the deletion until `cleanup` ran);
 //! - the same kind (group and kind) added twice;
 //! - with a manifest:
 //!   - a manifest kind with no managed kind;
@@ -96,6 +98,15 @@ pub enum AppProblem {
         /// The kind.
         kind: String,
     },
+    /// The kind has an apply/cleanup handler but no opinionated wrapper, whose finalizer is what
+    /// guarantees `cleanup` before deletion.
+    #[error(
+        "{kind}: apply/cleanup needs the opinionated finalizer; do not make the kind plain, or use a reconciler"
+    )]
+    CleanupWithoutFinalizer {
+        /// The kind.
+        kind: String,
+    },
     /// The kind was added more than once.
     #[error("{kind}: added more than once")]
     DuplicateKind {
@@ -116,7 +127,10 @@ pub(crate) fn problems(kinds: &[KindSpec], manifest: Option<&ManifestData>) -> V
         if seen_before {
             problems.push(AppProblem::DuplicateKind { kind: kind.clone() });
         }
-        match (spec.reconciler.is_some(), spec.watcher.is_some()) {
+        if spec.apply_cleanup && !spec.opinionated {
+            problems.push(AppProblem::CleanupWithoutFinalizer { kind: kind.clone() });
+        }
+        match (spec.has_reconciler, spec.has_watcher) {
             (true, true) => problems.push(AppProblem::ReconcilerAndWatcher { kind }),
             (false, false) => problems.push(AppProblem::NoHandler { kind }),
             _ => {}
@@ -251,7 +265,7 @@ versions:
 
     fn widget() -> ManagedKind<Widget> {
         ManagedKind::<Widget>::new()
-            .reconcile_fn(|_ctx, _request| async { Ok(ReconcileResult::done()) })
+            .reconcile_fn(|_request, _ctx| async { Ok(ReconcileResult::done()) })
             .validate_fn(|_request| async { Ok(()) })
             .mutate_fn(|request| async move {
                 request
@@ -265,7 +279,7 @@ versions:
     }
 
     fn gadget() -> ManagedKind<Gadget> {
-        ManagedKind::<Gadget>::new().watcher_fns(WatcherFns::new())
+        ManagedKind::<Gadget>::new().watcher(WatcherFns::new())
     }
 
     fn problems_of(config: &AppConfig) -> Vec<AppProblem> {
@@ -282,7 +296,7 @@ versions:
             .manifest(manifest())
             .managed_kind(widget())
             .managed_kind(gadget())
-            .unmanaged_kind(UnmanagedKind::<ConfigMap>::new().watcher_fns(WatcherFns::new()));
+            .unmanaged_kind(UnmanagedKind::<ConfigMap>::new().watcher(WatcherFns::new()));
         assert_eq!(problems_of(&config), []);
     }
 
@@ -305,7 +319,7 @@ versions:
             .manifest(manifest())
             .managed_kind(widget())
             .managed_kind(gadget())
-            .managed_kind(ManagedKind::<ConfigMap>::new().watcher_fns(WatcherFns::new()));
+            .managed_kind(ManagedKind::<ConfigMap>::new().watcher(WatcherFns::new()));
         let problems = problems_of(&config);
         assert_eq!(
             problems,
@@ -323,7 +337,7 @@ versions:
     #[test]
     fn each_declared_capability_without_handler_is_an_error() {
         let bare_widget = ManagedKind::<Widget>::new()
-            .reconcile_fn(|_ctx, _request| async { Ok(ReconcileResult::done()) });
+            .reconcile_fn(|_request, _ctx| async { Ok(ReconcileResult::done()) });
         let config = AppConfig::new("shop")
             .manifest(manifest())
             .managed_kind(bare_widget)
@@ -385,7 +399,7 @@ versions:
 
     #[test]
     fn a_reconciler_and_a_watcher_or_neither_is_an_error_for_any_kind() {
-        let both = gadget().reconcile_fn(|_ctx, _request| async { Ok(ReconcileResult::done()) });
+        let both = gadget().reconcile_fn(|_request, _ctx| async { Ok(ReconcileResult::done()) });
         let config = AppConfig::new("shop")
             .managed_kind(both)
             .unmanaged_kind(UnmanagedKind::<ConfigMap>::new());
@@ -403,12 +417,44 @@ versions:
     }
 
     #[test]
+    fn apply_cleanup_on_a_plain_kind_is_an_error_and_fine_when_opinionated() {
+        let done = |_object, _ctx| async { Ok(ReconcileResult::done()) };
+        let plain = UnmanagedKind::<ConfigMap>::new().apply_cleanup_fn(done, done);
+        let config = AppConfig::new("shop").unmanaged_kind(plain);
+        let problems = problems_of(&config);
+        assert_eq!(
+            problems,
+            [AppProblem::CleanupWithoutFinalizer {
+                kind: "ConfigMap".into()
+            }]
+        );
+        assert!(
+            problems[0]
+                .to_string()
+                .contains("apply/cleanup needs the opinionated finalizer"),
+            "{}",
+            problems[0]
+        );
+        let opinionated = UnmanagedKind::<ConfigMap>::new()
+            .apply_cleanup_fn(done, done)
+            .opinionated();
+        let config = AppConfig::new("shop").unmanaged_kind(opinionated);
+        assert_eq!(problems_of(&config), []);
+        // A later plain reconciler replaces the apply/cleanup handler, and with it the problem.
+        let replaced = UnmanagedKind::<ConfigMap>::new()
+            .apply_cleanup_fn(done, done)
+            .reconcile_fn(|_request, _ctx| async { Ok(ReconcileResult::done()) });
+        let config = AppConfig::new("shop").unmanaged_kind(replaced);
+        assert_eq!(problems_of(&config), []);
+    }
+
+    #[test]
     fn every_problem_is_reported_at_once_and_named_in_the_error() {
         let config = AppConfig::new("shop")
             .manifest(manifest())
             .managed_kind(ManagedKind::<Widget>::new())
             .unmanaged_kind(UnmanagedKind::<ConfigMap>::new())
-            .unmanaged_kind(UnmanagedKind::<ConfigMap>::new().watcher_fns(WatcherFns::new()));
+            .unmanaged_kind(UnmanagedKind::<ConfigMap>::new().watcher(WatcherFns::new()));
         let err = config.validate().expect_err("invalid");
         let AppConfigError::Invalid { problems, .. } = &err else {
             panic!("{err}")

@@ -19,7 +19,6 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResource, ResourceExt};
-use kubeapp_operator::informer::InformerOptions;
 use kubeapp_operator::{
     CancellationToken, ControllerConfig, ReconcileAction, ReconcileResult, RetryPolicy, Runner,
     RunnerConfig, WatcherFns,
@@ -179,7 +178,7 @@ fn provider(ns: String, log: Log) -> Provider {
     Provider::new(manifest(), move || {
         let calls = Arc::new(AtomicU32::new(0));
         let reconciled = log.clone();
-        let gadgets = ManagedKind::<Gadget>::new().reconcile_fn(move |_ctx, request| {
+        let gadgets = ManagedKind::<Gadget>::new().reconcile_fn(move |request, _ctx| {
             let call = calls.fetch_add(1, Ordering::SeqCst);
             let entry = format!("{} {}", request.action, request.object.name_any());
             let log = reconciled.clone();
@@ -193,12 +192,12 @@ fn provider(ns: String, log: Log) -> Provider {
             }
         });
         let added = log.clone();
-        let configmaps = UnmanagedKind::<ConfigMap>::new()
-            .options(InformerOptions::default().namespace(&ns))
-            .watcher_fns(WatcherFns::new().on_add(move |_ctx, cm: Arc<ConfigMap>| {
+        let configmaps = UnmanagedKind::<ConfigMap>::new().namespace(&ns).watcher(
+            WatcherFns::<ConfigMap>::new().on_add(move |cm: Arc<ConfigMap>, _ctx| {
                 added.push(format!("add cm {}", cm.name_any()));
                 async { Ok(()) }
-            }));
+            }),
+        );
         AppConfig::new(APP)
             .controller(
                 ControllerConfig::default()

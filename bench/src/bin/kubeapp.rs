@@ -15,11 +15,10 @@ use anyhow::Context as _;
 use clap::Parser as _;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
-use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::opinionated::ConflictRetry;
 use kubeapp::operator::{
-    ControllerConfig, OpinionatedOptions, ReconcileAction, ReconcileError, ReconcileResult, Runner,
-    RunnerConfig, TypedReconcileRequest,
+    ControllerConfig, OpinionatedOptions, ReconcileAction, ReconcileError, ReconcileRequest,
+    ReconcileResult, Runner, RunnerConfig,
 };
 use kubeapp::sdk::manifest::ManifestData;
 use kubeapp::simple::{App, AppConfig, ManagedKind};
@@ -33,12 +32,9 @@ async fn main() -> anyhow::Result<()> {
     let client = client_from(&args.kubeconfig).await?;
     let manifest = ManifestData::from_yaml(MANIFEST_YAML).context("the bench manifest")?;
     let objects = ManagedKind::<BenchObject>::new()
-        .options(InformerOptions::default().namespace(&args.namespace))
+        .namespace(&args.namespace)
         .finalizer(FINALIZER)
-        .reconcile_fn({
-            let client = client.clone();
-            move |_ctx, request| reconcile(client.clone(), request)
-        });
+        .reconcile_fn(|request, ctx| reconcile(ctx.client().clone(), request));
     let config = AppConfig::new(APP_NAME)
         .manifest(manifest)
         .managed_kind(objects)
@@ -77,7 +73,7 @@ fn conflict_base_delay() -> anyhow::Result<Option<Duration>> {
 
 async fn reconcile(
     client: Client,
-    request: TypedReconcileRequest<BenchObject>,
+    request: ReconcileRequest<BenchObject>,
 ) -> Result<ReconcileResult, ReconcileError> {
     let object = &request.object;
     if request.action == ReconcileAction::Deleted || object.is_reconciled() {

@@ -73,9 +73,6 @@ pub struct RunArgs {
     /// The protocol for --otlp-endpoint.
     #[arg(long, value_enum, default_value_t = OtlpProtocol::Grpc, requires = "otlp_endpoint")]
     pub otlp_protocol: OtlpProtocol,
-    /// How often each Template is reconciled again to correct drift (e.g. 30s, 500ms, 2m).
-    #[arg(long, env = "REQUEUE_AFTER", default_value = "30s", value_parser = parse_duration)]
-    pub requeue_after: Duration,
     /// How long in-flight work may take to finish after SIGTERM or SIGINT (e.g. 30s).
     #[arg(long, env = "SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
@@ -207,7 +204,7 @@ mod tests {
             "x",
             "--metrics-addr",
             "127.0.0.1:1234",
-            "--requeue-after",
+            "--shutdown-timeout",
             "1s",
         ])
         .expect("parses");
@@ -215,7 +212,7 @@ mod tests {
             panic!("not run");
         };
         assert_eq!(args.metrics_addr, SocketAddr::from(([127, 0, 0, 1], 1234)));
-        assert_eq!(args.requeue_after, Duration::from_secs(1));
+        assert_eq!(args.shutdown_timeout, Duration::from_secs(1));
         assert_eq!(args.webhook_addr, SocketAddr::from(([0, 0, 0, 0], 8443)));
         assert!(args.webhook_cert_file.is_none() && args.webhook_key_file.is_none());
     }

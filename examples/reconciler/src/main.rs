@@ -5,8 +5,9 @@
 //! - a custom kind in two versions with a status subresource ([`kind`]) and an app manifest
 //!   embedded in the binary, against which the app is validated;
 //! - a reconciler behind the simple App's opinionated wrapper ([`reconcile`]): server-side apply
-//!   of a ConfigMap, status with `observedGeneration` and a `Ready` condition, a periodic requeue
-//!   that corrects drift, and cleanup on delete through the wrapper's finalizer;
+//!   of a ConfigMap, status with `observedGeneration` and a `Ready` condition, drift corrected
+//!   at once because the app `owns` the rendered ConfigMaps (no periodic requeue), and cleanup on
+//!   delete through the wrapper's finalizer;
 //! - admission webhooks ([`admission`]): a validator that rejects specs which cannot render a
 //!   ConfigMap, and a mutator that labels Templates; a conversion webhook between `v1` and `v2`
 //!   ([`convert`]); the Runner serves them over HTTPS, required because the manifest declares
@@ -32,7 +33,8 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Parser as _;
-use kubeapp::operator::informer::InformerOptions;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::runtime::watcher;
 use kubeapp::operator::runner::default_client;
 use kubeapp::operator::{Runner, RunnerConfig};
 use kubeapp::simple::telemetry::{self, Otlp, TelemetryConfig};
@@ -41,7 +43,7 @@ use kubeapp::simple::{App, AppConfig, ManagedKind};
 use crate::admission::{TemplateMutator, TemplateValidator};
 use crate::cli::{Cli, Command, RunArgs};
 use crate::kind::Template;
-use crate::reconcile::TemplateReconciler;
+use crate::reconcile::{TEMPLATE_LABEL, TemplateReconciler};
 
 /// The service name in logs and traces.
 const SERVICE_NAME: &str = "kubeapp-example-reconciler";
@@ -131,13 +133,15 @@ async fn run_operator(args: &RunArgs) -> anyhow::Result<()> {
         args.webhook_addr,
     )?;
     let client = default_client().await.context("connecting to Kubernetes")?;
-    let mut options = InformerOptions::default();
+    let mut templates = ManagedKind::<Template>::new();
     if let Some(namespace) = &args.namespace {
-        options = options.namespace(namespace);
+        templates = templates.namespace(namespace);
     }
-    let templates = ManagedKind::<Template>::new()
-        .options(options)
-        .reconciler(TemplateReconciler::new(client.clone(), args.requeue_after))
+    let templates = templates
+        .reconciler(TemplateReconciler)
+        // A rendered ConfigMap that is edited or deleted reconciles its Template at once; only
+        // the operator's ConfigMaps (those with the label) are cached.
+        .owns::<ConfigMap>(watcher::Config::default().labels(TEMPLATE_LABEL))
         .validator(TemplateValidator)
         .mutator(TemplateMutator::new(manifest.app_name.clone()))
         .converter(convert::converter());
@@ -158,7 +162,6 @@ async fn run_operator(args: &RunArgs) -> anyhow::Result<()> {
         metrics_addr = %args.metrics_addr,
         webhook_addr = %args.webhook_addr,
         namespace = args.namespace.as_deref().unwrap_or("(all)"),
-        requeue_after = ?args.requeue_after,
         "operator starting"
     );
     runner.run().await.context("running the operator")?;

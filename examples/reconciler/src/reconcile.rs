@@ -1,5 +1,6 @@
 //! The reconciler: renders a ConfigMap from each `Template` with server-side apply, reports
-//! status, requeues to correct drift, and deletes the ConfigMap when the `Template` goes.
+//! status, and deletes the ConfigMap when the `Template` goes. Drift needs no polling: the app
+//! `owns` the rendered ConfigMaps, so editing or deleting one reconciles its `Template` at once.
 //!
 //! The simple App wraps it in the opinionated reconciler (the default for managed kinds), which
 //! puts a finalizer on every `Template`: deleting one therefore reaches [`TemplateReconciler`]
@@ -7,21 +8,18 @@
 //!
 //! What it does per action:
 //!
-//! - `Created`, `Updated`, `Resynced`: apply the rendered ConfigMap ([`render_config_map`]) with
-//!   field manager [`FIELD_MANAGER`] and `force`, then write `status` ([`ready_status`]) through
-//!   the status subresource when it changed, and ask to be called again after the configured
-//!   delay, so a ConfigMap someone edited or deleted is put back.
+//! - `Created`, `Updated`, `Resynced` (a triggered reconcile of an owned ConfigMap's change
+//!   arrives as `Resynced`): apply the rendered ConfigMap ([`render_config_map`]) with field
+//!   manager [`FIELD_MANAGER`] (`Context::apply`: forced on a conflict), then write `status`
+//!   ([`ready_status`]) through the status subresource when it changed (`Context::status`).
 //! - `Deleted`: delete the ConfigMap (a missing one is fine).
-
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
-use kube::{Client, Resource, ResourceExt};
+use kube::api::{Api, DeleteParams, ObjectMeta};
+use kube::{Resource, ResourceExt};
 use kubeapp::operator::{
-    HandlerContext, ReconcileAction, ReconcileError, ReconcileResult, TypedReconcileRequest,
-    TypedReconciler,
+    Context, ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult, Reconciler,
 };
 
 use crate::kind::{READY, Template, TemplateCondition, TemplateStatus};
@@ -122,63 +120,40 @@ pub fn ready_status(template: &Template, now: &str) -> TemplateStatus {
     }
 }
 
-/// The reconciler of `Template`s; see the [module docs](self).
-#[derive(Clone)]
-pub struct TemplateReconciler {
-    client: Client,
-    requeue_after: Duration,
-}
+/// The reconciler of `Template`s; see the [module docs](self). It holds nothing: the client, the
+/// apply and the status helpers come with each call's [`Context`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TemplateReconciler;
 
 impl TemplateReconciler {
-    /// A reconciler writing through `client` that asks to run again after `requeue_after`.
-    pub fn new(client: Client, requeue_after: Duration) -> Self {
-        Self {
-            client,
-            requeue_after,
-        }
-    }
-
-    async fn apply(&self, template: &Template) -> Result<(), ReconcileError> {
+    async fn apply(&self, template: &Template, ctx: &Context) -> Result<(), ReconcileError> {
         let namespace = template.namespace().unwrap_or_default();
         let name = template.name_any();
         let desired = render_config_map(template).map_err(ReconcileError::new)?;
-        let configmaps: Api<ConfigMap> = Api::namespaced(self.client.clone(), &namespace);
-        // Server-side apply needs apiVersion and kind in the body.
-        let mut body = serde_json::to_value(&desired).map_err(ReconcileError::new)?;
-        body["apiVersion"] = "v1".into();
-        body["kind"] = "ConfigMap".into();
-        configmaps
-            .patch(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&body),
-            )
+        ctx.apply(desired)
+            .field_manager(FIELD_MANAGER)
+            .send()
             .await
-            .map_err(|e| {
-                ReconcileError::new(format!("applying ConfigMap {namespace}/{name}: {e}"))
-            })?;
-
-        let status = ready_status(template, &now());
-        if template.status.as_ref() != Some(&status) {
-            let templates: Api<Template> = Api::namespaced(self.client.clone(), &namespace);
-            let patch = serde_json::json!({ "status": status });
-            templates
-                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(|e| {
-                    ReconcileError::new(format!(
-                        "updating the status of Template {namespace}/{name}: {e}"
-                    ))
-                })?;
-        }
-        tracing::info!(%namespace, %name, keys = template.spec.data.len(), "ConfigMap applied");
+            .map_err(ReconcileError::new)?;
+        let written = ctx
+            .status(template)
+            .write(ready_status(template, &now()))
+            .await
+            .map_err(ReconcileError::new)?;
+        tracing::info!(
+            %namespace,
+            %name,
+            keys = template.spec.data.len(),
+            status_written = written.is_written(),
+            "ConfigMap applied"
+        );
         Ok(())
     }
 
-    async fn clean_up(&self, template: &Template) -> Result<(), ReconcileError> {
+    async fn clean_up(&self, template: &Template, ctx: &Context) -> Result<(), ReconcileError> {
         let namespace = template.namespace().unwrap_or_default();
         let name = template.name_any();
-        let configmaps: Api<ConfigMap> = Api::namespaced(self.client.clone(), &namespace);
+        let configmaps: Api<ConfigMap> = Api::namespaced(ctx.client().clone(), &namespace);
         match configmaps.delete(&name, &DeleteParams::default()).await {
             Ok(_) => tracing::info!(%namespace, %name, "ConfigMap deleted"),
             Err(kube::Error::Api(status)) if status.code == 404 => {
@@ -194,31 +169,21 @@ impl TemplateReconciler {
     }
 }
 
-impl std::fmt::Debug for TemplateReconciler {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TemplateReconciler")
-            .field("requeue_after", &self.requeue_after)
-            .finish_non_exhaustive()
-    }
-}
-
-#[async_trait::async_trait]
-impl TypedReconciler<Template> for TemplateReconciler {
+impl Reconciler<Template> for TemplateReconciler {
     async fn reconcile(
         &self,
-        _ctx: &HandlerContext,
-        request: TypedReconcileRequest<Template>,
+        request: ReconcileRequest<Template>,
+        ctx: &Context,
     ) -> Result<ReconcileResult, ReconcileError> {
         match request.action {
-            ReconcileAction::Deleted => {
-                self.clean_up(&request.object).await?;
-                Ok(ReconcileResult::done())
-            }
+            ReconcileAction::Deleted => self.clean_up(&request.object, ctx).await?,
             ReconcileAction::Created | ReconcileAction::Updated | ReconcileAction::Resynced => {
-                self.apply(&request.object).await?;
-                Ok(ReconcileResult::requeue_after(self.requeue_after))
+                self.apply(&request.object, ctx).await?;
             }
         }
+        // No requeue: a change to the Template or to its ConfigMap (the app `owns` it) calls
+        // again.
+        Ok(ReconcileResult::done())
     }
 }
 

@@ -9,7 +9,6 @@ use std::time::Duration;
 use kube::Client;
 use kube::runtime::events::Reporter;
 use kubeapp::operator::ControllerConfig;
-use kubeapp::operator::informer::InformerOptions;
 use kubeapp::sdk::manifest::ManifestData;
 use kubeapp::simple::{App, AppConfig, AppConfigError, ManagedKind};
 
@@ -45,13 +44,11 @@ pub fn probe_app(
         controller: manifest.app_name.clone(),
         instance: settings.instance.clone(),
     };
-    let mut options = InformerOptions::default();
+    let mut probes = ManagedKind::<Probe>::new();
     if let Some(namespace) = &settings.namespace {
-        options = options.namespace(namespace);
+        probes = probes.namespace(namespace);
     }
-    let probes = ManagedKind::<Probe>::new()
-        .options(options)
-        .watcher(ProbeWatcher::new(client.clone(), reporter, metrics.clone()));
+    let probes = probes.watcher(ProbeWatcher::new(client.clone(), reporter, metrics.clone()));
     let config = AppConfig::new(manifest.app_name.clone())
         .manifest(manifest)
         .controller(ControllerConfig::default().shutdown_grace(settings.shutdown_grace))

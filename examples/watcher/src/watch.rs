@@ -16,11 +16,10 @@
 use std::fmt;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use kube::Client;
 use kube::Resource as _;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kubeapp::operator::{BoxError, HandlerContext, TypedWatcher};
+use kubeapp::operator::{BoxError, Context, Watcher};
 
 use crate::kind::Probe;
 use crate::lifecycle::{self, Step};
@@ -94,29 +93,28 @@ impl fmt::Debug for ProbeWatcher {
     }
 }
 
-#[async_trait]
-impl TypedWatcher<Probe> for ProbeWatcher {
-    async fn add(&self, _ctx: &HandlerContext, probe: Arc<Probe>) -> Result<(), BoxError> {
+impl Watcher<Probe> for ProbeWatcher {
+    async fn add(&self, probe: Arc<Probe>, _ctx: &Context) -> Result<(), BoxError> {
         let note = lifecycle::note(Step::Add, &probe, None);
         self.handle(Step::Add, &probe, note).await
     }
 
     async fn update(
         &self,
-        _ctx: &HandlerContext,
         old: Arc<Probe>,
         new: Arc<Probe>,
+        _ctx: &Context,
     ) -> Result<(), BoxError> {
         let note = lifecycle::note(Step::Update, &new, Some(&old));
         self.handle(Step::Update, &new, note).await
     }
 
-    async fn delete(&self, _ctx: &HandlerContext, probe: Arc<Probe>) -> Result<(), BoxError> {
+    async fn delete(&self, probe: Arc<Probe>, _ctx: &Context) -> Result<(), BoxError> {
         let note = lifecycle::note(Step::Delete, &probe, None);
         self.handle(Step::Delete, &probe, note).await
     }
 
-    async fn sync(&self, _ctx: &HandlerContext, probe: Arc<Probe>) -> Result<(), BoxError> {
+    async fn sync(&self, probe: Arc<Probe>, _ctx: &Context) -> Result<(), BoxError> {
         let note = lifecycle::note(Step::Sync, &probe, None);
         self.handle(Step::Sync, &probe, note).await
     }

@@ -25,9 +25,12 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube_runtime::controller::{Action, Config as KubeConfig, Controller};
 use kube_runtime::reflector::{self, store::Writer};
 use kube_runtime::watcher;
+use kubeapp_operator::object::{SharedObject, share};
+use kubeapp_operator::reconciler::ReconcilerFn;
+use kubeapp_operator::watcher::DynWatcherFns;
 use kubeapp_operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, InformerEvent, KindInfo,
-    ReconcileResult, ReconcilerFn, SharedObject, WatcherFns, share,
+    ReconcileResult,
 };
 use tokio::time::Instant;
 
@@ -125,9 +128,9 @@ async fn handler_delay(delay: Option<Duration>) {
     }
 }
 
-fn tick_watcher(progress: &Arc<Progress>, delay: Option<Duration>) -> WatcherFns<ConfigMap> {
+fn tick_watcher(progress: &Arc<Progress>, delay: Option<Duration>) -> DynWatcherFns<ConfigMap> {
     let (on_add, on_update, on_delete) = (progress.clone(), progress.clone(), progress.clone());
-    WatcherFns::new()
+    DynWatcherFns::new()
         .on_add(move |_, _| {
             let progress = on_add.clone();
             async move {

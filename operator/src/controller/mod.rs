@@ -241,9 +241,11 @@ struct Shared {
 /// ```
 /// use std::sync::{Arc, Mutex};
 /// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kubeapp_operator::object::share;
+/// use kubeapp_operator::reconciler::ReconcilerFn;
+/// use kubeapp_operator::watcher::DynWatcherFns;
 /// use kubeapp_operator::{
 ///     ControllerConfig, Informer, InformerController, InformerEvent, KindInfo, ReconcileResult,
-///     ReconcilerFn, WatcherFns, share,
 /// };
 /// use tokio_util::sync::CancellationToken;
 ///
@@ -257,7 +259,7 @@ struct Shared {
 /// let log = seen.clone();
 /// controller.add_watcher(
 ///     "configmaps",
-///     WatcherFns::<ConfigMap>::new().on_add(move |_ctx, cm| {
+///     DynWatcherFns::<ConfigMap>::new().on_add(move |_ctx, cm| {
 ///         let log = log.clone();
 ///         async move {
 ///             log.lock().unwrap().push(format!("add {}", cm.metadata.name.as_deref().unwrap_or("")));
@@ -302,10 +304,13 @@ impl InformerController {
     /// A controller with `config`; add informers and handlers, then [`run`](Self::run) it.
     pub fn new(config: ControllerConfig) -> Self {
         let metrics = config.metrics.clone().unwrap_or_else(default_metrics);
-        let informers = config
-            .informers
-            .clone()
-            .unwrap_or_else(|| Informers::with_metrics(metrics.clone()));
+        let informers = match &config.informers {
+            Some(informers) => {
+                informers.adopt_metrics(&metrics);
+                informers.clone()
+            }
+            None => Informers::with_metrics(metrics.clone()),
+        };
         Self {
             shared: Arc::new(Shared {
                 config: Arc::new(config),

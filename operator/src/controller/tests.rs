@@ -21,7 +21,7 @@ use crate::object::{SharedObject, share};
 use crate::reconciler::{
     ReconcileAction, ReconcileError, ReconcileResult, ReconcilerFn, TypedReconcileRequest,
 };
-use crate::watcher::WatcherFns;
+use crate::watcher::DynWatcherFns;
 use crate::{BoxError, HandlerError};
 
 const KIND: &str = "configmaps";
@@ -160,11 +160,11 @@ fn logging_watcher(
     tag: &'static str,
     log: &Log,
     behave: impl Fn(&str, &ConfigMap, u32) -> Result<(), BoxError> + Send + Sync + 'static,
-) -> WatcherFns<ConfigMap> {
+) -> DynWatcherFns<ConfigMap> {
     let behave = Arc::new(behave);
     let (l1, l2, l3) = (log.clone(), log.clone(), log.clone());
     let (b1, b2, b3) = (behave.clone(), behave.clone(), behave);
-    WatcherFns::new()
+    DynWatcherFns::new()
         .on_add(move |ctx, obj| {
             l1.push(format!("{tag} add {} rv{}", name(&obj), rv(&obj)));
             let r = b1("add", &obj, ctx.attempt());
@@ -206,7 +206,7 @@ fn logging_reconciler(
     })
 }
 
-fn ok_watcher(tag: &'static str, log: &Log) -> WatcherFns<ConfigMap> {
+fn ok_watcher(tag: &'static str, log: &Log) -> DynWatcherFns<ConfigMap> {
     logging_watcher(tag, log, |_, _, _| Ok(()))
 }
 
@@ -344,7 +344,7 @@ async fn per_object_order_holds_for_100_objects_with_random_delays() {
     let h = Harness::start(config, |c| {
         c.add_watcher(
             KIND,
-            WatcherFns::<ConfigMap>::new()
+            DynWatcherFns::<ConfigMap>::new()
                 .on_add(move |_, obj| on_add("add", obj))
                 .on_update(move |_, _, new| on_update("update", new))
                 .on_delete(move |_, obj| on_delete("delete", obj)),
@@ -415,7 +415,7 @@ async fn a_retry_never_overlaps_a_new_event_of_the_same_object() {
         let (log2, in_flight2) = (log.clone(), in_flight.clone());
         c.add_watcher(
             KIND,
-            WatcherFns::<ConfigMap>::new()
+            DynWatcherFns::<ConfigMap>::new()
                 .on_add(move |ctx, _| {
                     let (log, in_flight) = (log.clone(), in_flight.clone());
                     async move {
@@ -468,7 +468,7 @@ async fn a_slow_object_does_not_delay_others() {
         let log2 = log.clone();
         c.add_watcher(
             KIND,
-            WatcherFns::<ConfigMap>::new()
+            DynWatcherFns::<ConfigMap>::new()
                 .on_add(move |_, obj| {
                     let (log, release) = (log.clone(), release.clone());
                     async move {
@@ -551,7 +551,7 @@ async fn event_timeout_cancels_a_slow_handler_and_counts_an_error() {
         let log = log.clone();
         c.add_watcher(
             KIND,
-            WatcherFns::<ConfigMap>::new().on_add(move |ctx, _| {
+            DynWatcherFns::<ConfigMap>::new().on_add(move |ctx, _| {
                 let log = log.clone();
                 async move {
                     log.push(format!("start a{}", ctx.attempt()));
@@ -594,7 +594,7 @@ async fn waiting_reconcile_requests_merge_into_the_newest_while_watchers_see_eve
         let (add_log, hold) = (log.clone(), hold.clone());
         c.add_watcher(
             KIND,
-            WatcherFns::<ConfigMap>::new().on_add(move |_, obj| {
+            DynWatcherFns::<ConfigMap>::new().on_add(move |_, obj| {
                 let (log, hold) = (add_log.clone(), hold.clone());
                 async move {
                     if name(&obj) == "blocker" {
@@ -608,7 +608,7 @@ async fn waiting_reconcile_requests_merge_into_the_newest_while_watchers_see_eve
         );
         c.add_watcher(KIND, {
             let log = log.clone();
-            WatcherFns::<ConfigMap>::new().on_update(move |_, _, new| {
+            DynWatcherFns::<ConfigMap>::new().on_update(move |_, _, new| {
                 log.push(format!("w update {} rv{}", name(&new), rv(&new)));
                 async { Ok(()) }
             })
@@ -659,7 +659,7 @@ async fn a_slow_watcher_applies_backpressure_on_intake() {
     let (l, r) = (log.clone(), release.clone());
     controller.add_watcher(
         KIND,
-        WatcherFns::<ConfigMap>::new().on_update(move |_, _, new| {
+        DynWatcherFns::<ConfigMap>::new().on_update(move |_, _, new| {
             let (log, release) = (l.clone(), r.clone());
             async move {
                 let _permit = release.acquire().await?;
@@ -812,7 +812,7 @@ async fn graceful_stop_lets_in_flight_handlers_finish_and_cancels_their_context(
         let log = log.clone();
         c.add_watcher(
             KIND,
-            WatcherFns::<ConfigMap>::new().on_add(move |ctx, obj| {
+            DynWatcherFns::<ConfigMap>::new().on_add(move |ctx, obj| {
                 let log = log.clone();
                 async move {
                     log.push(format!("start {}", name(&obj)));
@@ -852,7 +852,7 @@ async fn a_handler_outliving_the_grace_period_is_cancelled() {
         let log = log.clone();
         c.add_watcher(
             KIND,
-            WatcherFns::<ConfigMap>::new().on_add(move |_, _| {
+            DynWatcherFns::<ConfigMap>::new().on_add(move |_, _| {
                 let log = log.clone();
                 async move {
                     log.push("start");

@@ -103,6 +103,13 @@ impl Informers {
         informers
     }
 
+    /// Makes `metrics` the collectors of the registry's informers if none were given (by
+    /// [`with_metrics`](Self::with_metrics) or an earlier call): the first controller built on
+    /// a shared registry, e.g. a [`Runner`](crate::Runner)'s, names where its informers count.
+    pub fn adopt_metrics(&self, metrics: &ControllerMetrics) {
+        let _ = self.registry.metrics.set(metrics.clone());
+    }
+
     /// How many watches are open (each one a list+watch against the apiserver).
     pub fn open_watches(&self) -> usize {
         self.registry.opened.load(Ordering::Acquire)

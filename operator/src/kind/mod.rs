@@ -35,6 +35,7 @@
 //! # Ok(()) }
 //! ```
 
+mod closures;
 mod traits;
 
 use std::fmt;
@@ -63,6 +64,7 @@ use crate::opinionated::{
 use crate::store::Store;
 use crate::trigger::{CauseKind, MapFn, Trigger, TriggerSink, controller_owner_keys};
 
+pub use self::closures::WatcherFns;
 pub use self::traits::{
     ApplyCleanup, ApplyCleanupFns, ApplyCleanupReconciler, ReconcileFn, Reconciler, Watcher,
     apply_cleanup, reconciler_fn,

@@ -165,7 +165,8 @@
 //! ```no_run
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kubeapp_operator::opinionated::{OpinionatedOptions, OpinionatedWatcher, opinionated_dequeue_policy};
-//! use kubeapp_operator::{ControllerConfig, Informer, InformerController,  WatcherFns};
+//! use kubeapp_operator::watcher::DynWatcherFns;
+//! use kubeapp_operator::{ControllerConfig, Informer, InformerController};
 //! use kubeapp_operator::informer::InformerOptions;
 //!
 //! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
@@ -173,7 +174,7 @@
 //!     ControllerConfig::default().dequeue_policy(Some(opinionated_dequeue_policy())),
 //! );
 //! controller.add_informer("configmaps", Informer::new::<ConfigMap>(client.clone(), InformerOptions::default()));
-//! let watcher = WatcherFns::<ConfigMap>::new()
+//! let watcher = DynWatcherFns::<ConfigMap>::new()
 //!     .on_add(|_ctx, cm| async move { tracing::info!(name = ?cm.metadata.name, "add"); Ok(()) })
 //!     .on_delete(|_ctx, cm| async move { tracing::info!(name = ?cm.metadata.name, "delete"); Ok(()) });
 //! let watcher = OpinionatedWatcher::for_kind::<ConfigMap>(

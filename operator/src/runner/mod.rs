@@ -162,6 +162,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::client_metrics::ClientMetrics;
+use crate::informers::Informers;
 pub use client::{ClientError, default_client};
 pub use config::RunnerConfig;
 pub use error::RunnerError;
@@ -177,6 +178,7 @@ use shutdown::{AppOutcome, AppTasks, Signals, StopSource};
 pub struct Runner {
     config: RunnerConfig,
     registry: Registry,
+    informers: Informers,
     apps: Vec<Arc<dyn App>>,
     listener: Option<TcpListener>,
     webhook: Option<WebhookServer>,
@@ -222,11 +224,21 @@ impl Runner {
         Ok(Self {
             config,
             registry,
+            informers: Informers::new(),
             apps: Vec::new(),
             listener: None,
             webhook: None,
             shutdown_hooks: Vec::new(),
         })
+    }
+
+    /// The registry of shared informers for this runner's apps: apps built with it (a simple
+    /// App's `AppConfig::informers`, a controller's
+    /// [`ControllerConfig::informers`](crate::ControllerConfig::informers)) open one watch per
+    /// kind, namespace, selectors and transform between them. Its informers count into the
+    /// metrics of the first controller built on it.
+    pub fn informers(&self) -> &Informers {
+        &self.informers
     }
 
     /// Adds an app (chained form of [`add_app`](Self::add_app)).
@@ -344,6 +356,8 @@ impl Runner {
         let Self {
             config,
             registry,
+            // Dropped here: the apps' controllers hold what they registered in it.
+            informers: _,
             apps,
             listener,
             webhook,

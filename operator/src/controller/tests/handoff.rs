@@ -15,7 +15,7 @@ async fn a_burst_after_an_idle_period_runs_on_as_many_workers_as_allowed() {
         let log = log.clone();
         c.add_watcher(
             KIND,
-            WatcherFns::<ConfigMap>::new().on_add(move |_ctx, obj| {
+            DynWatcherFns::<ConfigMap>::new().on_add(move |_ctx, obj| {
                 let (log, barrier) = (log.clone(), barrier.clone());
                 async move {
                     let name = name(&obj).to_string();
