@@ -32,7 +32,7 @@ impl Setup {
     async fn start(prefix: &str) -> Self {
         let env = TestEnv::start().await.expect("control plane");
         let ns = env.create_namespace(prefix).await.expect("namespace");
-        let operator = Operator::start(&env, &ns, &["--requeue-after", "2s"]);
+        let operator = Operator::start(&env, &ns, &[]);
         operator.install_crd(&env).await;
         operator.install_webhook_configurations(&env).await;
         let addr = operator.metrics_addr;

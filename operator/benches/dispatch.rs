@@ -9,7 +9,10 @@
 //!
 //! Cases, each at 1, 10 and 100 workers (kube-runtime: `concurrency`):
 //!
-//! - kubeapp with 1 watcher (`1w`), 1 reconciler (`1r`), 3 watchers + 2 reconcilers (`3w+2r`);
+//! - kubeapp with 1 watcher (`1w`), 1 reconciler (`1r`), 3 watchers + 2 reconcilers (`3w+2r`),
+//!   each twice: through the erased path (`kubeapp`: `add_informer` and closures over erased
+//!   objects) and through the typed one (`kubeapp-typed`: `kind_from_stream`, a
+//!   `KindHandle<ConfigMap>`, the shared informer's cache and fan-out, `Watcher<ConfigMap>`);
 //! - kube-runtime's `Controller::for_stream` with its one reconciler (`1r`), its store filled by
 //!   hand with every object.
 //!
@@ -37,7 +40,11 @@ const HANDLERS: [(usize, usize); 3] = [(1, 0), (0, 1), (3, 2)];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum System {
+    /// The erased path: `add_informer` + `DynWatcherFns` / `ReconcilerFn` by kind name.
     Kubeapp,
+    /// The typed path: `kind_from_stream` -> `KindHandle<ConfigMap>` + `Watcher<ConfigMap>` /
+    /// `reconcile_fn`, through the shared informer's cache and fan-out.
+    KubeappTyped,
     KubeRuntime,
 }
 
@@ -45,6 +52,7 @@ impl System {
     fn name(self) -> &'static str {
         match self {
             Self::Kubeapp => "kubeapp",
+            Self::KubeappTyped => "kubeapp-typed",
             Self::KubeRuntime => "kube-runtime",
         }
     }
@@ -91,7 +99,9 @@ fn bench_case(
     let events = u64::try_from(s.events()).unwrap_or(u64::MAX);
     group.throughput(Throughput::Elements(events));
     let label = match system {
-        System::Kubeapp => format!("{}/{}", system.name(), s.handlers_label()),
+        System::Kubeapp | System::KubeappTyped => {
+            format!("{}/{}", system.name(), s.handlers_label())
+        }
         System::KubeRuntime => format!("{}/1r", system.name()),
     };
     group.bench_with_input(BenchmarkId::new(label, s.workers), &s, |b, s| {
@@ -102,6 +112,10 @@ fn bench_case(
                     System::Kubeapp => {
                         let input = scenario::kubeapp_input(s);
                         runtime.block_on(scenario::run_kubeapp(s, input))
+                    }
+                    System::KubeappTyped => {
+                        let input = scenario::kubeapp_input(s);
+                        runtime.block_on(scenario::run_kubeapp_typed(s, input))
                     }
                     System::KubeRuntime => {
                         let input = scenario::kube_runtime_input(s);
@@ -141,6 +155,7 @@ fn run_group(c: &mut Criterion, name: &'static str, size: impl Fn(usize) -> (usi
                 ..base
             };
             bench_case(&mut group, name, System::Kubeapp, s);
+            bench_case(&mut group, name, System::KubeappTyped, s);
         }
         bench_case(&mut group, name, System::KubeRuntime, base);
     }
@@ -169,9 +184,9 @@ fn print_table() {
         "Dispatch on one core: median events/s over all iterations (Criterion's warm-up included)"
     );
     println!(
-        "| group | handlers | workers | events/iter | kubeapp ev/s | kube-runtime 1r ev/s | kubeapp / kube-runtime |"
+        "| group | handlers | workers | events/iter | kubeapp ev/s | kubeapp typed ev/s | typed / erased | kube-runtime 1r ev/s | kubeapp / kube-runtime |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let mut cases: Vec<(&'static str, Scenario)> = records
         .iter()
         .filter(|r| r.system == System::Kubeapp)
@@ -185,6 +200,14 @@ fn print_table() {
             .collect();
         let Some(ours) = median_rate(&ours) else {
             continue;
+        };
+        let typed: Vec<&Record> = records
+            .iter()
+            .filter(|r| r.group == group && r.system == System::KubeappTyped && r.scenario == s)
+            .collect();
+        let (typed_text, typed_ratio) = match median_rate(&typed) {
+            Some(typed) => (format!("{typed:.0}"), format!("{:.2}x", typed / ours)),
+            None => ("-".to_string(), "-".to_string()),
         };
         let theirs: Vec<&Record> = records
             .iter()
@@ -200,7 +223,7 @@ fn print_table() {
             (_, None) => ("-".to_string(), "-".to_string()),
         };
         println!(
-            "| {group} | {} | {} | {} | {ours:.0} | {theirs_text} | {ratio} |",
+            "| {group} | {} | {} | {} | {ours:.0} | {typed_text} | {typed_ratio} | {theirs_text} | {ratio} |",
             s.handlers_label(),
             s.workers,
             s.events(),

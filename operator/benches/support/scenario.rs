@@ -29,8 +29,8 @@ use kubeapp_operator::object::{SharedObject, share};
 use kubeapp_operator::reconciler::ReconcilerFn;
 use kubeapp_operator::watcher::DynWatcherFns;
 use kubeapp_operator::{
-    CancellationToken, ControllerConfig, Informer, InformerController, InformerEvent, KindInfo,
-    ReconcileResult,
+    BoxError, CancellationToken, Context, ControllerConfig, Informer, InformerController,
+    InformerEvent, KindInfo, ReconcileRequest, ReconcileResult, Watcher,
 };
 use tokio::time::Instant;
 
@@ -199,6 +199,100 @@ pub async fn run_kubeapp(s: &Scenario, events: Vec<InformerEvent>) -> Duration {
     let elapsed = started.elapsed();
     stop.cancel();
     let _ = running.await;
+    elapsed
+}
+
+/// A typed [`Watcher`] counting every call.
+struct TickWatcher {
+    progress: Arc<Progress>,
+    delay: Option<Duration>,
+}
+
+impl TickWatcher {
+    async fn tick(&self) -> Result<(), BoxError> {
+        handler_delay(self.delay).await;
+        self.progress.tick();
+        Ok(())
+    }
+}
+
+impl Watcher<ConfigMap> for TickWatcher {
+    async fn add(&self, _object: Arc<ConfigMap>, _ctx: &Context) -> Result<(), BoxError> {
+        self.tick().await
+    }
+    async fn update(
+        &self,
+        _old: Arc<ConfigMap>,
+        _new: Arc<ConfigMap>,
+        _ctx: &Context,
+    ) -> Result<(), BoxError> {
+        self.tick().await
+    }
+    async fn delete(&self, _object: Arc<ConfigMap>, _ctx: &Context) -> Result<(), BoxError> {
+        self.tick().await
+    }
+}
+
+/// A client for an address nothing listens on: the typed handlers' context needs one, the
+/// benchmark's handlers never call it.
+fn offline_client() -> kube::Client {
+    let url = match "http://127.0.0.1:9".parse() {
+        Ok(url) => url,
+        Err(error) => panic!("a static URL: {error}"),
+    };
+    match kube::Client::try_from(kube::Config::new(url)) {
+        Ok(client) => client,
+        Err(error) => panic!("an offline client: {error}"),
+    }
+}
+
+/// The same run as [`run_kubeapp`] through the typed API: a `KindHandle<ConfigMap>` over the
+/// stream (`kind_from_stream`: the shared informer's cache and fan-out), typed watchers and
+/// reconcilers with a `Context`.
+pub async fn run_kubeapp_typed(s: &Scenario, events: Vec<InformerEvent>) -> Duration {
+    let (progress, done) = Progress::new(s.events() * s.watchers + s.objects * s.reconcilers);
+    let controller =
+        InformerController::new(ControllerConfig::default().max_concurrent_workers(s.workers));
+    let config_maps = controller.kind_from_stream::<ConfigMap>(
+        Informer::from_stream(KindInfo::default(), futures::stream::iter(events)),
+        offline_client(),
+    );
+    let mut handles = Vec::new();
+    for _ in 0..s.watchers {
+        handles.push(config_maps.watch(TickWatcher {
+            progress: progress.clone(),
+            delay: s.delay,
+        }));
+    }
+    let last_generation = i64::try_from(s.per_object).unwrap_or(i64::MAX);
+    for _ in 0..s.reconcilers {
+        let progress = progress.clone();
+        let delay = s.delay;
+        handles.push(config_maps.reconcile_fn(
+            move |request: ReconcileRequest<ConfigMap>, _ctx: Context| {
+                let last = request.object.metadata.generation == Some(last_generation);
+                let progress = progress.clone();
+                async move {
+                    handler_delay(delay).await;
+                    if last {
+                        progress.tick();
+                    }
+                    Ok(ReconcileResult::done())
+                }
+            },
+        ));
+    }
+    let stop = CancellationToken::new();
+    let started = Instant::now();
+    let running = tokio::spawn({
+        let (controller, stop) = (controller.clone(), stop.clone());
+        async move { controller.run(stop).await }
+    });
+    let _ = done.await;
+    let elapsed = started.elapsed();
+    stop.cancel();
+    let _ = running.await;
+    drop(handles);
     elapsed
 }
 

@@ -210,6 +210,46 @@ impl Informers {
         )
     }
 
+    /// A shared informer over a ready-made [`Informer`] (a synthetic stream): never shared with
+    /// another registration, read once a controller's kind subscribed.
+    pub(crate) fn over_stream<K: 'static>(
+        &self,
+        informer: Informer,
+        resource: ApiResource,
+    ) -> Arc<SharedInformer> {
+        static STREAMS: AtomicUsize = AtomicUsize::new(0);
+        let key = InformerKey {
+            type_id: TypeId::of::<K>(),
+            group: resource.group.clone(),
+            version: resource.version.clone(),
+            plural: resource.plural.clone(),
+            namespace: None,
+            config: format!("stream-{}", STREAMS.fetch_add(1, Ordering::Relaxed)),
+            transform: None,
+            keep_managed_fields: false,
+            resync: None,
+        };
+        let metrics = self
+            .registry
+            .metrics
+            .get_or_init(default_metrics)
+            .for_kind(&resource.plural);
+        let workers = informer.max_concurrent_workers();
+        let shared = Arc::new(
+            SharedInformer::new(
+                key,
+                Arc::downgrade(&self.registry),
+                informer,
+                metrics,
+                resource,
+                workers,
+            )
+            .over_stream(),
+        );
+        shared.ensure_started();
+        shared
+    }
+
     fn register(
         &self,
         key: InformerKey,

@@ -65,6 +65,8 @@ pub(crate) struct Fanout {
     pub(crate) resource: ApiResource,
     pub(crate) max_concurrent_workers: Option<usize>,
     subscribers: Mutex<Arc<Vec<Subscriber>>>,
+    /// How many subscribers there are (a ready-made stream waits for its first one).
+    subscribed: tokio::sync::watch::Sender<usize>,
     /// Held while an event is applied and delivered, and while a subscriber joins.
     delivery: tokio::sync::Mutex<()>,
 }
@@ -86,7 +88,14 @@ impl Fanout {
             .unwrap_or_else(PoisonError::into_inner);
         let mut next = Vec::clone(&slot);
         f(&mut next);
+        self.subscribed.send_replace(next.len());
         *slot = Arc::new(next);
+    }
+
+    /// Resolves once someone subscribed.
+    async fn first_subscriber(&self) {
+        let mut count = self.subscribed.subscribe();
+        let _ = count.wait_for(|n| *n > 0).await;
     }
 
     /// Adds `subscriber`; it first gets every cached object as an Add.
@@ -133,6 +142,9 @@ pub(crate) struct SharedInformer {
     /// The informer until its task starts (it needs a Tokio runtime).
     pending: Mutex<Option<(Informer, KindMetrics)>>,
     started: AtomicBool,
+    /// A ready-made stream cannot be listed again: it is not read before a controller's kind
+    /// subscribed, so no event ends up only in a cache nobody was told about.
+    wait_for_subscriber: bool,
 }
 
 impl SharedInformer {
@@ -151,6 +163,7 @@ impl SharedInformer {
                 resource,
                 max_concurrent_workers,
                 subscribers: Mutex::default(),
+                subscribed: tokio::sync::watch::Sender::new(0),
                 delivery: tokio::sync::Mutex::new(()),
             }),
             key,
@@ -158,7 +171,14 @@ impl SharedInformer {
             stop: CancellationToken::new(),
             pending: Mutex::new(Some((informer, metrics))),
             started: AtomicBool::new(false),
+            wait_for_subscriber: false,
         }
+    }
+
+    /// The same over a ready-made stream: read only once someone subscribed.
+    pub(super) fn over_stream(mut self) -> Self {
+        self.wait_for_subscriber = true;
+        self
     }
 
     /// Starts the informer's task if it has not started and a Tokio runtime is at hand (else
@@ -186,18 +206,26 @@ impl SharedInformer {
         let stop = self.stop.clone();
         let registry = self.registry.clone();
         let kind = self.fanout.resource.kind.clone();
+        let wait_for_subscriber = self.wait_for_subscriber;
         runtime.spawn(async move {
-            let mut events = informer.into_events(metrics);
-            loop {
-                let next = tokio::select! {
-                    biased;
-                    next = events.next() => next,
-                    () = stop.cancelled() => None,
+            let stopped_before_start = wait_for_subscriber
+                && tokio::select! {
+                    () = fanout.first_subscriber() => false,
+                    () = stop.cancelled() => true,
                 };
-                let Some(event) = next else {
-                    break;
-                };
-                fanout.publish(event).await;
+            if !stopped_before_start {
+                let mut events = informer.into_events(metrics);
+                loop {
+                    let next = tokio::select! {
+                        biased;
+                        next = events.next() => next,
+                        () = stop.cancelled() => None,
+                    };
+                    let Some(event) = next else {
+                        break;
+                    };
+                    fanout.publish(event).await;
+                }
             }
             tracing::debug!(%kind, "shared informer stopped");
             if let Some(registry) = registry.upgrade() {

@@ -36,6 +36,8 @@
 //! ```
 
 mod closures;
+#[cfg(test)]
+mod tests;
 mod traits;
 
 use std::fmt;
@@ -187,6 +189,24 @@ impl InformerController {
     ) -> KindHandle<DynamicObject> {
         let client = api.clone().into_client();
         let informer = self.informers().dynamic(api, resource, config, options);
+        self.handle_for(informer, client)
+    }
+
+    /// Registers the typed kind `K` fed by a ready-made [`Informer`] (e.g.
+    /// [`Informer::from_stream`](crate::Informer::from_stream) over synthetic events in tests and
+    /// benchmarks, or [`Informer::from_watch_stream`](crate::Informer::from_watch_stream)): the
+    /// same handle, cache and dispatch as [`kind`](Self::kind), never shared with another
+    /// registration. The stream is read only once the controller runs (a stream cannot be listed
+    /// again, so nothing may reach a cache before the kind is listening). `client` is what
+    /// handlers' [`Context`](crate::Context) writes with. Objects of another type than `K` in
+    /// the stream reach no typed handler.
+    pub fn kind_from_stream<K: Kind>(
+        &self,
+        informer: crate::Informer,
+        client: kube::Client,
+    ) -> KindHandle<K> {
+        let resource = ApiResource::erase::<K>(&());
+        let informer = self.informers().over_stream::<K>(informer, resource);
         self.handle_for(informer, client)
     }
 
