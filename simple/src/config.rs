@@ -9,6 +9,7 @@ use kubeapp_operator::opinionated::FinalizerNameError;
 use kubeapp_operator::{ControllerConfig, Informers, OpinionatedOptions};
 use kubeapp_sdk::app::AppError;
 use kubeapp_sdk::manifest::ManifestData;
+use kubeapp_sdk::rbac::RbacBuilder;
 use prometheus::core::Collector;
 
 use crate::kinds::{AppKind, KindSpec, ManagedKind, UnmanagedKind};
@@ -36,6 +37,11 @@ pub struct AppConfig {
 pub(crate) type CollectorFactory = Arc<dyn Fn() -> Box<dyn Collector> + Send + Sync>;
 
 impl AppConfig {
+    /// An app checked against `manifest` and named by its `appName`, so the two cannot disagree.
+    pub fn from_manifest(manifest: ManifestData) -> Self {
+        Self::new(manifest.app_name.clone()).manifest(manifest)
+    }
+
     /// An app called `name` (the manifest's `appName`; it names the finalizers), without
     /// manifest or kinds, with the controller's defaults.
     pub fn new(name: impl Into<String>) -> Self {
@@ -140,6 +146,36 @@ impl AppConfig {
             Box::new(collector.clone()) as Box<dyn Collector>
         }));
         self
+    }
+
+    /// Adds what the app's kinds need beyond the manifest to `builder`: watching its unmanaged
+    /// kinds (with finalizers when opinionated), watching what `watches` maps from, and
+    /// creating, updating and deleting what `owns` declares as children.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    /// use kube::runtime::watcher;
+    /// use kubeapp_operator::WatcherFns;
+    /// use kubeapp_sdk::manifest::ManifestData;
+    /// use kubeapp_sdk::rbac::RbacBuilder;
+    /// use kubeapp_simple::{AppConfig, UnmanagedKind};
+    ///
+    /// let manifest = ManifestData::from_yaml("appName: audit\ngroup: audit.example.com\nversions:\n  - name: v1\n    kinds: []\n")?;
+    /// let app = AppConfig::from_manifest(manifest.clone()).unmanaged_kind(
+    ///     UnmanagedKind::<ConfigMap>::new()
+    ///         .watcher(WatcherFns::<ConfigMap>::new())
+    ///         .owns::<Secret>(watcher::Config::default()),
+    /// );
+    /// let rules = app.rbac(RbacBuilder::new(&manifest)).rules()?;
+    /// let resources: Vec<_> = rules.iter().map(|r| (r.resources.clone(), r.verbs.len())).collect();
+    /// assert_eq!(resources[0], (Some(vec!["configmaps".to_string()]), 3)); // get, list, watch
+    /// assert_eq!(resources[1], (Some(vec!["secrets".to_string()]), 7)); // and create .. delete
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn rbac<'m>(&self, builder: RbacBuilder<'m>) -> RbacBuilder<'m> {
+        self.kinds
+            .iter()
+            .fold(builder, |builder, spec| spec.rbac(builder))
     }
 
     /// Checks the kinds against each other and against the manifest; see [`crate::validate`].

@@ -39,6 +39,8 @@
 //! 4. Unmanaged kinds, grouped by API group: `get`, `list`, `watch`; for those registered with
 //!    [`RbacBuilder::unmanaged_opinionated`] also `update`, `patch` (an opinionated watcher adds
 //!    its finalizer to them). A kind of the manifest given here again adds nothing.
+//!    Kinds the operator owns as children ([`RbacBuilder::owned`]), grouped by API group: the
+//!    verbs of managed kinds (it creates, updates and deletes them).
 //! 5. `extraPermissions.accessKinds`, one rule each, verbs exactly as the manifest lists them.
 //! 6. `events` in the core group and in `events.k8s.io`: `create`, `patch` (event recorders
 //!    create events, and patch them to count repeats).
@@ -111,6 +113,8 @@ pub struct RbacBuilder<'m> {
     service_account: Option<(String, String)>,
     scope: RoleScope,
     unmanaged: Vec<UnmanagedKind>,
+    /// `(group, plural)` of kinds the operator creates as children.
+    owned: Vec<(String, String)>,
 }
 
 impl<'m> RbacBuilder<'m> {
@@ -122,6 +126,7 @@ impl<'m> RbacBuilder<'m> {
             service_account: None,
             scope: RoleScope::Cluster,
             unmanaged: Vec::new(),
+            owned: Vec::new(),
         }
     }
 
@@ -168,6 +173,16 @@ impl<'m> RbacBuilder<'m> {
             plural: K::plural(&()).into_owned(),
             opinionated: true,
         })
+    }
+
+    /// The operator creates, updates and deletes objects of `K` it owns (children such as the
+    /// ConfigMaps a reconciler renders), and watches them (get, list, watch, create, update,
+    /// patch, delete).
+    #[must_use]
+    pub fn owned<K: Resource<DynamicType = ()>>(mut self) -> Self {
+        self.owned
+            .push((K::group(&()).into_owned(), K::plural(&()).into_owned()));
+        self
     }
 
     /// The operator watches a kind known only by group and plural (e.g. a `DynamicObject` kind).
@@ -270,6 +285,7 @@ impl<'m> RbacBuilder<'m> {
             rules.push(rule(&group, with_suffix("/finalizers"), FINALIZER_VERBS));
         }
         rules.extend(self.unmanaged_rules(&plurals));
+        rules.extend(self.owned_rules(&plurals));
         if let Some(extra) = &manifest.extra_permissions {
             for access in &extra.access_kinds {
                 let verbs: Vec<&str> = access.actions.iter().map(String::as_str).collect();
@@ -291,6 +307,26 @@ impl<'m> RbacBuilder<'m> {
             LEASE_VERBS,
         ));
         Ok(rules)
+    }
+
+    /// One rule per group of owned children, plurals sorted; managed kinds left out.
+    fn owned_rules(&self, managed_plurals: &BTreeSet<String>) -> Vec<PolicyRule> {
+        let mut grouped: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for (group, plural) in &self.owned {
+            if !(*group == self.manifest.group && managed_plurals.contains(plural)) {
+                grouped.entry(group).or_default().insert(plural);
+            }
+        }
+        grouped
+            .into_iter()
+            .map(|(group, plurals)| {
+                rule(
+                    &[group],
+                    plurals.into_iter().map(str::to_string).collect(),
+                    MANAGED_VERBS,
+                )
+            })
+            .collect()
     }
 
     /// One rule per (group, opinionated) with the plurals sorted; managed kinds left out.

@@ -108,6 +108,43 @@ fn unmanaged_kinds_that_the_app_owns_add_nothing() {
 }
 
 #[test]
+fn owned_children_get_the_managed_verbs_after_the_watched_kinds() {
+    let m = manifest();
+    let rbac = RbacBuilder::new(&m)
+        .unmanaged::<ConfigMap>()
+        .owned::<Secret>()
+        .owned::<k8s_openapi::api::apps::v1::Deployment>()
+        .owned::<ConfigMap>()
+        .build()
+        .expect("build");
+    let rules: Vec<_> = rbac.rules().iter().map(flat).collect();
+    assert_eq!(
+        rules[3],
+        (
+            strings(&[""]),
+            strings(&["configmaps"]),
+            strings(WATCH_VERBS)
+        )
+    );
+    assert_eq!(
+        rules[4],
+        (
+            strings(&[""]),
+            strings(&["configmaps", "secrets"]),
+            strings(MANAGED_VERBS)
+        )
+    );
+    assert_eq!(
+        rules[5],
+        (
+            strings(&["apps"]),
+            strings(&["deployments"]),
+            strings(MANAGED_VERBS)
+        )
+    );
+}
+
+#[test]
 fn cluster_scope_binds_a_cluster_role_to_the_service_account() {
     let m = manifest();
     let rbac = RbacBuilder::new(&m)

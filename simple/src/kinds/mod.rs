@@ -36,6 +36,7 @@ use kubeapp_operator::{
 use kubeapp_sdk::admission::{Mutator, TypedAdmissionRequest, Validator, mutator_fn, validator_fn};
 use kubeapp_sdk::app::AdmissionError;
 use kubeapp_sdk::conversion::Converter;
+use kubeapp_sdk::rbac::RbacBuilder;
 
 use self::admission::Typed;
 pub(crate) use self::admission::{AdmissionMutator, AdmissionValidator};
@@ -62,9 +63,42 @@ pub(crate) struct KindSpec {
     pub(crate) validator: Option<Arc<dyn AdmissionValidator>>,
     pub(crate) mutator: Option<Arc<dyn AdmissionMutator>>,
     pub(crate) converter: Option<Arc<dyn Converter>>,
+    /// The RBAC of watching the kind, plain and with finalizers (unmanaged kinds; a managed
+    /// kind's comes from the manifest).
+    pub(crate) rbac_watch: [RbacFn; 2],
+    /// The RBAC of the kinds its triggers watch (`watches`) or own (`owns`).
+    pub(crate) rbac_related: Vec<RbacFn>,
+}
+
+/// Adds what the operator does with one kind to an [`RbacBuilder`].
+pub(crate) type RbacFn = for<'m> fn(RbacBuilder<'m>) -> RbacBuilder<'m>;
+
+fn rbac_watched<'m, K: Kind>(builder: RbacBuilder<'m>) -> RbacBuilder<'m> {
+    builder.unmanaged::<K>()
+}
+
+fn rbac_watched_opinionated<'m, K: Kind>(builder: RbacBuilder<'m>) -> RbacBuilder<'m> {
+    builder.unmanaged_opinionated::<K>()
+}
+
+fn rbac_owned<'m, K: Kind>(builder: RbacBuilder<'m>) -> RbacBuilder<'m> {
+    builder.owned::<K>()
 }
 
 impl KindSpec {
+    /// What the operator needs of the cluster for this kind: nothing beyond the manifest for a
+    /// managed kind; watching (with finalizers when opinionated) for an unmanaged one; and its
+    /// triggers' kinds.
+    pub(crate) fn rbac<'m>(&self, mut builder: RbacBuilder<'m>) -> RbacBuilder<'m> {
+        if !self.managed {
+            builder = self.rbac_watch[usize::from(self.opinionated)](builder);
+        }
+        for add in &self.rbac_related {
+            builder = add(builder);
+        }
+        builder
+    }
+
     fn new<K: Kind>(managed: bool) -> Self {
         Self {
             resource: ApiResource::erase::<K>(&()),
@@ -78,6 +112,8 @@ impl KindSpec {
             validator: None,
             mutator: None,
             converter: None,
+            rbac_watch: [rbac_watched::<K>, rbac_watched_opinionated::<K>],
+            rbac_related: Vec::new(),
         }
     }
 
@@ -204,6 +240,7 @@ macro_rules! handler_methods {
             Ch: Kind,
             Ch::Scope: NamespaceScope,
         {
+            self.spec.rbac_related.push(rbac_owned::<Ch>);
             self.handlers
                 .triggers
                 .push(Box::new(move |handle, client, namespace| {
@@ -224,6 +261,7 @@ macro_rules! handler_methods {
             O: Kind,
             O::Scope: NamespaceScope,
         {
+            self.spec.rbac_related.push(rbac_watched::<O>);
             self.handlers
                 .triggers
                 .push(Box::new(move |handle, client, namespace| {
