@@ -22,6 +22,11 @@
 //! 20 handler calls per worker. Reconcilers see fewer calls than there are events: waiting requests
 //! of one object merge, in both systems.
 //!
+//! The informer group (`dispatch-informer`) runs the no-op group's stream as raw watch events
+//! through `Informer::from_watch_stream` (per-object decode, the informer's cache and diff), as a
+//! real watch delivers them, through both kubeapp paths only: there the typed path's shared cache
+//! is measured against an informer that also caches, as in an operator.
+//!
 //! After Criterion's own report, a table prints each case's median rate over all iterations and
 //! kubeapp's rate relative to kube-runtime's for the same worker count (`1r` rows).
 
@@ -89,6 +94,18 @@ fn one_core() -> tokio::runtime::Runtime {
     }
 }
 
+/// Ready-made events, or raw watch events for the `dispatch-informer` group.
+fn input_of(group: &str, s: &Scenario) -> scenario::Input {
+    if group == INFORMER_GROUP {
+        scenario::Input::Watch(scenario::watch_input(s))
+    } else {
+        scenario::Input::Events(scenario::kubeapp_input(s))
+    }
+}
+
+/// The group whose input goes through the informer (decode, cache, diff) as a real watch does.
+const INFORMER_GROUP: &str = "dispatch-informer";
+
 fn bench_case(
     group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     group_name: &'static str,
@@ -110,11 +127,11 @@ fn bench_case(
             for _ in 0..iters {
                 let elapsed = match system {
                     System::Kubeapp => {
-                        let input = scenario::kubeapp_input(s);
+                        let input = input_of(group_name, s);
                         runtime.block_on(scenario::run_kubeapp(s, input))
                     }
                     System::KubeappTyped => {
-                        let input = scenario::kubeapp_input(s);
+                        let input = input_of(group_name, s);
                         runtime.block_on(scenario::run_kubeapp_typed(s, input))
                     }
                     System::KubeRuntime => {
@@ -157,7 +174,9 @@ fn run_group(c: &mut Criterion, name: &'static str, size: impl Fn(usize) -> (usi
             bench_case(&mut group, name, System::Kubeapp, s);
             bench_case(&mut group, name, System::KubeappTyped, s);
         }
-        bench_case(&mut group, name, System::KubeRuntime, base);
+        if name != INFORMER_GROUP {
+            bench_case(&mut group, name, System::KubeRuntime, base);
+        }
     }
     group.finish();
 }
@@ -239,6 +258,7 @@ fn main() {
     let mut c = Criterion::default().configure_from_args();
     run_group(&mut c, "dispatch-noop", |_| (1_000, 10));
     run_group(&mut c, "dispatch-1ms", |workers| (10 * workers, 2));
+    run_group(&mut c, INFORMER_GROUP, |_| (1_000, 10));
     c.final_summary();
     print_table();
 }

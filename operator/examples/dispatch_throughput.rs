@@ -107,7 +107,7 @@ fn main() {
         let (elapsed, calls) = runtime.block_on(scenario::run_kube_runtime(&s, input));
         ("kube-runtime Controller, 1 reconciler", elapsed, calls)
     } else {
-        let input = scenario::kubeapp_input(&s);
+        let input = scenario::Input::Events(scenario::kubeapp_input(&s));
         let elapsed = runtime.block_on(scenario::run_kubeapp(&s, input));
         ("kubeapp InformerController", elapsed, 0)
     };

@@ -177,11 +177,13 @@ fn add_kind(
             .metrics(finalizer_metrics.clone())
     });
     if let Some(register) = spec.register.take() {
-        register(controller, client, opinionated).map_err(|source| AppConfigError::Finalizer {
-            app: config.name.clone(),
-            kind: spec.display_name(),
-            source,
-        })?;
+        register(controller, client, opinionated, config.namespace.as_deref()).map_err(
+            |source| AppConfigError::Finalizer {
+                app: config.name.clone(),
+                kind: spec.display_name(),
+                source,
+            },
+        )?;
     }
     tracing::debug!(
         kind = %spec.display_name(),

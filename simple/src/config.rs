@@ -4,6 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use kubeapp_operator::apply::KindScope;
 use kubeapp_operator::metrics::MetricsError;
 use kubeapp_operator::opinionated::FinalizerNameError;
 use kubeapp_operator::{ControllerConfig, Informers, OpinionatedOptions};
@@ -30,6 +31,7 @@ pub struct AppConfig {
     pub(crate) metrics_namespace: Option<String>,
     pub(crate) collectors: Vec<CollectorFactory>,
     pub(crate) informers: Option<Informers>,
+    pub(crate) namespace: Option<String>,
 }
 
 /// Hands out a fresh box of one of the app's own collectors (they are cheap handles to shared
@@ -55,6 +57,7 @@ impl AppConfig {
             metrics_namespace: None,
             collectors: Vec::new(),
             informers: None,
+            namespace: None,
         }
     }
 
@@ -70,7 +73,10 @@ impl AppConfig {
     pub fn managed_kind<K: AppKind, C: Send + Sync + 'static>(
         mut self,
         kind: ManagedKind<K, C>,
-    ) -> Self {
+    ) -> Self
+    where
+        K::Scope: KindScope,
+    {
         self.kinds.push(kind.into_spec());
         self
     }
@@ -80,7 +86,10 @@ impl AppConfig {
     pub fn unmanaged_kind<K: AppKind, C: Send + Sync + 'static>(
         mut self,
         kind: UnmanagedKind<K, C>,
-    ) -> Self {
+    ) -> Self
+    where
+        K::Scope: KindScope,
+    {
         self.kinds.push(kind.into_spec());
         self
     }
@@ -90,6 +99,16 @@ impl AppConfig {
     #[must_use]
     pub fn controller(mut self, config: ControllerConfig) -> Self {
         self.controller = config;
+        self
+    }
+
+    /// Watches only `namespace`: every namespaced kind that does not name its own namespace
+    /// (cluster-scoped kinds are unaffected), and the children of its `owns` and `watches`.
+    /// `None` (the default) watches all namespaces. The `--namespace` flag of the `cli`
+    /// feature's operator goes here.
+    #[must_use]
+    pub fn namespace(mut self, namespace: Option<String>) -> Self {
+        self.namespace = namespace;
         self
     }
 

@@ -17,6 +17,8 @@
 //!   app once a client exists).
 //! - [`telemetry`]: logs and OTLP traces in one call.
 //! - `cli` (feature `cli`): `OperatorArgs`, the common operator flags for a clap command line.
+//! - `operator` (feature `cli`): `Operator`, a whole operator binary (`crd`, `rbac`, `manifests`,
+//!   `run`) from a manifest, its CRD types and its app.
 //!
 //! ```
 //! use kube::CustomResource;
@@ -77,6 +79,8 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod kinds;
+#[cfg(feature = "cli")]
+pub mod operator;
 pub mod provider;
 pub mod telemetry;
 pub mod validate;

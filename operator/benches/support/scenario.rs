@@ -97,6 +97,52 @@ pub fn kubeapp_input(s: &Scenario) -> Vec<InformerEvent> {
     events
 }
 
+/// The same stream as raw watch events (an initial empty list, then one `Apply` per step), for
+/// runs through the informer's decode, cache and diff, as a real watch takes.
+pub fn watch_input(s: &Scenario) -> Vec<watcher::Event<kube::api::DynamicObject>> {
+    let mut events = Vec::with_capacity(s.events() + 2);
+    events.push(watcher::Event::Init);
+    events.push(watcher::Event::InitDone);
+    for step in 0..s.per_object {
+        for object in 0..s.objects {
+            let mut value = match serde_json::to_value(config_map(object, step)) {
+                Ok(value) => value,
+                Err(error) => panic!("a ConfigMap serializes: {error}"),
+            };
+            value["apiVersion"] = "v1".into();
+            value["kind"] = "ConfigMap".into();
+            match serde_json::from_value(value) {
+                Ok(object) => events.push(watcher::Event::Apply(object)),
+                Err(error) => panic!("a ConfigMap is a DynamicObject: {error}"),
+            }
+        }
+    }
+    events
+}
+
+/// What a run reads: ready-made informer events, or raw watch events through an informer.
+pub enum Input {
+    /// `Informer::from_stream`: no decode, no informer cache.
+    Events(Vec<InformerEvent>),
+    /// `Informer::from_watch_stream::<ConfigMap>`: decode, cache and diff as in a real watch.
+    Watch(Vec<watcher::Event<kube::api::DynamicObject>>),
+}
+
+impl Input {
+    fn informer(self) -> Informer {
+        match self {
+            Self::Events(events) => {
+                Informer::from_stream(KindInfo::default(), futures::stream::iter(events))
+            }
+            Self::Watch(events) => Informer::from_watch_stream::<ConfigMap>(
+                KindInfo::default(),
+                futures::stream::iter(events.into_iter().map(Ok)),
+                kubeapp_operator::informer::InformerOptions::default(),
+            ),
+        }
+    }
+}
+
 /// Counts down to zero and then signals once.
 struct Progress {
     remaining: AtomicUsize,
@@ -159,14 +205,11 @@ fn tick_watcher(progress: &Arc<Progress>, delay: Option<Duration>) -> DynWatcher
 
 /// Runs `events` through a fresh `InformerController` on the current runtime; returns the time
 /// from `run` to completion.
-pub async fn run_kubeapp(s: &Scenario, events: Vec<InformerEvent>) -> Duration {
+pub async fn run_kubeapp(s: &Scenario, input: Input) -> Duration {
     let (progress, done) = Progress::new(s.events() * s.watchers + s.objects * s.reconcilers);
     let controller =
         InformerController::new(ControllerConfig::default().max_concurrent_workers(s.workers));
-    controller.add_informer(
-        "configmaps",
-        Informer::from_stream(KindInfo::default(), futures::stream::iter(events)),
-    );
+    controller.add_informer("configmaps", input.informer());
     for _ in 0..s.watchers {
         controller.add_watcher("configmaps", tick_watcher(&progress, s.delay));
     }
@@ -249,14 +292,11 @@ fn offline_client() -> kube::Client {
 /// The same run as [`run_kubeapp`] through the typed API: a `KindHandle<ConfigMap>` over the
 /// stream (`kind_from_stream`: the shared informer's cache and fan-out), typed watchers and
 /// reconcilers with a `Context`.
-pub async fn run_kubeapp_typed(s: &Scenario, events: Vec<InformerEvent>) -> Duration {
+pub async fn run_kubeapp_typed(s: &Scenario, input: Input) -> Duration {
     let (progress, done) = Progress::new(s.events() * s.watchers + s.objects * s.reconcilers);
     let controller =
         InformerController::new(ControllerConfig::default().max_concurrent_workers(s.workers));
-    let config_maps = controller.kind_from_stream::<ConfigMap>(
-        Informer::from_stream(KindInfo::default(), futures::stream::iter(events)),
-        offline_client(),
-    );
+    let config_maps = controller.kind_from_stream::<ConfigMap>(input.informer(), offline_client());
     let mut handles = Vec::new();
     for _ in 0..s.watchers {
         handles.push(config_maps.watch(TickWatcher {

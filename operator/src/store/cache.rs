@@ -8,6 +8,7 @@
 //! least the state of the event it handles.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
 use tokio::sync::watch;
@@ -29,9 +30,13 @@ pub(crate) fn label_index(key: &str) -> String {
 /// The objects of one index: value -> keys of the objects indexed under it.
 type Index = HashMap<String, BTreeSet<ObjectKey>>;
 
+/// The objects by key. foldhash (hashbrown's default hasher, randomly seeded per process): the
+/// cache is written once per event, and SipHash over two strings was a measurable part of it.
+type Objects = HashMap<ObjectKey, SharedObject, foldhash::fast::RandomState>;
+
 #[derive(Default)]
 pub(crate) struct CacheState {
-    pub(crate) objects: HashMap<ObjectKey, SharedObject>,
+    pub(crate) objects: Objects,
     indexers: Vec<(Arc<str>, IndexFn)>,
     indexes: HashMap<Arc<str>, Index>,
 }
@@ -54,7 +59,10 @@ impl CacheState {
 /// See the [module docs](self).
 pub(crate) struct SharedCache {
     state: RwLock<CacheState>,
-    /// The highest numeric `resourceVersion` of any object seen (read-after-write waits on it).
+    /// The highest numeric `resourceVersion` of any object seen.
+    highest: AtomicU64,
+    /// The same for read-after-write waiters, sent only while someone waits (a send takes the
+    /// channel's lock; most events have no waiter).
     version: watch::Sender<u64>,
     pub(crate) synced: SyncedFlag,
 }
@@ -64,6 +72,7 @@ impl SharedCache {
     pub(crate) fn new(synced: SyncedFlag) -> Self {
         let cache = Self {
             state: RwLock::new(CacheState::default()),
+            highest: AtomicU64::new(0),
             version: watch::Sender::new(0),
             synced,
         };
@@ -114,38 +123,58 @@ impl SharedCache {
                     let Some(index) = indexes.get_mut(name) else {
                         continue;
                     };
-                    if let Some(previous) = &previous {
-                        for value in indexer(previous.as_ref()) {
-                            if let Some(keys) = index.get_mut(&value) {
-                                keys.remove(&key);
-                                if keys.is_empty() {
-                                    index.remove(&value);
-                                }
+                    let before = previous
+                        .as_ref()
+                        .map(|previous| indexer(previous.as_ref()))
+                        .unwrap_or_default();
+                    let after = if matches!(event, InformerEvent::Delete(_)) {
+                        Vec::new()
+                    } else {
+                        indexer(object.as_ref())
+                    };
+                    // Most updates keep their index values (owners, labels): nothing to move.
+                    if before == after {
+                        continue;
+                    }
+                    for value in before {
+                        if let Some(keys) = index.get_mut(&value) {
+                            keys.remove(&key);
+                            if keys.is_empty() {
+                                index.remove(&value);
                             }
                         }
                     }
-                    if !matches!(event, InformerEvent::Delete(_)) {
-                        for value in indexer(object.as_ref()) {
-                            index.entry(value).or_default().insert(key.clone());
-                        }
+                    for value in after {
+                        index.entry(value).or_default().insert(key.clone());
                     }
                 }
             }
         }
         if let Some(version) = numeric_version(object.as_ref()) {
-            self.version.send_if_modified(|seen| {
-                let newer = version > *seen;
-                if newer {
-                    *seen = version;
-                }
-                newer
-            });
+            let before = self.highest.fetch_max(version, Ordering::SeqCst);
+            // A waiter subscribes before it catches the channel up with `highest` (see
+            // `versions`), so it either sees this version there or is counted here.
+            if version > before && self.version.receiver_count() > 0 {
+                self.raise_version(version);
+            }
         }
+    }
+
+    fn raise_version(&self, version: u64) {
+        self.version.send_if_modified(|seen| {
+            let newer = version > *seen;
+            if newer {
+                *seen = version;
+            }
+            newer
+        });
     }
 
     /// A receiver of the highest `resourceVersion` seen.
     pub(crate) fn versions(&self) -> watch::Receiver<u64> {
-        self.version.subscribe()
+        let receiver = self.version.subscribe();
+        self.raise_version(self.highest.load(Ordering::SeqCst));
+        receiver
     }
 
     /// Every cached object, sorted by key (for replaying the cache as Adds in a stable order).

@@ -194,8 +194,13 @@ fn parse_yaml(text: &str, origin: &str) -> Result<ManifestData, ManifestError> {
     })
 }
 
-/// Several objects as one YAML stream, each document introduced by `---`.
-pub(crate) fn to_yaml_documents<T: Serialize>(items: &[T]) -> Result<String, String> {
+/// Several objects as one YAML stream, each document introduced by `---` (what `kubectl apply
+/// -f -` reads).
+///
+/// # Errors
+///
+/// The serializer's message when an object cannot be written.
+pub fn to_yaml_documents<T: Serialize>(items: &[T]) -> Result<String, String> {
     let mut out = String::new();
     for item in items {
         let doc = serde_saphyr::to_string(item).map_err(|e| e.to_string())?;

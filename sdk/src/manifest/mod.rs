@@ -69,8 +69,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub(crate) use self::format::PLAIN_ORIGIN;
+pub use self::format::to_yaml_documents;
 pub use self::format::{Format, ManifestError, ManifestProblem};
-pub(crate) use self::format::{PLAIN_ORIGIN, to_yaml_documents};
 
 /// The data of an app manifest: the app's name and group, its versions and kinds, and the extra
 /// permissions its operator needs. Field names (in JSON and YAML) are those of the Go SDK.

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use kube::runtime::watcher;
 use kube::{Api, Client};
+use kubeapp_operator::apply::KindScope;
 use kubeapp_operator::opinionated::FinalizerNameError;
 use kubeapp_operator::{
     HandlerHandle, InformerController, InformerOptions, Kind, KindHandle, OpinionatedOptions,
@@ -31,11 +32,13 @@ pub(crate) type AttachTrigger<K> =
 pub(crate) type MakeApi<K> = Box<dyn FnOnce(Client) -> Api<K> + Send + Sync>;
 
 /// Registers a kind with a controller: what an erased [`KindSpec`](super::KindSpec) carries.
+/// Gets the app's namespace (used when the kind has none of its own).
 pub(crate) type Register = Box<
     dyn FnOnce(
             &InformerController,
             &Client,
             Option<OpinionatedOptions>,
+            Option<&str>,
         ) -> Result<Vec<HandlerHandle>, FinalizerNameError>
         + Send
         + Sync,
@@ -43,7 +46,8 @@ pub(crate) type Register = Box<
 
 /// Everything typed about one kind.
 pub(crate) struct Handlers<K> {
-    pub(crate) api: MakeApi<K>,
+    /// Set by the kind's own `namespace`; else every namespace, or the app's.
+    pub(crate) api: Option<MakeApi<K>>,
     pub(crate) namespace: Option<String>,
     pub(crate) config: watcher::Config,
     pub(crate) options: InformerOptions<K>,
@@ -52,11 +56,14 @@ pub(crate) struct Handlers<K> {
     pub(crate) triggers: Vec<AttachTrigger<K>>,
 }
 
-impl<K: Kind> Handlers<K> {
+impl<K: Kind> Handlers<K>
+where
+    K::Scope: KindScope,
+{
     /// Every namespace, default watch settings, no handler.
     pub(crate) fn new() -> Self {
         Self {
-            api: Box::new(Api::all),
+            api: None,
             namespace: None,
             config: watcher::Config::default(),
             options: InformerOptions::default(),
@@ -70,13 +77,22 @@ impl<K: Kind> Handlers<K> {
     /// handler (the reconciler if both were given: validation refuses that app anyway), then its
     /// triggers.
     pub(crate) fn into_register(self) -> Register {
-        Box::new(move |controller, client, opinionated| {
-            let handle = controller.kind((self.api)(client.clone()), self.config, self.options);
+        Box::new(move |controller, client, opinionated, app_namespace| {
+            let (api, namespace) = match (self.api, app_namespace) {
+                (Some(make), _) => (make(client.clone()), self.namespace),
+                (None, Some(namespace)) => {
+                    let api = K::Scope::constrain(Api::all(client.clone()), namespace);
+                    let namespace = api.namespace().map(str::to_string);
+                    (api, namespace)
+                }
+                (None, None) => (Api::all(client.clone()), None),
+            };
+            let handle = controller.kind(api, self.config, self.options);
             let mut registered = Vec::new();
             if let Some(attach) = self.reconciler.or(self.watcher) {
                 registered.push(attach(&handle, opinionated)?);
             }
-            let namespace = self.namespace.as_deref();
+            let namespace = namespace.as_deref();
             registered.extend(
                 self.triggers
                     .into_iter()

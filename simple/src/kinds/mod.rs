@@ -28,6 +28,7 @@ use kube::api::ApiResource;
 use kube::core::NamespaceScope;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
+use kubeapp_operator::apply::KindScope;
 use kubeapp_operator::kind::ApplyCleanupReconciler;
 use kubeapp_operator::{
     ApplyCleanup, Context, InformerOptions, Kind, ReconcileError, ReconcileRequest,
@@ -270,8 +271,9 @@ macro_rules! handler_methods {
             self
         }
 
-        /// Watches only `namespace` (all namespaces by default). Only namespaced kinds have
-        /// the method.
+        /// Watches only `namespace` (default: the app's namespace, see
+        /// [`AppConfig::namespace`](crate::AppConfig::namespace), else all namespaces). Only
+        /// namespaced kinds have the method.
         #[must_use]
         pub fn namespace(mut self, namespace: impl Into<String>) -> Self
         where
@@ -279,8 +281,9 @@ macro_rules! handler_methods {
         {
             let namespace = namespace.into();
             self.handlers.namespace = Some(namespace.clone());
-            self.handlers.api =
-                Box::new(move |client| api_in::<K>(client, Some(namespace.as_str())));
+            self.handlers.api = Some(Box::new(move |client| {
+                api_in::<K>(client, Some(namespace.as_str()))
+            }));
             self
         }
 
@@ -344,7 +347,10 @@ pub struct ManagedKind<K, C = ()> {
     data: Arc<C>,
 }
 
-impl<K: AppKind> ManagedKind<K> {
+impl<K: AppKind> ManagedKind<K>
+where
+    K::Scope: KindScope,
+{
     /// A managed kind without handlers, opinionated, watching all namespaces, its handlers'
     /// user data `()` until [`context`](Self::context).
     pub fn new() -> Self {
@@ -356,7 +362,10 @@ impl<K: AppKind> ManagedKind<K> {
     }
 }
 
-impl<K: AppKind, C: Send + Sync + 'static> ManagedKind<K, C> {
+impl<K: AppKind, C: Send + Sync + 'static> ManagedKind<K, C>
+where
+    K::Scope: KindScope,
+{
     handler_methods!(ManagedKind);
 
     /// Opts out of the opinionated wrapper: no finalizers, handlers see raw informer events.
@@ -409,7 +418,10 @@ impl<K: AppKind, C: Send + Sync + 'static> ManagedKind<K, C> {
     }
 }
 
-impl<K: AppKind> Default for ManagedKind<K> {
+impl<K: AppKind> Default for ManagedKind<K>
+where
+    K::Scope: KindScope,
+{
     fn default() -> Self {
         Self::new()
     }
@@ -428,7 +440,10 @@ pub struct UnmanagedKind<K, C = ()> {
     data: Arc<C>,
 }
 
-impl<K: AppKind> UnmanagedKind<K> {
+impl<K: AppKind> UnmanagedKind<K>
+where
+    K::Scope: KindScope,
+{
     /// An unmanaged kind without handlers, plain, watching all namespaces.
     pub fn new() -> Self {
         Self {
@@ -439,7 +454,10 @@ impl<K: AppKind> UnmanagedKind<K> {
     }
 }
 
-impl<K: AppKind, C: Send + Sync + 'static> UnmanagedKind<K, C> {
+impl<K: AppKind, C: Send + Sync + 'static> UnmanagedKind<K, C>
+where
+    K::Scope: KindScope,
+{
     handler_methods!(UnmanagedKind);
 
     /// Wraps the handler in the opinionated wrapper (finalizers on the watched objects).
@@ -450,7 +468,10 @@ impl<K: AppKind, C: Send + Sync + 'static> UnmanagedKind<K, C> {
     }
 }
 
-impl<K: AppKind> Default for UnmanagedKind<K> {
+impl<K: AppKind> Default for UnmanagedKind<K>
+where
+    K::Scope: KindScope,
+{
     fn default() -> Self {
         Self::new()
     }

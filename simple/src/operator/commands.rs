@@ -1,0 +1,82 @@
+//! The command line of an [`Operator`](super::Operator) binary: `crd`, `rbac`, `manifests` and
+//! `run`, each with `--help`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::cli::OperatorArgs;
+
+/// An operator binary's command line.
+#[derive(Debug, Parser)]
+#[command(about, long_about = None)]
+pub struct OperatorCommand {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands every [`Operator`](super::Operator) binary has.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the CustomResourceDefinitions of the operator's kinds as YAML.
+    Crd(CrdArgs),
+    /// Print the ServiceAccount, role and role binding the operator needs as YAML.
+    Rbac(RbacArgs),
+    /// Print everything that deploys the operator as YAML: RBAC, Deployment, metrics Service and,
+    /// when the manifest declares webhooks, the webhook Service and configurations.
+    Manifests(ManifestArgs),
+    /// Run the operator until SIGTERM or SIGINT.
+    Run(Box<OperatorArgs>),
+}
+
+/// Where the apiserver reaches the webhooks (only for manifests that declare webhooks).
+#[derive(Clone, Debug, Default, Args)]
+pub struct WebhookTargetArgs {
+    /// The CA certificate (PEM) that signed the webhook server's certificate; written into every
+    /// caBundle. Required when the manifest declares webhooks.
+    #[arg(long, env = "WEBHOOK_CA_FILE", value_name = "PATH")]
+    pub webhook_ca_file: Option<PathBuf>,
+    /// Point the webhooks at this https:// base URL (e.g. https://127.0.0.1:8443) instead of the
+    /// in-cluster webhook Service: for an operator running outside the cluster.
+    #[arg(long, env = "WEBHOOK_URL", value_name = "URL")]
+    pub webhook_url: Option<String>,
+}
+
+/// Settings of `crd`.
+#[derive(Clone, Debug, Args)]
+pub struct CrdArgs {
+    /// The operator's namespace, where the conversion webhook's Service is (only used when the
+    /// manifest declares conversion and no --webhook-url is given).
+    #[arg(long, default_value = "default")]
+    pub namespace: String,
+    /// Where the conversion webhook is reached.
+    #[command(flatten)]
+    pub webhook: WebhookTargetArgs,
+}
+
+/// Settings of `rbac`.
+#[derive(Clone, Debug, Args)]
+pub struct RbacArgs {
+    /// The namespace of the operator's ServiceAccount.
+    #[arg(long, default_value = "default")]
+    pub namespace: String,
+    /// Grant the rules in this namespace only (a Role), for an operator run with --namespace;
+    /// default: cluster-wide (a ClusterRole).
+    #[arg(long, value_name = "NAMESPACE")]
+    pub watch_namespace: Option<String>,
+}
+
+/// Settings of `manifests`.
+#[derive(Clone, Debug, Args)]
+pub struct ManifestArgs {
+    /// The namespace of the Deployment, Services and ServiceAccount.
+    #[arg(long, default_value = "default")]
+    pub namespace: String,
+    /// The operator's container image.
+    #[arg(long)]
+    pub image: String,
+    /// Where the webhooks are reached (when the manifest declares webhooks).
+    #[command(flatten)]
+    pub webhook: WebhookTargetArgs,
+}

@@ -1,0 +1,368 @@
+//! [`Operator`]: a whole operator binary from its manifest, its CRD types and its app (feature
+//! `cli`).
+//!
+//! `main` is one expression: [`Operator::main`] parses the command line and runs one of the
+//! subcommands every operator needs ([`commands`]):
+//!
+//! - `crd`: the CRDs of the kinds given with [`Operator::crd`], from the manifest (versions,
+//!   conversion webhook when declared) and their Rust types;
+//! - `rbac`: least privilege from the manifest (its kinds, `extraPermissions`) and from the app's
+//!   kinds ([`AppConfig::rbac`]: unmanaged kinds, `owns`, `watches`);
+//! - `manifests`: `rbac` plus the Deployment (probes, resource requests), the metrics Service and,
+//!   when the manifest declares webhooks, the webhook Service, the certificate Secret's mount
+//!   (Secret `{name}-webhook-tls`, e.g. from cert-manager) and the webhook configurations;
+//! - `run`: logs and traces from [`OperatorArgs`] (flushed on exit), the client from the
+//!   environment (in-cluster or kubeconfig), one [`Runner`] serving `/metrics`, `/livez`,
+//!   `/readyz` (and the webhooks), the app built with the Runner's shared informers and
+//!   `--namespace`, until SIGTERM or SIGINT.
+//!
+//! Every failure is one message on stderr naming what failed (the manifest, a flag and its
+//! variable, the apiserver), and exit code 1; a usage error exits 2 with clap's message.
+//!
+//! ```no_run
+//! use kubeapp_simple::operator::Operator;
+//! use kubeapp_simple::AppConfig;
+//!
+//! # async fn demo() -> std::process::ExitCode {
+//! Operator::new("appName: empty\ngroup: empty.example.com\nversions: []\n")
+//!     .app(AppConfig::from_manifest)
+//!     .main()
+//!     .await
+//! # }
+//! ```
+
+pub mod commands;
+mod webhooks;
+
+use std::fmt;
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser as _;
+use kube::CustomResourceExt;
+use kubeapp_operator::Runner;
+use kubeapp_operator::runner::{ClientError, RunnerError, default_client};
+use kubeapp_sdk::crd::{CrdBuilder, CrdError};
+use kubeapp_sdk::deploy::{DeployError, OperatorDeployment, WebhookServing};
+use kubeapp_sdk::manifest::{ManifestData, ManifestError, to_yaml_documents};
+use kubeapp_sdk::rbac::{RbacBuilder, RbacError, RoleScope};
+use kubeapp_sdk::webhooks::admission_configurations;
+
+use self::commands::{Command, CrdArgs, ManifestArgs, OperatorCommand, RbacArgs};
+pub use self::webhooks::WebhookError;
+use crate::app::App;
+use crate::cli::{OperatorArgs, OperatorArgsError};
+use crate::config::{AppConfig, AppConfigError};
+use crate::telemetry::{self, TelemetryError};
+
+/// Adds one CRD type to a [`CrdBuilder`].
+type CrdFn = for<'m> fn(CrdBuilder<'m>) -> CrdBuilder<'m>;
+
+fn add_crd<'m, K: CustomResourceExt>(builder: CrdBuilder<'m>) -> CrdBuilder<'m> {
+    builder.kind::<K>()
+}
+
+/// An operator binary; see the [module docs](self).
+pub struct Operator {
+    /// The manifest, or why it did not load (reported by every command).
+    manifest: Result<ManifestData, String>,
+    crds: Vec<CrdFn>,
+    app: Box<dyn Fn(ManifestData) -> AppConfig + Send + Sync>,
+}
+
+impl fmt::Debug for Operator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Operator")
+            .field("manifest", &self.manifest.as_ref().map(|m| &m.app_name))
+            .field("crds", &self.crds.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why an [`Operator`] command failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OperatorError {
+    /// The manifest given to [`Operator::new`] is invalid.
+    #[error("the operator's manifest: {0}")]
+    Manifest(String),
+    /// The CRDs could not be built (a type disagrees with the manifest, say).
+    #[error("building the CRDs: {0}")]
+    Crd(#[from] CrdError),
+    /// The RBAC could not be built.
+    #[error("building the RBAC: {0}")]
+    Rbac(#[from] RbacError),
+    /// The deployment could not be built.
+    #[error("building the deployment: {0}")]
+    Deploy(#[from] DeployError),
+    /// Objects could not be written as YAML.
+    #[error("writing YAML: {0}")]
+    Yaml(String),
+    /// Writing to stdout failed.
+    #[error("writing to stdout: {0}")]
+    Stdout(#[source] std::io::Error),
+    /// A flag of `run` has a value the operator cannot run with.
+    #[error(transparent)]
+    Args(#[from] OperatorArgsError),
+    /// The webhooks cannot be served or reached as configured.
+    #[error(transparent)]
+    Webhooks(#[from] WebhookError),
+    /// Logs and traces could not be set up or flushed.
+    #[error("telemetry: {0}")]
+    Telemetry(#[from] TelemetryError),
+    /// No Kubernetes client could be made from the environment.
+    #[error("connecting to Kubernetes: {0}")]
+    Client(#[from] ClientError),
+    /// The app does not match its manifest, or cannot be built.
+    #[error(transparent)]
+    App(#[from] AppConfigError),
+    /// The Runner failed.
+    #[error("running the operator: {0}")]
+    Runner(#[from] RunnerError),
+}
+
+impl Operator {
+    /// An operator of the manifest `manifest` (YAML or JSON text, e.g. `include_str!` of the
+    /// project's manifest file). A manifest that does not parse is reported by every command.
+    pub fn new(manifest: &str) -> Self {
+        Self::from_manifest(ManifestData::from_embedded(manifest))
+    }
+
+    /// An operator of an already parsed manifest (or the error parsing it gave).
+    pub fn from_manifest(manifest: Result<ManifestData, ManifestError>) -> Self {
+        Self {
+            manifest: manifest.map_err(|error| error.to_string()),
+            crds: Vec::new(),
+            app: Box::new(AppConfig::from_manifest),
+        }
+    }
+
+    /// Adds the Rust type of one version of a manifest kind to the `crd` command's output.
+    #[must_use]
+    pub fn crd<K: CustomResourceExt>(mut self) -> Self {
+        self.crds.push(add_crd::<K>);
+        self
+    }
+
+    /// How the app is built from the manifest: usually
+    /// `AppConfig::from_manifest(manifest).managed_kind(..)`. Called for `run` (then given the
+    /// Runner's shared informers and `--namespace`) and for `rbac` and `manifests` (which read
+    /// its kinds); it needs no cluster.
+    #[must_use]
+    pub fn app(mut self, app: impl Fn(ManifestData) -> AppConfig + Send + Sync + 'static) -> Self {
+        self.app = Box::new(app);
+        self
+    }
+
+    /// Parses the command line and runs the command; the exit code says how it went (errors
+    /// are printed on stderr). The whole body of an operator's `main`.
+    pub async fn main(self) -> ExitCode {
+        let command = OperatorCommand::parse();
+        match self.execute(command.command).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                // Logs may not be set up (or not to stderr): say it plainly.
+                eprintln!("error: {}", error_chain(&error));
+                ExitCode::FAILURE
+            }
+        }
+    }
+
+    /// Runs one command.
+    ///
+    /// # Errors
+    ///
+    /// See [`OperatorError`].
+    pub async fn execute(&self, command: Command) -> Result<(), OperatorError> {
+        match command {
+            Command::Crd(args) => print(&self.crd_yaml(&args)?),
+            Command::Rbac(args) => print(&self.rbac_yaml(&args)?),
+            Command::Manifests(args) => print(&self.manifests_yaml(&args)?),
+            Command::Run(args) => self.run(&args).await,
+        }
+    }
+
+    fn manifest(&self) -> Result<&ManifestData, OperatorError> {
+        self.manifest
+            .as_ref()
+            .map_err(|error| OperatorError::Manifest(error.clone()))
+    }
+
+    /// Whether the manifest is usable, for a check before anything else.
+    ///
+    /// # Errors
+    ///
+    /// [`OperatorError::Manifest`] with the parser's or validator's message.
+    pub fn check_manifest(&self) -> Result<(), OperatorError> {
+        self.manifest().map(|_| ())
+    }
+
+    /// What `crd` prints.
+    ///
+    /// # Errors
+    ///
+    /// An invalid manifest, a type that disagrees with it, or a conversion webhook whose CA
+    /// was not given.
+    pub fn crd_yaml(&self, args: &CrdArgs) -> Result<String, OperatorError> {
+        let manifest = self.manifest()?;
+        let mut builder = self
+            .crds
+            .iter()
+            .fold(CrdBuilder::new(manifest), |builder, add| add(builder));
+        if manifest_converts(manifest) {
+            let endpoint = webhooks::endpoint(
+                manifest,
+                &args.webhook,
+                &args.namespace,
+                &webhook_service(manifest),
+            )?;
+            builder = builder.conversion_webhook(endpoint.conversion_client());
+        }
+        let crds = builder.build()?;
+        Ok(kubeapp_sdk::crd::to_yaml(&crds)?)
+    }
+
+    fn rbac_builder<'m>(&self, manifest: &'m ManifestData) -> RbacBuilder<'m> {
+        (self.app)(manifest.clone()).rbac(RbacBuilder::new(manifest))
+    }
+
+    /// What `rbac` prints.
+    ///
+    /// # Errors
+    ///
+    /// An invalid manifest, or a namespaced role for a manifest with cluster-scoped kinds.
+    pub fn rbac_yaml(&self, args: &RbacArgs) -> Result<String, OperatorError> {
+        let manifest = self.manifest()?;
+        let name = deployment_name(manifest);
+        let mut builder = self
+            .rbac_builder(manifest)
+            .service_account(&name, &args.namespace);
+        if let Some(namespace) = &args.watch_namespace {
+            builder = builder.scope(RoleScope::Namespace(namespace.clone()));
+        }
+        Ok(builder.build()?.to_yaml()?)
+    }
+
+    /// What `manifests` prints.
+    ///
+    /// # Errors
+    ///
+    /// An invalid manifest or image, or webhooks whose CA was not given.
+    pub fn manifests_yaml(&self, args: &ManifestArgs) -> Result<String, OperatorError> {
+        let manifest = self.manifest()?;
+        let app = (self.app)(manifest.clone());
+        let mut deployment = OperatorDeployment::new(manifest, args.image.clone())
+            .namespace(args.namespace.clone())
+            .rbac(move |builder| app.rbac(builder));
+        let mut run_args = vec!["run".to_string(), "--log-format".into(), "json".into()];
+        let mut configurations = Vec::new();
+        if !manifest.declared_webhooks().is_empty() {
+            let serving = WebhookServing::new(format!("{}-webhook-tls", deployment_name(manifest)));
+            run_args.extend([
+                "--webhook-cert-file".to_string(),
+                serving.cert_file(),
+                "--webhook-key-file".to_string(),
+                serving.key_file(),
+            ]);
+            let endpoint = webhooks::endpoint(
+                manifest,
+                &args.webhook,
+                &args.namespace,
+                &webhook_service(manifest),
+            )?;
+            let (validating, mutating) = admission_configurations(manifest, &endpoint);
+            configurations.extend(validating.map(serde_json::to_value));
+            configurations.extend(mutating.map(serde_json::to_value));
+            deployment = deployment.webhooks(serving);
+        }
+        let mut docs = deployment.args(run_args).build()?.to_values()?;
+        for configuration in configurations {
+            docs.push(configuration.map_err(|e| OperatorError::Yaml(e.to_string()))?);
+        }
+        to_yaml_documents(&docs).map_err(OperatorError::Yaml)
+    }
+
+    /// What `run` does: telemetry, client, Runner, app, until a signal.
+    ///
+    /// # Errors
+    ///
+    /// Invalid flags, telemetry that cannot start, no client, an app that does not match its
+    /// manifest, or the Runner failing.
+    pub async fn run(&self, args: &OperatorArgs) -> Result<(), OperatorError> {
+        let manifest = self.manifest()?.clone();
+        let guard = telemetry::init(args.telemetry_config(manifest.app_name.clone()))?;
+        let result = self.run_app(manifest, args).await;
+        if let Err(error) = &result {
+            tracing::error!(error = %error_chain(error), "operator failed");
+        }
+        let flushed = guard.shutdown().await;
+        result?;
+        Ok(flushed?)
+    }
+
+    async fn run_app(
+        &self,
+        manifest: ManifestData,
+        args: &OperatorArgs,
+    ) -> Result<(), OperatorError> {
+        webhooks::require_server(&manifest, args)?;
+        let runner_config = args.runner_config()?;
+        let client = default_client().await?;
+        let mut runner = Runner::new(runner_config)?;
+        let config = (self.app)(manifest)
+            .namespace(args.namespace.clone())
+            .informers(runner.informers().clone());
+        let app = App::new(config, client)?;
+        runner.add_app(Arc::new(app));
+        tracing::info!(
+            metrics_addr = %args.metrics_addr,
+            namespace = args.namespace.as_deref().unwrap_or("(all)"),
+            "operator starting"
+        );
+        runner.run().await?;
+        tracing::info!("operator stopped");
+        Ok(())
+    }
+}
+
+/// The Deployment's (and ServiceAccount's) name, as [`OperatorDeployment`] defaults it.
+fn deployment_name(manifest: &ManifestData) -> String {
+    format!("{}-operator", manifest.app_name)
+}
+
+/// The webhook Service's name, as [`WebhookServing`] defaults it.
+fn webhook_service(manifest: &ManifestData) -> String {
+    format!("{}-webhook", deployment_name(manifest))
+}
+
+/// Whether the manifest declares a conversion webhook (a converting kind in several versions).
+fn manifest_converts(manifest: &ManifestData) -> bool {
+    manifest
+        .kinds()
+        .iter()
+        .any(|kind| kind.conversion && kind.versions.len() > 1)
+}
+
+fn print(text: &str) -> Result<(), OperatorError> {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(OperatorError::Stdout)
+}
+
+/// The error and its sources on one line, each cause once.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
