@@ -10,14 +10,85 @@
 //!   `testenv`) a real kube-apiserver + etcd for tests, [`sdk::testenv`].
 //! - [`operator`]: informers, the `InformerController`, watchers, reconcilers, retries, runner.
 //! - [`simple`]: the simple `App` built from a manifest and closures.
+//!
+//! # A complete operator on one page
+//!
+//! `examples/minimal` (with the `cli` feature; the README opens with it): a `Greeting` kind
+//! rendered into a ConfigMap it owns, with the `crd`, `rbac`, `manifests` and `run` commands.
+//!
+#![cfg_attr(feature = "cli", doc = "```no_run")]
+#![cfg_attr(not(feature = "cli"), doc = "```ignore")]
+//! //! A complete kubeapp operator on one page: each `Greeting` is rendered into a ConfigMap it owns.
+//! //! `crd`, `rbac`, `manifests` and `run` subcommands; metrics, probes and tracing from the Runner.
+//!
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kubeapp::prelude::*;
+//!
+//! /// A message to publish in a ConfigMap.
+//! #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+//! #[kube(
+//!     group = "minimal.kubeapp.dev",
+//!     version = "v1",
+//!     kind = "Greeting",
+//!     namespaced
+//! )]
+//! pub struct GreetingSpec {
+//!     /// What the ConfigMap says.
+//!     pub message: String,
+//! }
+//!
+//! const MANIFEST: &str = "appName: greeter\ngroup: minimal.kubeapp.dev\nversions: [{ name: v1, kinds: [{ kind: Greeting }] }]\n";
+//!
+//! /// Renders the ConfigMap; as it is owned, an edit or delete of it calls this again at once.
+//! async fn apply(greeting: Arc<Greeting>, ctx: Context) -> Result<ReconcileResult, ReconcileError> {
+//!     let config_map = ConfigMap {
+//!         metadata: ObjectMeta {
+//!             name: greeting.metadata.name.clone(),
+//!             namespace: greeting.metadata.namespace.clone(),
+//!             ..ObjectMeta::default()
+//!         },
+//!         data: Some([("message".into(), greeting.spec.message.clone())].into()),
+//!         ..ConfigMap::default()
+//!     };
+//!     ctx.apply(config_map)
+//!         .owned_by(greeting.as_ref())?
+//!         .send()
+//!         .await?;
+//!     Ok(ReconcileResult::done())
+//! }
+//!
+//! /// Nothing to undo: the cluster's garbage collector deletes the owned ConfigMap.
+//! async fn cleanup(_: Arc<Greeting>, _: Context) -> Result<ReconcileResult, ReconcileError> {
+//!     Ok(ReconcileResult::done())
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> std::process::ExitCode {
+//!     Operator::new(MANIFEST)
+//!         .crd::<Greeting>()
+//!         .app(|manifest| {
+//!             AppConfig::from_manifest(manifest).managed_kind(
+//!                 ManagedKind::<Greeting>::new()
+//!                     .apply_cleanup_fn(apply, cleanup)
+//!                     .owns::<ConfigMap>(watcher::Config::default()),
+//!             )
+//!         })
+//!         .main()
+//!         .await
+//! }
+//! ```
 
 pub use kubeapp_operator as operator;
 pub use kubeapp_sdk as sdk;
 pub use kubeapp_simple as simple;
 
-/// What a reconciler operator on the typed API names, in one import: the controller, kind
+/// What a reconciler operator names, in one import: the simple App (`AppConfig`, `ManagedKind`,
+/// `UnmanagedKind`), the operator binary (`Operator`, feature `cli`), the controller, kind
 /// handles, handler traits and their context, requests and results, the informer registry and
-/// store, triggers, and kube-rs's `Api`, `Client`, `watcher` and `ObjectRef`.
+/// store, triggers, the Runner, kube-rs's `Api`, `Client`, `watcher`, `ObjectRef`, `ObjectMeta`
+/// and `CustomResource`, and the derives a custom resource's spec needs (`Serialize`,
+/// `Deserialize`, `JsonSchema`; the crate deriving them still depends on `serde`, `serde_json`
+/// and `schemars`, which the generated code names).
 ///
 /// ```no_run
 /// use kubeapp::prelude::*;
@@ -42,15 +113,23 @@ pub use kubeapp_simple as simple;
 pub mod prelude {
     pub use std::sync::Arc;
 
+    pub use kube::api::ObjectMeta;
     pub use kube::runtime::reflector::ObjectRef;
     pub use kube::runtime::watcher;
-    pub use kube::{Api, Client, Resource, ResourceExt};
+    pub use kube::{Api, Client, CustomResource, CustomResourceExt, Resource, ResourceExt};
+    pub use schemars::JsonSchema;
+    pub use serde::{Deserialize, Serialize};
 
     pub use kubeapp_operator::apply::conditions;
     pub use kubeapp_operator::{
         ApplyCleanup, BoxError, CancellationToken, Context, ControllerConfig, HandlerHandle,
         InformerController, InformerOptions, Informers, KindHandle, OpinionatedOptions,
-        ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult, Reconciler, Store,
-        Trigger, TriggerCause, Watcher, apply_cleanup, reconciler_fn,
+        ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult, Reconciler, Runner,
+        RunnerConfig, Store, Trigger, TriggerCause, Watcher, WatcherFns, apply_cleanup,
+        reconciler_fn,
     };
+    pub use kubeapp_sdk::manifest::ManifestData;
+    #[cfg(feature = "cli")]
+    pub use kubeapp_simple::operator::Operator;
+    pub use kubeapp_simple::{App, AppConfig, ManagedKind, UnmanagedKind};
 }

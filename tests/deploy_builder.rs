@@ -1,8 +1,9 @@
 //! End-to-end test of `kubeapp::sdk::deploy`: what [`OperatorDeployment`] renders is accepted by a
 //! real kube-apiserver. Every object of the YAML stream, for an operator with webhooks and one
 //! without, is server-side applied as a dry run (strict field validation) into a fresh namespace;
-//! so is the `manifests` output of the two examples that build theirs with it (their binaries
-//! must be built first: `cargo build -p kubeapp-example-watcher -p kubeapp-example-reconciler`).
+//! so is the `manifests` output of the examples that build theirs with it, and the minimal
+//! example's `rbac` (their binaries must be built first: `cargo build -p kubeapp-example-watcher
+//! -p kubeapp-example-reconciler -p kubeapp-example-minimal`, which `scripts/test` does).
 
 mod example_support;
 
@@ -181,6 +182,46 @@ async fn the_examples_manifests_pass_a_server_side_dry_run() {
         .await
         .expect("namespace");
     let client = env.client();
+
+    let minimal = binary("kubeapp-example-minimal", "kubeapp-example-minimal");
+    let yaml = output_of(
+        &minimal,
+        &[
+            "manifests",
+            "--namespace",
+            &namespace,
+            "--image",
+            "example:1",
+        ],
+    );
+    let accepted = dry_run_apply(&client, &namespace, &yaml).await;
+    assert_eq!(
+        kinds(&accepted),
+        [
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Deployment",
+            "Service"
+        ]
+    );
+    let role = &accepted[1].data["rules"];
+    assert!(
+        role.as_array()
+            .is_some_and(|rules| rules.iter().any(|rule| {
+                rule["resources"] == serde_json::json!(["configmaps"])
+                    && rule["verbs"]
+                        .as_array()
+                        .is_some_and(|v| v.contains(&"create".into()))
+            })),
+        "the minimal operator owns ConfigMaps, so it may create them: {role}"
+    );
+    let yaml = output_of(&minimal, &["rbac", "--namespace", &namespace]);
+    let accepted = dry_run_apply(&client, &namespace, &yaml).await;
+    assert_eq!(
+        kinds(&accepted),
+        ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
+    );
 
     let yaml = output_of(
         &watcher,

@@ -9,7 +9,6 @@ use crate::cli::OperatorArgs;
 
 /// An operator binary's command line.
 #[derive(Debug, Parser)]
-#[command(about, long_about = None)]
 pub struct OperatorCommand {
     /// What to do.
     #[command(subcommand)]

@@ -32,6 +32,8 @@
 //! ```
 
 pub mod commands;
+#[cfg(test)]
+mod tests;
 mod webhooks;
 
 use std::fmt;
@@ -39,7 +41,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::Parser as _;
+use clap::{CommandFactory as _, FromArgMatches as _};
 use kube::CustomResourceExt;
 use kubeapp_operator::Runner;
 use kubeapp_operator::runner::{ClientError, RunnerError, default_client};
@@ -158,7 +160,14 @@ impl Operator {
     /// Parses the command line and runs the command; the exit code says how it went (errors
     /// are printed on stderr). The whole body of an operator's `main`.
     pub async fn main(self) -> ExitCode {
-        let command = OperatorCommand::parse();
+        let mut cli = OperatorCommand::command().about(self.about());
+        if let Some(name) = binary_name() {
+            cli = cli.bin_name(name);
+        }
+        let command = match OperatorCommand::from_arg_matches(&cli.get_matches()) {
+            Ok(command) => command,
+            Err(error) => error.exit(),
+        };
         match self.execute(command.command).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
@@ -166,6 +175,17 @@ impl Operator {
                 eprintln!("error: {}", error_chain(&error));
                 ExitCode::FAILURE
             }
+        }
+    }
+
+    /// The `--help` line: the app and its group from the manifest.
+    fn about(&self) -> String {
+        match &self.manifest {
+            Ok(manifest) => format!(
+                "The {} operator (group {}), built with kubeapp.",
+                manifest.app_name, manifest.group
+            ),
+            Err(_) => "An operator built with kubeapp (its manifest does not load).".to_string(),
         }
     }
 
@@ -324,6 +344,13 @@ impl Operator {
         tracing::info!("operator stopped");
         Ok(())
     }
+}
+
+/// The file name the binary was started as, for usage lines.
+fn binary_name() -> Option<String> {
+    let path = std::env::args_os().next()?;
+    let name = std::path::Path::new(&path).file_name()?;
+    Some(name.to_string_lossy().into_owned())
 }
 
 /// The Deployment's (and ServiceAccount's) name, as [`OperatorDeployment`] defaults it.

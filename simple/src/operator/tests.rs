@@ -1,0 +1,148 @@
+//! The `crd`, `rbac` and `manifests` commands of [`Operator`] without a cluster, and its errors.
+
+use std::path::PathBuf;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::runtime::watcher;
+
+use super::commands::{CrdArgs, ManifestArgs, RbacArgs, WebhookTargetArgs};
+use super::*;
+use crate::kinds::UnmanagedKind;
+use kubeapp_operator::WatcherFns;
+
+const WEBHOOK_MANIFEST: &str = "
+appName: shop
+group: shop.example.com
+versions:
+  - name: v1
+    kinds:
+      - kind: Order
+        admission: { validation: { operations: [CREATE] } }
+";
+
+fn ca_file(dir: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "kubeapp-operator-tests-{dir}-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("ca.crt");
+    std::fs::write(
+        &path,
+        "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n",
+    )
+    .expect("write CA");
+    path
+}
+
+fn manifest_args(webhook: WebhookTargetArgs) -> ManifestArgs {
+    ManifestArgs {
+        namespace: "shop-system".into(),
+        image: "shop:1".into(),
+        webhook,
+    }
+}
+
+#[test]
+fn webhooks_of_the_manifest_need_a_ca_and_are_deployed_with_their_configuration() {
+    let operator = Operator::new(WEBHOOK_MANIFEST);
+    let error = operator
+        .manifests_yaml(&manifest_args(WebhookTargetArgs::default()))
+        .expect_err("no CA");
+    let message = error.to_string();
+    assert!(
+        message.contains("--webhook-ca-file") && message.contains("Order: validation"),
+        "{message}"
+    );
+    let yaml = operator
+        .manifests_yaml(&manifest_args(WebhookTargetArgs {
+            webhook_ca_file: Some(ca_file("manifests")),
+            webhook_url: None,
+        }))
+        .expect("manifests");
+    for needle in [
+        "kind: Deployment",
+        "--webhook-cert-file",
+        "secretName: shop-operator-webhook-tls",
+        "kind: ValidatingWebhookConfiguration",
+        "name: shop-operator-webhook",
+        "namespace: shop-system",
+    ] {
+        assert!(yaml.contains(needle), "{needle} missing:\n{yaml}");
+    }
+    let error = operator
+        .manifests_yaml(&manifest_args(WebhookTargetArgs {
+            webhook_ca_file: Some(ca_file("url")),
+            webhook_url: Some("http://127.0.0.1:8443".into()),
+        }))
+        .expect_err("not https");
+    assert!(error.to_string().contains("not an https:// URL"), "{error}");
+}
+
+#[test]
+fn run_refuses_a_webhook_manifest_without_a_server_certificate() {
+    let manifest = ManifestData::from_yaml(WEBHOOK_MANIFEST).expect("manifest");
+    let args = <crate::cli::OperatorArgs as clap::FromArgMatches>::from_arg_matches(
+        &<commands::OperatorCommand as clap::CommandFactory>::command()
+            .try_get_matches_from(["op", "run"])
+            .expect("parses")
+            .subcommand_matches("run")
+            .expect("run")
+            .clone(),
+    )
+    .expect("args");
+    let error = webhooks::require_server(&manifest, &args).expect_err("no certificate");
+    assert!(
+        error
+            .to_string()
+            .contains("--webhook-cert-file and --webhook-key-file"),
+        "{error}"
+    );
+}
+
+#[test]
+fn rbac_comes_from_the_manifest_and_the_apps_kinds_and_can_be_namespaced() {
+    let operator = Operator::new(WEBHOOK_MANIFEST).app(|manifest| {
+        AppConfig::from_manifest(manifest).unmanaged_kind(
+            UnmanagedKind::<ConfigMap>::new()
+                .watcher(WatcherFns::<ConfigMap>::new())
+                .owns::<Secret>(watcher::Config::default()),
+        )
+    });
+    let yaml = operator
+        .rbac_yaml(&RbacArgs {
+            namespace: "shop-system".into(),
+            watch_namespace: Some("shop".into()),
+        })
+        .expect("rbac");
+    for needle in [
+        "kind: Role\n",
+        "kind: RoleBinding",
+        "- configmaps",
+        "- secrets",
+        "- orders",
+    ] {
+        assert!(yaml.contains(needle), "{needle} missing:\n{yaml}");
+    }
+}
+
+#[test]
+fn an_invalid_manifest_is_reported_by_every_command() {
+    let operator = Operator::new("appName: [unclosed");
+    let crd = operator
+        .crd_yaml(&CrdArgs {
+            namespace: "default".into(),
+            webhook: WebhookTargetArgs::default(),
+        })
+        .expect_err("invalid manifest");
+    assert!(
+        crd.to_string().starts_with("the operator's manifest:"),
+        "{crd}"
+    );
+    assert!(operator.check_manifest().is_err());
+    assert!(
+        operator
+            .manifests_yaml(&manifest_args(WebhookTargetArgs::default()))
+            .is_err()
+    );
+}
