@@ -1,8 +1,10 @@
 //! The informer's cache and how raw watch traffic becomes Add, Update and Delete.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::object::{ObjectKey, SharedObject};
+use crate::store::cache::SharedCache;
 
 use super::InformerEvent;
 
@@ -32,8 +34,61 @@ pub(crate) enum Observed {
 /// The last known state of every object, plus the keys seen during a list in progress.
 #[derive(Default)]
 pub(crate) struct InformerCache {
-    objects: HashMap<ObjectKey, SharedObject>,
+    objects: Objects,
     listing: Option<HashSet<ObjectKey>>,
+}
+
+/// Where the last known states live.
+pub(crate) enum Objects {
+    /// The informer's own map.
+    Own(HashMap<ObjectKey, SharedObject>),
+    /// The cache of a shared informer ([`SharedCache`]): read here, written when each event is
+    /// published, so an operator keeps one copy of every object, not two. Every event this
+    /// cache produces is published before the informer reads its next observation (the
+    /// informer's stream yields its queued events first, and the shared informer publishes each
+    /// before it polls again), so reads here see every event produced so far.
+    Shared(Arc<SharedCache>),
+}
+
+impl Default for Objects {
+    fn default() -> Self {
+        Self::Own(HashMap::new())
+    }
+}
+
+impl Objects {
+    /// Records `new` (own map only) and returns the previous state of `key`.
+    fn upsert(&mut self, key: ObjectKey, new: SharedObject) -> Option<SharedObject> {
+        match self {
+            Self::Own(objects) => objects.insert(key, new),
+            Self::Shared(cache) => cache.get(&key),
+        }
+    }
+
+    /// Forgets `key` (own map only) and returns its last state.
+    fn remove(&mut self, key: &ObjectKey) -> Option<SharedObject> {
+        match self {
+            Self::Own(objects) => objects.remove(key),
+            Self::Shared(cache) => cache.get(key),
+        }
+    }
+
+    /// Every key, sorted.
+    fn sorted_keys(&self) -> Vec<ObjectKey> {
+        let mut keys: Vec<ObjectKey> = match self {
+            Self::Own(objects) => objects.keys().cloned().collect(),
+            Self::Shared(cache) => cache.read().objects.keys().cloned().collect(),
+        };
+        keys.sort();
+        keys
+    }
+
+    fn get(&self, key: &ObjectKey) -> Option<SharedObject> {
+        match self {
+            Self::Own(objects) => objects.get(key).cloned(),
+            Self::Shared(cache) => cache.get(key),
+        }
+    }
 }
 
 fn resource_version(object: &SharedObject) -> Option<&str> {
@@ -73,13 +128,12 @@ impl InformerCache {
             }
             Observed::ListDone => {
                 if let Some(seen) = self.listing.take() {
-                    let mut gone: Vec<ObjectKey> = self
+                    let gone: Vec<ObjectKey> = self
                         .objects
-                        .keys()
-                        .filter(|key| !seen.contains(*key))
-                        .cloned()
+                        .sorted_keys()
+                        .into_iter()
+                        .filter(|key| !seen.contains(key))
                         .collect();
-                    gone.sort();
                     for key in gone {
                         if let Some(last) = self.objects.remove(&key) {
                             out.push(InformerEvent::Delete(last));
@@ -92,8 +146,16 @@ impl InformerCache {
         false
     }
 
+    /// An informer cache over a shared informer's cache (see [`Objects::Shared`]).
+    pub(crate) fn shared(cache: Arc<SharedCache>) -> Self {
+        Self {
+            objects: Objects::Shared(cache),
+            listing: None,
+        }
+    }
+
     fn upsert(&mut self, key: ObjectKey, new: SharedObject, out: &mut Vec<InformerEvent>) {
-        match self.objects.insert(key, new.clone()) {
+        match self.objects.upsert(key, new.clone()) {
             None => out.push(InformerEvent::Add(new)),
             // Deleted and created again under the same name while we were not watching.
             Some(old) if uid(&old) != uid(&new) => {
@@ -110,12 +172,12 @@ impl InformerCache {
 
     /// Every cached object as a Resync event.
     pub(crate) fn resync(&self, out: &mut Vec<InformerEvent>) {
-        let mut keys: Vec<&ObjectKey> = self.objects.keys().collect();
-        keys.sort();
         out.extend(
-            keys.into_iter()
+            self.objects
+                .sorted_keys()
+                .iter()
                 .filter_map(|key| self.objects.get(key))
-                .map(|object| InformerEvent::Resync(object.clone())),
+                .map(InformerEvent::Resync),
         );
     }
 }
@@ -220,5 +282,74 @@ mod tests {
         out.clear();
         cache.resync(&mut out);
         assert!(out.is_empty(), "gone from the cache");
+    }
+
+    /// Applies `observed` to an informer cache over a shared cache, publishing what it
+    /// produces to the shared cache as the shared informer does; returns the events.
+    fn observe_shared(
+        informer: &mut InformerCache,
+        shared: &SharedCache,
+        observed: Observed,
+    ) -> Vec<InformerEvent> {
+        let mut out = Vec::new();
+        informer.apply(observed, &mut out);
+        for event in &out {
+            shared.apply(event);
+        }
+        out
+    }
+
+    #[test]
+    fn over_a_shared_cache_relists_and_uid_changes_give_the_same_events_as_its_own_map() {
+        let shared = Arc::new(SharedCache::new(crate::informer::SyncedFlag::new(false)));
+        let mut cache = InformerCache::shared(Arc::clone(&shared));
+        let mut events = Vec::new();
+        events.extend(observe_shared(&mut cache, &shared, Observed::ListStart));
+        for obj in [cm("a", "1", "10"), cm("b", "2", "11"), cm("c", "3", "12")] {
+            events.extend(observe_shared(&mut cache, &shared, listed(obj)));
+        }
+        events.extend(observe_shared(&mut cache, &shared, Observed::ListDone));
+        assert_eq!(
+            describe(&events),
+            ["Created a 10", "Created b 11", "Created c 12"]
+        );
+        assert_eq!(
+            shared.read().objects.len(),
+            3,
+            "one copy, in the shared cache"
+        );
+
+        let mut events = Vec::new();
+        events.extend(observe_shared(&mut cache, &shared, Observed::ListStart));
+        events.extend(observe_shared(
+            &mut cache,
+            &shared,
+            listed(cm("a", "1", "10")),
+        ));
+        events.extend(observe_shared(
+            &mut cache,
+            &shared,
+            listed(cm("b", "2", "20")),
+        ));
+        events.extend(observe_shared(
+            &mut cache,
+            &shared,
+            listed(cm("d", "4", "21")),
+        ));
+        events.extend(observe_shared(&mut cache, &shared, Observed::ListDone));
+        assert_eq!(
+            describe(&events),
+            ["Updated b 20", "Created d 21", "Deleted c 12"]
+        );
+
+        // Same name, new uid: a delete of the old object, then an add.
+        let events = observe_shared(&mut cache, &shared, listed(cm("a", "9", "30")));
+        assert_eq!(describe(&events), ["Deleted a 10", "Created a 30"]);
+        let keys: Vec<String> = shared
+            .snapshot()
+            .iter()
+            .map(|o| o.metadata().resource_version.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(keys, ["30", "20", "21"], "a (new), b, d");
     }
 }

@@ -61,6 +61,7 @@ use tokio::sync::watch;
 use crate::metrics::{ControllerMetrics, KindMetrics};
 use crate::object::{ObjectKey, SharedObject, Undecodable, share};
 use crate::reconciler::ReconcileAction;
+use crate::store::cache::SharedCache;
 
 use self::cache::{InformerCache, Observed};
 pub use self::options::{InformerOptions, Transform};
@@ -151,7 +152,11 @@ pub struct KindInfo {
 /// Turns a raw object into the informer's object, or an [`Undecodable`] when it does not decode.
 pub(crate) type Decode =
     Arc<dyn Fn(DynamicObject) -> Result<SharedObject, Undecodable> + Send + Sync>;
-type Source = Box<dyn FnOnce(KindMetrics) -> BoxStream<'static, InformerEvent> + Send>;
+/// Makes the informer's events; given a shared informer's cache, the informer keeps its states
+/// there instead of in a map of its own.
+type Source = Box<
+    dyn FnOnce(KindMetrics, Option<Arc<SharedCache>>) -> BoxStream<'static, InformerEvent> + Send,
+>;
 
 /// A list+watch of one kind; see the [module docs](self). Add it to an
 /// [`InformerController`](crate::InformerController), which drives it.
@@ -195,7 +200,7 @@ impl Informer {
             info,
             synced: SyncedFlag::new(true),
             max_concurrent_workers: None,
-            source: Box::new(move |_| events.boxed()),
+            source: Box::new(move |_, _| events.boxed()),
         }
     }
 
@@ -227,8 +232,8 @@ impl Informer {
         let kind = info.kind.clone();
         let max_concurrent_workers = options.max_concurrent_workers;
         let decode = typed_decoder::<K>();
-        let source: Source = Box::new(move |metrics| {
-            informer_events(events.boxed(), options, decode, kind, flag, metrics)
+        let source: Source = Box::new(move |metrics, shared| {
+            informer_events(events.boxed(), options, decode, kind, flag, metrics, shared)
         });
         Self {
             info,
@@ -274,7 +279,17 @@ impl Informer {
 
     /// The informer's events; the controller calls this with the kind's metrics.
     pub(crate) fn into_events(self, metrics: KindMetrics) -> BoxStream<'static, InformerEvent> {
-        (self.source)(metrics)
+        (self.source)(metrics, None)
+    }
+
+    /// The events of a shared informer's informer, keeping object states in `cache` (which the
+    /// shared informer writes as it publishes each event).
+    pub(crate) fn into_shared_events(
+        self,
+        metrics: KindMetrics,
+        cache: Arc<SharedCache>,
+    ) -> BoxStream<'static, InformerEvent> {
+        (self.source)(metrics, Some(cache))
     }
 
     /// The informer's events without a controller (for tests and custom consumers); nothing happens
@@ -322,9 +337,9 @@ impl Informer {
         let flag = synced.clone();
         let kind = resource.kind.clone();
         let max_concurrent_workers = options.max_concurrent_workers;
-        let source: Source = Box::new(move |metrics| {
+        let source: Source = Box::new(move |metrics, shared| {
             let raw = backoff::backoff_until_data(watcher::watcher(api, config).boxed());
-            informer_events(raw, options, decode, kind, flag, metrics)
+            informer_events(raw, options, decode, kind, flag, metrics, shared)
         });
         Self {
             info,
@@ -394,6 +409,7 @@ fn informer_events(
     kind: String,
     synced: SyncedFlag,
     metrics: KindMetrics,
+    shared: Option<Arc<SharedCache>>,
 ) -> BoxStream<'static, InformerEvent> {
     let resync = options.resync_interval.map(|period| {
         let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
@@ -404,7 +420,7 @@ fn informer_events(
     });
     let state = InformerState {
         raw,
-        cache: InformerCache::default(),
+        cache: shared.map_or_else(InformerCache::default, InformerCache::shared),
         ready: std::collections::VecDeque::new(),
         out: Vec::new(),
         resync,

@@ -32,6 +32,7 @@ async fn a_consumer_that_paused_for_several_periods_gets_one_resync_then_one_per
         "ConfigMap".into(),
         SyncedFlag::new(false),
         kind_metrics,
+        None,
     );
     let created = events.next().await.expect("the listed object");
     assert_eq!(created.action(), ReconcileAction::Created);

@@ -77,6 +77,7 @@ async fn undecodable_objects_are_reported_delivered_raw_and_the_list_still_syncs
         "ConfigMap".into(),
         synced.clone(),
         kind_metrics.clone(),
+        None,
     );
     let seen: Vec<String> = events
         .by_ref()
@@ -135,6 +136,7 @@ async fn resync_reemits_every_cached_object_on_each_tick() {
         "ConfigMap".into(),
         SyncedFlag::new(false),
         kind_metrics,
+        None,
     );
     let seen: Vec<(String, u64)> = events
         .take(6)

@@ -214,7 +214,7 @@ impl SharedInformer {
                     () = stop.cancelled() => true,
                 };
             if !stopped_before_start {
-                let mut events = informer.into_events(metrics);
+                let mut events = informer.into_shared_events(metrics, Arc::clone(&fanout.cache));
                 loop {
                     let next = tokio::select! {
                         biased;

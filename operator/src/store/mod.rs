@@ -21,7 +21,7 @@
 //! resource versions are etcd revisions, increasing across a resource; Kubernetes calls them
 //! opaque, so a version that is not a number is an error, never a wrong answer.
 
-mod cache;
+pub(crate) mod cache;
 
 use std::fmt;
 use std::marker::PhantomData;
