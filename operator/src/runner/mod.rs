@@ -241,6 +241,13 @@ impl Runner {
         &self.informers
     }
 
+    /// Adds an app by value (no `Arc` at the call site; chained).
+    #[must_use]
+    pub fn app(mut self, app: impl App + 'static) -> Self {
+        self.apps.push(Arc::new(app));
+        self
+    }
+
     /// Adds an app (chained form of [`add_app`](Self::add_app)).
     #[must_use]
     pub fn with_app(mut self, app: Arc<dyn App>) -> Self {

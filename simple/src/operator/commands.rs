@@ -72,9 +72,10 @@ pub struct ManifestArgs {
     /// The namespace of the Deployment, Services and ServiceAccount.
     #[arg(long, default_value = "default")]
     pub namespace: String,
-    /// The operator's container image.
+    /// The operator's container image (required unless --webhook-url is given: then only the
+    /// webhook configurations are printed, for an operator running outside the cluster).
     #[arg(long)]
-    pub image: String,
+    pub image: Option<String>,
     /// Where the webhooks are reached (when the manifest declares webhooks).
     #[command(flatten)]
     pub webhook: WebhookTargetArgs,

@@ -39,7 +39,6 @@ mod webhooks;
 use std::fmt;
 use std::io::Write as _;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::{CommandFactory as _, FromArgMatches as _};
 use kube::CustomResourceExt;
@@ -69,6 +68,8 @@ fn add_crd<'m, K: CustomResourceExt>(builder: CrdBuilder<'m>) -> CrdBuilder<'m> 
 pub struct Operator {
     /// The manifest, or why it did not load (reported by every command).
     manifest: Result<ManifestData, String>,
+    /// The Deployment's name, also its ServiceAccount's, role's and Services' prefix.
+    name: Option<String>,
     crds: Vec<CrdFn>,
     app: Box<dyn Fn(ManifestData) -> AppConfig + Send + Sync>,
 }
@@ -122,6 +123,13 @@ pub enum OperatorError {
     /// The Runner failed.
     #[error("running the operator: {0}")]
     Runner(#[from] RunnerError),
+    /// `manifests` needs the image to deploy (unless `--webhook-url` asks for the webhook
+    /// configurations only).
+    #[error(
+        "manifests: pass --image with the operator's container image (or --webhook-url for the \
+         webhook configurations of an operator outside the cluster)"
+    )]
+    NoImage,
 }
 
 impl Operator {
@@ -135,9 +143,19 @@ impl Operator {
     pub fn from_manifest(manifest: Result<ManifestData, ManifestError>) -> Self {
         Self {
             manifest: manifest.map_err(|error| error.to_string()),
+            name: None,
             crds: Vec::new(),
             app: Box::new(AppConfig::from_manifest),
         }
+    }
+
+    /// The name of the operator's Deployment, ServiceAccount and role (default
+    /// `{appName}-operator`); the webhook Service is `{name}-webhook`, the certificate Secret
+    /// `{name}-webhook-tls`.
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
     }
 
     /// Adds the Rust type of one version of a manifest kind to the `crd` command's output.
@@ -235,7 +253,7 @@ impl Operator {
                 manifest,
                 &args.webhook,
                 &args.namespace,
-                &webhook_service(manifest),
+                &self.webhook_service(manifest),
             )?;
             builder = builder.conversion_webhook(endpoint.conversion_client());
         }
@@ -254,9 +272,10 @@ impl Operator {
     /// An invalid manifest, or a namespaced role for a manifest with cluster-scoped kinds.
     pub fn rbac_yaml(&self, args: &RbacArgs) -> Result<String, OperatorError> {
         let manifest = self.manifest()?;
-        let name = deployment_name(manifest);
+        let name = self.deployment_name(manifest);
         let mut builder = self
             .rbac_builder(manifest)
+            .name(&name)
             .service_account(&name, &args.namespace);
         if let Some(namespace) = &args.watch_namespace {
             builder = builder.scope(RoleScope::Namespace(namespace.clone()));
@@ -271,36 +290,62 @@ impl Operator {
     /// An invalid manifest or image, or webhooks whose CA was not given.
     pub fn manifests_yaml(&self, args: &ManifestArgs) -> Result<String, OperatorError> {
         let manifest = self.manifest()?;
-        let app = (self.app)(manifest.clone());
-        let mut deployment = OperatorDeployment::new(manifest, args.image.clone())
-            .namespace(args.namespace.clone())
-            .rbac(move |builder| app.rbac(builder));
-        let mut run_args = vec!["run".to_string(), "--log-format".into(), "json".into()];
+        let name = self.deployment_name(manifest);
         let mut configurations = Vec::new();
+        let mut serving = None;
         if !manifest.declared_webhooks().is_empty() {
-            let serving = WebhookServing::new(format!("{}-webhook-tls", deployment_name(manifest)));
-            run_args.extend([
-                "--webhook-cert-file".to_string(),
-                serving.cert_file(),
-                "--webhook-key-file".to_string(),
-                serving.key_file(),
-            ]);
             let endpoint = webhooks::endpoint(
                 manifest,
                 &args.webhook,
                 &args.namespace,
-                &webhook_service(manifest),
+                &self.webhook_service(manifest),
             )?;
             let (validating, mutating) = admission_configurations(manifest, &endpoint);
             configurations.extend(validating.map(serde_json::to_value));
             configurations.extend(mutating.map(serde_json::to_value));
-            deployment = deployment.webhooks(serving);
+            let mut webhooks = WebhookServing::new(format!("{name}-webhook-tls"));
+            webhooks.service_name = Some(self.webhook_service(manifest));
+            serving = Some(webhooks);
+        }
+        let configurations = configurations
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| OperatorError::Yaml(e.to_string()))?;
+        if args.webhook.webhook_url.is_some() {
+            // The operator runs outside the cluster: nothing to deploy but the configurations.
+            return to_yaml_documents(&configurations).map_err(OperatorError::Yaml);
+        }
+        let image = args.image.clone().ok_or(OperatorError::NoImage)?;
+        let app = (self.app)(manifest.clone());
+        let mut deployment = OperatorDeployment::new(manifest, image)
+            .name(name)
+            .namespace(args.namespace.clone())
+            .rbac(move |builder| app.rbac(builder));
+        let mut run_args = vec!["run".to_string(), "--log-format".into(), "json".into()];
+        if let Some(webhooks) = serving {
+            run_args.extend([
+                "--webhook-cert-file".to_string(),
+                webhooks.cert_file(),
+                "--webhook-key-file".to_string(),
+                webhooks.key_file(),
+            ]);
+            deployment = deployment.webhooks(webhooks);
         }
         let mut docs = deployment.args(run_args).build()?.to_values()?;
-        for configuration in configurations {
-            docs.push(configuration.map_err(|e| OperatorError::Yaml(e.to_string()))?);
-        }
+        docs.extend(configurations);
         to_yaml_documents(&docs).map_err(OperatorError::Yaml)
+    }
+
+    /// The Deployment's (and ServiceAccount's and role's) name.
+    fn deployment_name(&self, manifest: &ManifestData) -> String {
+        self.name
+            .clone()
+            .unwrap_or_else(|| format!("{}-operator", manifest.app_name))
+    }
+
+    /// The webhook Service's name.
+    fn webhook_service(&self, manifest: &ManifestData) -> String {
+        format!("{}-webhook", self.deployment_name(manifest))
     }
 
     /// What `run` does: telemetry, client, Runner, app, until a signal.
@@ -329,12 +374,11 @@ impl Operator {
         webhooks::require_server(&manifest, args)?;
         let runner_config = args.runner_config()?;
         let client = default_client().await?;
-        let mut runner = Runner::new(runner_config)?;
+        let runner = Runner::new(runner_config)?;
         let config = (self.app)(manifest)
             .namespace(args.namespace.clone())
             .informers(runner.informers().clone());
-        let app = App::new(config, client)?;
-        runner.add_app(Arc::new(app));
+        let runner = runner.app(App::new(config, client)?);
         tracing::info!(
             metrics_addr = %args.metrics_addr,
             namespace = args.namespace.as_deref().unwrap_or("(all)"),
@@ -351,16 +395,6 @@ fn binary_name() -> Option<String> {
     let path = std::env::args_os().next()?;
     let name = std::path::Path::new(&path).file_name()?;
     Some(name.to_string_lossy().into_owned())
-}
-
-/// The Deployment's (and ServiceAccount's) name, as [`OperatorDeployment`] defaults it.
-fn deployment_name(manifest: &ManifestData) -> String {
-    format!("{}-operator", manifest.app_name)
-}
-
-/// The webhook Service's name, as [`WebhookServing`] defaults it.
-fn webhook_service(manifest: &ManifestData) -> String {
-    format!("{}-webhook", deployment_name(manifest))
 }
 
 /// Whether the manifest declares a conversion webhook (a converting kind in several versions).

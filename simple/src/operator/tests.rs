@@ -38,7 +38,7 @@ fn ca_file(dir: &str) -> PathBuf {
 fn manifest_args(webhook: WebhookTargetArgs) -> ManifestArgs {
     ManifestArgs {
         namespace: "shop-system".into(),
-        image: "shop:1".into(),
+        image: Some("shop:1".into()),
         webhook,
     }
 }
