@@ -15,6 +15,7 @@
 //! | `--webhook-cert-file <PATH>` | `WEBHOOK_CERT_FILE` | none | [`WebhookConfig`] (with the key) |
 //! | `--webhook-key-file <PATH>` | `WEBHOOK_KEY_FILE` | none | [`WebhookConfig`] (with the certificate) |
 //! | `--webhook-addr <ADDR>` | `WEBHOOK_ADDR` | `0.0.0.0:8443` | [`WebhookConfig::addr`] |
+//! | `--instance <NAME>` | `POD_NAME` | none | [`OperatorArgs::instance`], the Events' `reportingInstance` |
 //!
 //! A flag beats its environment variable. The variable names are the ones the kubeapp examples
 //! have used, so an operator switching to `OperatorArgs` keeps its deployments working. Leader
@@ -115,6 +116,10 @@ pub struct OperatorArgs {
     /// The private key (PEM) of --webhook-cert-file.
     #[arg(long, env = "WEBHOOK_KEY_FILE", value_name = "PATH")]
     pub webhook_key_file: Option<PathBuf>,
+    /// This replica's name (the pod name in a cluster): the `reportingInstance` of the Events
+    /// the app writes.
+    #[arg(long, env = "POD_NAME", value_name = "NAME")]
+    pub instance: Option<String>,
     /// Where the webhooks are served over HTTPS.
     #[arg(
         long,

@@ -14,9 +14,8 @@
 //! the controller's retry policy), and the step is not counted.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use kube::Client;
 use kube::Resource as _;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kubeapp::operator::{BoxError, Context, Watcher};
@@ -39,23 +38,33 @@ pub struct RecordError {
 }
 
 /// The watcher of `Probe`s; see the [module docs](self).
-#[derive(Clone)]
 pub struct ProbeWatcher {
-    recorder: Recorder,
+    reporter: Reporter,
+    /// Made on the first call from the handler context's client, then kept (it aggregates
+    /// repeated Events into series).
+    recorder: OnceLock<Recorder>,
     metrics: StepMetrics,
 }
 
 impl ProbeWatcher {
-    /// A watcher writing Events through `client` as `reporter`, counting into `metrics`.
-    pub fn new(client: Client, reporter: Reporter, metrics: StepMetrics) -> Self {
+    /// A watcher writing Events as `reporter` (through the app's client), counting into
+    /// `metrics`.
+    pub fn new(reporter: Reporter, metrics: StepMetrics) -> Self {
         Self {
-            recorder: Recorder::new(client, reporter),
+            reporter,
+            recorder: OnceLock::new(),
             metrics,
         }
     }
 
     /// Works on `probe` for its processing time, then records `step` with `note`.
-    async fn handle(&self, step: Step, probe: &Probe, note: String) -> Result<(), BoxError> {
+    async fn handle(
+        &self,
+        step: Step,
+        probe: &Probe,
+        note: String,
+        ctx: &Context,
+    ) -> Result<(), BoxError> {
         let key = lifecycle::key(probe);
         tracing::info!(
             step = step.label(),
@@ -71,7 +80,10 @@ impl ProbeWatcher {
             action: step.action().to_string(),
             secondary: None,
         };
-        self.recorder
+        let recorder = self
+            .recorder
+            .get_or_init(|| Recorder::new(ctx.client().clone(), self.reporter.clone()));
+        recorder
             .publish(&event, &probe.object_ref(&()))
             .await
             .map_err(|source| RecordError {
@@ -94,28 +106,28 @@ impl fmt::Debug for ProbeWatcher {
 }
 
 impl Watcher<Probe> for ProbeWatcher {
-    async fn add(&self, probe: Arc<Probe>, _ctx: &Context) -> Result<(), BoxError> {
+    async fn add(&self, probe: Arc<Probe>, ctx: &Context) -> Result<(), BoxError> {
         let note = lifecycle::note(Step::Add, &probe, None);
-        self.handle(Step::Add, &probe, note).await
+        self.handle(Step::Add, &probe, note, ctx).await
     }
 
     async fn update(
         &self,
         old: Arc<Probe>,
         new: Arc<Probe>,
-        _ctx: &Context,
+        ctx: &Context,
     ) -> Result<(), BoxError> {
         let note = lifecycle::note(Step::Update, &new, Some(&old));
-        self.handle(Step::Update, &new, note).await
+        self.handle(Step::Update, &new, note, ctx).await
     }
 
-    async fn delete(&self, probe: Arc<Probe>, _ctx: &Context) -> Result<(), BoxError> {
+    async fn delete(&self, probe: Arc<Probe>, ctx: &Context) -> Result<(), BoxError> {
         let note = lifecycle::note(Step::Delete, &probe, None);
-        self.handle(Step::Delete, &probe, note).await
+        self.handle(Step::Delete, &probe, note, ctx).await
     }
 
-    async fn sync(&self, probe: Arc<Probe>, _ctx: &Context) -> Result<(), BoxError> {
+    async fn sync(&self, probe: Arc<Probe>, ctx: &Context) -> Result<(), BoxError> {
         let note = lifecycle::note(Step::Sync, &probe, None);
-        self.handle(Step::Sync, &probe, note).await
+        self.handle(Step::Sync, &probe, note, ctx).await
     }
 }

@@ -113,6 +113,7 @@ pub struct ControllerConfig {
     metrics: Option<ControllerMetrics>,
     name: String,
     informers: Option<Informers>,
+    instance: Option<String>,
 }
 
 impl Default for ControllerConfig {
@@ -127,6 +128,7 @@ impl Default for ControllerConfig {
             metrics: None,
             name: "kubeapp".to_string(),
             informers: None,
+            instance: None,
         }
     }
 }
@@ -202,6 +204,19 @@ impl ControllerConfig {
     /// The controller's name (see [`name`](Self::name)).
     pub fn controller_name(&self) -> &str {
         &self.name
+    }
+
+    /// This replica's name (e.g. the pod name): the `reportingInstance` of the Events handlers
+    /// record through [`Context::recorder`](crate::Context::recorder). None by default.
+    #[must_use]
+    pub fn instance(mut self, instance: impl Into<String>) -> Self {
+        self.instance = Some(instance.into());
+        self
+    }
+
+    /// See [`instance`](Self::instance).
+    pub fn instance_name(&self) -> Option<&str> {
+        self.instance.as_deref()
     }
 }
 

@@ -219,7 +219,7 @@ impl InformerController {
                 client.clone(),
                 Reporter {
                     controller: manager,
-                    instance: None,
+                    instance: self.config().instance_name().map(str::to_string),
                 },
             ),
             client,

@@ -71,8 +71,11 @@ pub struct Operator {
     /// The Deployment's name, also its ServiceAccount's, role's and Services' prefix.
     name: Option<String>,
     crds: Vec<CrdFn>,
-    app: Box<dyn Fn(ManifestData) -> AppConfig + Send + Sync>,
+    app: Box<AppFn>,
 }
+
+/// Builds the app from the manifest and, for `run`, the run's flags.
+type AppFn = dyn Fn(ManifestData, Option<&OperatorArgs>) -> AppConfig + Send + Sync;
 
 impl fmt::Debug for Operator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -145,7 +148,7 @@ impl Operator {
             manifest: manifest.map_err(|error| error.to_string()),
             name: None,
             crds: Vec::new(),
-            app: Box::new(AppConfig::from_manifest),
+            app: Box::new(|manifest, _| AppConfig::from_manifest(manifest)),
         }
     }
 
@@ -171,6 +174,17 @@ impl Operator {
     /// its kinds); it needs no cluster.
     #[must_use]
     pub fn app(mut self, app: impl Fn(ManifestData) -> AppConfig + Send + Sync + 'static) -> Self {
+        self.app = Box::new(move |manifest, _| app(manifest));
+        self
+    }
+
+    /// [`app`](Self::app) for an app that needs the run's flags (its `--instance`, say): `args`
+    /// is `Some` for `run`, `None` for the commands that only read the app's kinds.
+    #[must_use]
+    pub fn app_with_args(
+        mut self,
+        app: impl Fn(ManifestData, Option<&OperatorArgs>) -> AppConfig + Send + Sync + 'static,
+    ) -> Self {
         self.app = Box::new(app);
         self
     }
@@ -262,7 +276,7 @@ impl Operator {
     }
 
     fn rbac_builder<'m>(&self, manifest: &'m ManifestData) -> RbacBuilder<'m> {
-        (self.app)(manifest.clone()).rbac(RbacBuilder::new(manifest))
+        (self.app)(manifest.clone(), None).rbac(RbacBuilder::new(manifest))
     }
 
     /// What `rbac` prints.
@@ -316,10 +330,11 @@ impl Operator {
             return to_yaml_documents(&configurations).map_err(OperatorError::Yaml);
         }
         let image = args.image.clone().ok_or(OperatorError::NoImage)?;
-        let app = (self.app)(manifest.clone());
+        let app = (self.app)(manifest.clone(), None);
         let mut deployment = OperatorDeployment::new(manifest, image)
             .name(name)
             .namespace(args.namespace.clone())
+            .env_from_field("POD_NAME", "metadata.name")
             .rbac(move |builder| app.rbac(builder));
         let mut run_args = vec!["run".to_string(), "--log-format".into(), "json".into()];
         if let Some(webhooks) = serving {
@@ -375,9 +390,18 @@ impl Operator {
         let runner_config = args.runner_config()?;
         let client = default_client().await?;
         let runner = Runner::new(runner_config)?;
-        let config = (self.app)(manifest)
+        let mut config = (self.app)(manifest, Some(args))
             .namespace(args.namespace.clone())
             .informers(runner.informers().clone());
+        // In-flight handler calls may run on for 90% of --shutdown-timeout, so the app has
+        // returned cleanly before the Runner gives up on it.
+        let grace = args
+            .shutdown_timeout
+            .saturating_sub(args.shutdown_timeout / 10);
+        config.controller = config.controller.clone().shutdown_grace(grace);
+        if let Some(instance) = &args.instance {
+            config.controller = config.controller.clone().instance(instance.clone());
+        }
         let runner = runner.app(App::new(config, client)?);
         tracing::info!(
             metrics_addr = %args.metrics_addr,
