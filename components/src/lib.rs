@@ -14,12 +14,23 @@
 //! - [`readiness`]: the built-in readiness rules per kind (Deployment, StatefulSet, DaemonSet,
 //!   Job, Pod, PersistentVolumeClaim, any object with a `Ready` condition).
 //!
-//! Still to come: the component trait and session, the deploy and verify phases over the
-//! operator crate's apply helpers, status, pruning, the dry run, metrics and the example.
+//! - [`component`]: the [`Component`] trait (render, enabled, readiness override), rendered
+//!   objects, and the [`Session`] of one reconcile with typed shared results;
+//! - [`run`]: the deploy and verify phases over a [`Cluster`] (bounded concurrency within a
+//!   level, halting downstream of a failure, expected waits and edge checks, disabled components
+//!   deleted), tested over an in-memory cluster.
+//!
+//! Still to come: the [`Cluster`] of a reconcile (the operator crate's server-side apply with the
+//! owner reference, a cache that has seen the applied version), the reconciler that plugs a graph
+//! into a managed kind, status, pruning, the dry run, metrics and the example.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod component;
 pub mod graph;
 pub mod readiness;
+pub mod run;
 
+pub use component::{Component, ComponentError, Rendered, Session, component_fn};
 pub use graph::{ComponentGraph, GraphBuilder, GraphError};
 pub use readiness::{Readiness, readiness};
+pub use run::{BoxComponent, Cluster, Outcome, RunReport, Verified, run};

@@ -1,0 +1,201 @@
+//! [`Component<K>`]: what a component is (the objects it renders for a custom object, whether it
+//! is enabled, how its readiness is judged), and [`Session<K>`], what one reconcile shares among
+//! its components.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::readiness::{Readiness, readiness};
+
+/// One object a component renders, as the JSON that is applied (`apiVersion` and `kind` set).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rendered {
+    /// The object.
+    pub object: Value,
+}
+
+impl Rendered {
+    /// A typed object (a k8s-openapi type, a derived custom resource).
+    ///
+    /// # Errors
+    ///
+    /// [`ComponentError::Failed`] when the object does not serialize.
+    pub fn of<R>(object: &R) -> Result<Self, ComponentError>
+    where
+        R: kube::Resource<DynamicType = ()> + Serialize,
+    {
+        let mut value = serde_json::to_value(object)
+            .map_err(|e| ComponentError::Failed(format!("serializing a {}: {e}", R::kind(&()))))?;
+        value["apiVersion"] = R::api_version(&()).into_owned().into();
+        value["kind"] = R::kind(&()).into_owned().into();
+        Ok(Self { object: value })
+    }
+
+    /// An untyped object; it must carry its own `apiVersion` and `kind`.
+    pub fn value(object: Value) -> Self {
+        Self { object }
+    }
+
+    /// `Kind/name` for messages.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}/{}",
+            self.object["kind"].as_str().unwrap_or("?"),
+            self.object["metadata"]["name"].as_str().unwrap_or("?")
+        )
+    }
+}
+
+/// Why a component did not render, deploy or become ready.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ComponentError {
+    /// An expected wait: a prerequisite is not there yet (a Secret another operator writes, a
+    /// result another component publishes). Halts the component and what depends on it without
+    /// being an error; the reconcile is retried.
+    #[error("waiting: {0}")]
+    Waiting(String),
+    /// A failure: halts the component and everything downstream, and is reported.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A component of kind `K`'s graph; see the [module docs](self).
+pub trait Component<K>: Send + Sync + 'static {
+    /// Whether the component is wanted for this object (a spec toggle, say). A disabled
+    /// component's objects are deleted. Default: enabled.
+    fn enabled(&self, session: &Session<K>) -> bool {
+        let _ = session;
+        true
+    }
+
+    /// The objects to apply, rendered from the custom object and what other components
+    /// published in the session.
+    ///
+    /// # Errors
+    ///
+    /// [`ComponentError::Waiting`] for a missing prerequisite, [`ComponentError::Failed`]
+    /// otherwise.
+    fn render(&self, session: &Session<K>) -> Result<Vec<Rendered>, ComponentError>;
+
+    /// Whether one deployed object (as the apiserver returned it) is ready. Default: the
+    /// built-in rules of [`readiness`](crate::readiness).
+    fn ready(&self, object: &Value) -> Readiness {
+        readiness(object)
+    }
+}
+
+/// A [`Component`] from a render closure, enabled always (see [`component_fn`]).
+pub struct ComponentFn<F>(F);
+
+/// A component from `|session| Ok(vec![Rendered::of(&object)?])`.
+pub fn component_fn<K, F>(render: F) -> ComponentFn<F>
+where
+    F: Fn(&Session<K>) -> Result<Vec<Rendered>, ComponentError> + Send + Sync + 'static,
+{
+    ComponentFn(render)
+}
+
+impl<K, F> Component<K> for ComponentFn<F>
+where
+    K: 'static,
+    F: Fn(&Session<K>) -> Result<Vec<Rendered>, ComponentError> + Send + Sync + 'static,
+{
+    fn render(&self, session: &Session<K>) -> Result<Vec<Rendered>, ComponentError> {
+        (self.0)(session)
+    }
+}
+
+/// What one reconcile's components share: the custom object, and typed results components
+/// publish for each other (one value per type; a later publish replaces it).
+pub struct Session<K> {
+    object: Arc<K>,
+    results: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
+}
+
+impl<K> fmt::Debug for Session<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Session").finish_non_exhaustive()
+    }
+}
+
+impl<K> Session<K> {
+    /// A session for reconciling `object`.
+    pub fn new(object: Arc<K>) -> Self {
+        Self {
+            object,
+            results: Mutex::default(),
+        }
+    }
+
+    /// The custom object being reconciled.
+    pub fn object(&self) -> &K {
+        &self.object
+    }
+
+    /// Publishes a result for the components that depend on this one.
+    pub fn publish<T: Any + Send + Sync>(&self, value: T) {
+        self.results
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(TypeId::of::<T>(), Arc::new(value));
+    }
+
+    /// A result published earlier in this reconcile.
+    pub fn get<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        let value = self
+            .results
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&TypeId::of::<T>())
+            .cloned()?;
+        value.downcast::<T>().ok()
+    }
+
+    /// A result published earlier, or [`ComponentError::Waiting`] naming what is missing.
+    ///
+    /// # Errors
+    ///
+    /// When nothing of type `T` was published.
+    pub fn require<T: Any + Send + Sync>(&self) -> Result<Arc<T>, ComponentError> {
+        self.get::<T>().ok_or_else(|| {
+            ComponentError::Waiting(format!("no {} published yet", std::any::type_name::<T>()))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    #[test]
+    fn rendered_typed_objects_carry_api_version_and_kind() {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some("settings".into());
+        let rendered = Rendered::of(&cm).expect("serializes");
+        assert_eq!(rendered.object["apiVersion"], "v1");
+        assert_eq!(rendered.object["kind"], "ConfigMap");
+        assert_eq!(rendered.describe(), "ConfigMap/settings");
+    }
+
+    #[test]
+    fn a_session_shares_typed_results_and_names_a_missing_one() {
+        #[derive(Debug, PartialEq)]
+        struct DatabaseUrl(String);
+        let session = Session::new(Arc::new(()));
+        let missing = session.require::<DatabaseUrl>().expect_err("not yet");
+        assert!(matches!(missing, ComponentError::Waiting(ref m) if m.contains("DatabaseUrl")));
+        session.publish(DatabaseUrl("postgres://db".into()));
+        assert_eq!(
+            session.require::<DatabaseUrl>().expect("published").0,
+            "postgres://db"
+        );
+        assert!(session.get::<String>().is_none(), "results are typed");
+    }
+}

@@ -1,0 +1,304 @@
+//! The deploy and verify phases over an in-memory cluster.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::graph::GraphBuilder;
+
+/// The custom object of these tests: which components are on.
+#[derive(Default)]
+struct Spec {
+    ingress: bool,
+    database_ready: bool,
+}
+
+/// A component rendering one ConfigMap-like object named after it.
+struct Plain {
+    name: &'static str,
+    kind: &'static str,
+    toggle: Option<fn(&Spec) -> bool>,
+    render_error: Option<ComponentError>,
+}
+
+fn plain(name: &'static str) -> BoxComponent<Spec> {
+    Box::new(Plain {
+        name,
+        kind: "ConfigMap",
+        toggle: None,
+        render_error: None,
+    })
+}
+
+impl Component<Spec> for Plain {
+    fn enabled(&self, session: &Session<Spec>) -> bool {
+        self.toggle.is_none_or(|on| on(session.object()))
+    }
+
+    fn render(&self, _session: &Session<Spec>) -> Result<Vec<Rendered>, ComponentError> {
+        if let Some(error) = &self.render_error {
+            return Err(error.clone());
+        }
+        let api_version = if self.kind == "Deployment" {
+            "apps/v1"
+        } else {
+            "v1"
+        };
+        Ok(vec![Rendered::value(json!({
+            "apiVersion": api_version, "kind": self.kind,
+            "metadata": {"name": self.name, "generation": 1}
+        }))])
+    }
+}
+
+/// Records applies and deletes, counts concurrency, fails or sets status on request.
+#[derive(Default)]
+struct Memory {
+    log: Mutex<Vec<String>>,
+    in_flight: AtomicUsize,
+    most_in_flight: AtomicUsize,
+    failing: Vec<&'static str>,
+    /// `status` given to objects of a component when applied.
+    status: HashMap<&'static str, Value>,
+}
+
+impl Cluster for Memory {
+    async fn apply(&self, component: &str, mut object: Value) -> Result<Value, String> {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_in_flight.fetch_max(now, Ordering::SeqCst);
+        for _ in 0..3 {
+            tokio::task::yield_now().await;
+        }
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if self.failing.contains(&component) {
+            return Err("the apiserver said no".into());
+        }
+        self.log
+            .lock()
+            .expect("log")
+            .push(format!("apply {component}"));
+        if let Some(status) = self.status.get(component) {
+            object["status"] = status.clone();
+        }
+        Ok(object)
+    }
+
+    async fn delete(&self, component: &str, _object: &Value) -> Result<(), String> {
+        self.log
+            .lock()
+            .expect("log")
+            .push(format!("delete {component}"));
+        Ok(())
+    }
+}
+
+fn ready_deployment() -> Value {
+    json!({"observedGeneration": 1, "conditions": [
+        {"type": "Available", "status": "True"},
+        {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]})
+}
+
+/// config, secret -> deployment -> service, ingress (toggled)
+fn web_app(deployment_status: Option<Value>) -> (ComponentGraph<Spec, BoxComponent<Spec>>, Memory) {
+    let graph = GraphBuilder::new()
+        .component("config", plain("config"))
+        .component("secret", plain("secret"))
+        .component(
+            "deployment",
+            Box::new(Plain {
+                name: "deployment",
+                kind: "Deployment",
+                toggle: None,
+                render_error: None,
+            }) as BoxComponent<Spec>,
+        )
+        .depends_on("config")
+        .depends_on("secret")
+        .component("service", plain("service"))
+        .depends_on("deployment")
+        .component(
+            "ingress",
+            Box::new(Plain {
+                name: "ingress",
+                kind: "Ingress",
+                toggle: Some(|spec| spec.ingress),
+                render_error: None,
+            }) as BoxComponent<Spec>,
+        )
+        .depends_on("service")
+        .build()
+        .expect("a valid graph");
+    let mut cluster = Memory::default();
+    if let Some(status) = deployment_status {
+        cluster.status.insert("deployment", status);
+    }
+    (graph, cluster)
+}
+
+fn log(cluster: &Memory) -> Vec<String> {
+    cluster.log.lock().expect("log").clone()
+}
+
+#[tokio::test]
+async fn components_deploy_in_dependency_order_and_verify_when_ready() {
+    let (graph, cluster) = web_app(Some(ready_deployment()));
+    let session = Session::new(Arc::new(Spec {
+        ingress: true,
+        ..Spec::default()
+    }));
+    let report = run(&graph, &session, &cluster, 4).await;
+    let order = log(&cluster);
+    let at = |entry: &str| order.iter().position(|e| e == entry).expect(entry);
+    assert!(
+        at("apply deployment") > at("apply config") && at("apply deployment") > at("apply secret")
+    );
+    assert!(at("apply service") > at("apply deployment"));
+    assert!(at("apply ingress") > at("apply service"));
+    assert!(report.all_ready(), "{report:?}");
+    assert_eq!(
+        cluster.most_in_flight.load(Ordering::SeqCst),
+        2,
+        "config and secret are applied together"
+    );
+}
+
+#[tokio::test]
+async fn concurrency_is_bounded() {
+    let (graph, cluster) = web_app(Some(ready_deployment()));
+    let session = Session::new(Arc::new(Spec::default()));
+    run(&graph, &session, &cluster, 1).await;
+    assert_eq!(cluster.most_in_flight.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_deployment_not_yet_available_leaves_everything_after_it_unverified() {
+    let progressing = json!({"observedGeneration": 1, "conditions": [
+        {"type": "Available", "status": "False"},
+        {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated"}]});
+    let (graph, cluster) = web_app(Some(progressing));
+    let session = Session::new(Arc::new(Spec::default()));
+    let report = run(&graph, &session, &cluster, 4).await;
+    assert!(!report.all_ready());
+    assert_eq!(
+        report.names_where(|_, v| matches!(v, Verified::NotReady(_))),
+        ["deployment"]
+    );
+    assert_eq!(
+        report.names_where(|d, v| matches!(d, Outcome::Deployed(_)) && *v == Verified::Skipped),
+        ["service"],
+        "deployed but not verified before the deployment is ready"
+    );
+    assert_eq!(
+        report.names_where(|d, _| *d == Outcome::Disabled),
+        ["ingress"]
+    );
+}
+
+#[tokio::test]
+async fn a_failure_halts_what_depends_on_it_and_nothing_else() {
+    let (graph, mut cluster) = web_app(Some(ready_deployment()));
+    cluster.failing.push("secret");
+    let session = Session::new(Arc::new(Spec {
+        ingress: true,
+        ..Spec::default()
+    }));
+    let report = run(&graph, &session, &cluster, 4).await;
+    assert!(
+        matches!(&report.deployed[1], Outcome::Failed(why) if why.contains("ConfigMap/secret") && why.contains("said no")),
+        "{:?}",
+        report.deployed[1]
+    );
+    assert_eq!(
+        report.deployed[2],
+        Outcome::Halted {
+            by: "secret".into()
+        }
+    );
+    assert_eq!(
+        report.deployed[3],
+        Outcome::Halted {
+            by: "deployment".into()
+        }
+    );
+    assert!(
+        matches!(report.deployed[0], Outcome::Deployed(_)),
+        "config is independent"
+    );
+    assert_eq!(log(&cluster), ["apply config"]);
+}
+
+#[tokio::test]
+async fn a_disabled_component_is_deleted_and_does_not_halt_its_dependents() {
+    let graph = GraphBuilder::new()
+        .component(
+            "pdb",
+            Box::new(Plain {
+                name: "pdb",
+                kind: "PodDisruptionBudget",
+                toggle: Some(|spec| spec.ingress),
+                render_error: None,
+            }) as BoxComponent<Spec>,
+        )
+        .component("app", plain("app"))
+        .depends_on("pdb")
+        .build()
+        .expect("valid");
+    let cluster = Memory::default();
+    let report = run(
+        &graph,
+        &Session::new(Arc::new(Spec::default())),
+        &cluster,
+        2,
+    )
+    .await;
+    assert_eq!(log(&cluster), ["delete pdb", "apply app"]);
+    assert_eq!(report.deployed[0], Outcome::Disabled);
+    assert!(report.all_ready());
+}
+
+#[tokio::test]
+async fn expected_waits_and_edge_checks_halt_without_failing() {
+    let graph = GraphBuilder::new()
+        .component(
+            "database",
+            Box::new(Plain {
+                name: "database",
+                kind: "ConfigMap",
+                toggle: None,
+                render_error: Some(ComponentError::Waiting("the credentials Secret".into())),
+            }) as BoxComponent<Spec>,
+        )
+        .component("schema", plain("schema"))
+        .component("app", plain("app"))
+        .depends_on_if("schema", |spec: &Spec| spec.database_ready)
+        .build()
+        .expect("valid");
+    let cluster = Memory::default();
+    let report = run(
+        &graph,
+        &Session::new(Arc::new(Spec::default())),
+        &cluster,
+        2,
+    )
+    .await;
+    assert_eq!(
+        report.deployed[0],
+        Outcome::Waiting("the credentials Secret".into())
+    );
+    assert!(
+        matches!(&report.deployed[2], Outcome::Waiting(why) if why.contains("schema")),
+        "{:?}",
+        report.deployed[2]
+    );
+    assert!(
+        report
+            .deployed
+            .iter()
+            .all(|d| !matches!(d, Outcome::Failed(_))),
+        "waits are not failures: {report:?}"
+    );
+    assert_eq!(log(&cluster), ["apply schema"]);
+}
