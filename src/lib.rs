@@ -10,6 +10,8 @@
 //!   `testenv`) a real kube-apiserver + etcd for tests, [`sdk::testenv`].
 //! - [`operator`]: informers, the `InformerController`, watchers, reconcilers, retries, runner.
 //! - [`simple`]: the simple `App` built from a manifest and closures.
+//! - [`components`]: oper8-style components (in progress): a kind's dependent objects as a
+//!   graph, deployed then verified.
 //!
 //! # A complete operator on one page
 //!
@@ -78,6 +80,7 @@
 //! }
 //! ```
 
+pub use kubeapp_components as components;
 pub use kubeapp_operator as operator;
 pub use kubeapp_sdk as sdk;
 pub use kubeapp_simple as simple;

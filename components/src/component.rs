@@ -7,16 +7,20 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use kube::api::{ApiResource, GroupVersionKind};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::readiness::{Readiness, readiness};
 
-/// One object a component renders, as the JSON that is applied (`apiVersion` and `kind` set).
+/// One object a component renders, as the JSON that is applied (`apiVersion` and `kind` set),
+/// and its resource (group, version, kind, plural) for the request.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rendered {
     /// The object.
     pub object: Value,
+    /// Where it is applied.
+    pub resource: ApiResource,
 }
 
 impl Rendered {
@@ -33,12 +37,26 @@ impl Rendered {
             .map_err(|e| ComponentError::Failed(format!("serializing a {}: {e}", R::kind(&()))))?;
         value["apiVersion"] = R::api_version(&()).into_owned().into();
         value["kind"] = R::kind(&()).into_owned().into();
-        Ok(Self { object: value })
+        Ok(Self {
+            object: value,
+            resource: ApiResource::erase::<R>(&()),
+        })
     }
 
-    /// An untyped object; it must carry its own `apiVersion` and `kind`.
+    /// An untyped object; it must carry its own `apiVersion` and `kind`. Its plural is guessed
+    /// from the kind as kube-rs guesses it (`ApiResource::from_gvk`): give irregular kinds as
+    /// [`Rendered::with_resource`].
     pub fn value(object: Value) -> Self {
-        Self { object }
+        let api_version = object["apiVersion"].as_str().unwrap_or_default();
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+        Self { object, resource }
+    }
+
+    /// An untyped object with its resource.
+    pub fn with_resource(object: Value, resource: ApiResource) -> Self {
+        Self { object, resource }
     }
 
     /// `Kind/name` for messages.

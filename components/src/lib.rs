@@ -20,17 +20,22 @@
 //!   level, halting downstream of a failure, expected waits and edge checks, disabled components
 //!   deleted), tested over an in-memory cluster.
 //!
-//! Still to come: the [`Cluster`] of a reconcile (the operator crate's server-side apply with the
-//! owner reference, a cache that has seen the applied version), the reconciler that plugs a graph
-//! into a managed kind, status, pruning, the dry run, metrics and the example.
+//! - [`reconciler`]: [`ComponentsReconciler`], a graph as the reconciler of a kind (a
+//!   `KindHandle` or a simple App's managed kind), applying through [`ReconcileCluster`]: the
+//!   operator crate's server-side apply with a controller owner reference to the custom object.
+//!
+//! Still to come: status and conditions, pruning, the dry run, metrics and traces per phase and
+//! component, readiness-gated dependencies, and the example.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod component;
 pub mod graph;
 pub mod readiness;
+pub mod reconciler;
 pub mod run;
 
 pub use component::{Component, ComponentError, Rendered, Session, component_fn};
 pub use graph::{ComponentGraph, GraphBuilder, GraphError};
 pub use readiness::{Readiness, readiness};
+pub use reconciler::{ComponentsReconciler, ReconcileCluster};
 pub use run::{BoxComponent, Cluster, Outcome, RunReport, Verified, run};

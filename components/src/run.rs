@@ -39,14 +39,14 @@ pub trait Cluster: Send + Sync {
     fn apply(
         &self,
         component: &str,
-        object: Value,
+        object: &Rendered,
     ) -> impl Future<Output = Result<Value, String>> + Send;
 
     /// Deletes `object` (rendered by a disabled `component`); not found is success.
     fn delete(
         &self,
         component: &str,
-        object: &Value,
+        object: &Rendered,
     ) -> impl Future<Output = Result<(), String>> + Send;
 }
 
@@ -193,16 +193,16 @@ async fn deploy_one<K: 'static, C: Cluster>(
     };
     if !component.enabled(session) {
         for object in &rendered {
-            if let Err(why) = cluster.delete(&node.name, &object.object).await {
+            if let Err(why) = cluster.delete(&node.name, object).await {
                 return Outcome::Failed(format!("deleting {}: {why}", object.describe()));
             }
         }
         return Outcome::Disabled;
     }
     let mut applied = Vec::with_capacity(rendered.len());
-    for Rendered { object } in rendered {
-        let what = Rendered::value(object.clone()).describe();
-        match cluster.apply(&node.name, object).await {
+    for object in rendered {
+        let what = object.describe();
+        match cluster.apply(&node.name, &object).await {
             Ok(stored) => applied.push(stored),
             Err(why) => return Outcome::Failed(format!("applying {what}: {why}")),
         }

@@ -66,7 +66,8 @@ struct Memory {
 }
 
 impl Cluster for Memory {
-    async fn apply(&self, component: &str, mut object: Value) -> Result<Value, String> {
+    async fn apply(&self, component: &str, object: &Rendered) -> Result<Value, String> {
+        let mut object = object.object.clone();
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.most_in_flight.fetch_max(now, Ordering::SeqCst);
         for _ in 0..3 {
@@ -86,7 +87,7 @@ impl Cluster for Memory {
         Ok(object)
     }
 
-    async fn delete(&self, component: &str, _object: &Value) -> Result<(), String> {
+    async fn delete(&self, component: &str, _object: &Rendered) -> Result<(), String> {
         self.log
             .lock()
             .expect("log")
