@@ -3,12 +3,14 @@
 //! on it, and a Service (toggled by the spec) that depends on the Deployment:
 //!
 //! - every object is server-side applied with a controller owner reference to the `WebApp`;
+//! - the Service (`depends_on_ready`) appears only once the Deployment is available; testenv
+//!   runs no controller-manager, so the test writes the Deployment's status itself, and the
+//!   `owns` trigger on Deployments brings the graph back (its requeue is an hour);
 //! - a deleted child is re-created through `owns` (the graph's requeue is an hour, so only the
 //!   trigger can bring it back within the wait);
 //! - turning the Service off in the spec deletes it.
 //!
-//! Readiness is not asserted here: testenv runs no controller-manager, and the status of the
-//! custom object (where readiness shows) is not written by the components yet.
+//! The custom object's own status is not written by the components yet.
 
 mod call_log;
 
@@ -84,7 +86,7 @@ fn graph() -> ComponentGraph<WebApp, BoxComponent<WebApp>> {
         .component("deployment", deployment)
         .depends_on("config")
         .component("service", service)
-        .depends_on("deployment")
+        .depends_on_ready("deployment")
         .build()
         .expect("a valid graph")
 }
@@ -113,7 +115,8 @@ fn owned_by(object: &impl Resource, owner: &WebApp) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_graph_applies_owned_children_restores_a_deleted_one_and_deletes_a_disabled_one() {
+async fn owned_children_are_applied_the_service_waits_for_an_available_deployment_and_deleted_or_disabled_children_follow_the_graph()
+ {
     logs();
     let env = TestEnv::start().await.expect("control plane");
     env.install_crd::<WebApp>().await.expect("CRD");
@@ -177,10 +180,40 @@ async fn a_graph_applies_owned_children_restores_a_deleted_one_and_deletes_a_dis
         owned_by(d, &o)
     })
     .await;
+    // The Service waits for the Deployment to be available, which only a controller-manager
+    // would report: none runs in testenv, so the test writes the Deployment's status itself.
+    assert!(
+        services.get_opt("shop").await.expect("read").is_none(),
+        "the Service must wait for an available Deployment"
+    );
+    let generation = deployments
+        .get("shop")
+        .await
+        .expect("deployment")
+        .metadata
+        .generation;
+    let available = json!({"status": {
+    "observedGeneration": generation,
+    "replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1,
+    "conditions": [
+        {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+         "message": "ok", "lastUpdateTime": "2026-01-01T00:00:00Z",
+         "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
+         "message": "ok", "lastUpdateTime": "2026-01-01T00:00:00Z",
+         "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    ]}});
+    deployments
+        .patch_status("shop", &PatchParams::default(), &Patch::Merge(&available))
+        .await
+        .expect("write the Deployment's status (playing the controller-manager)");
     let o = Arc::clone(&owner);
-    wait_object(&services, "shop", "the Service, owned", move |s| {
-        owned_by(s, &o)
-    })
+    wait_object(
+        &services,
+        "shop",
+        "the Service, owned, once the Deployment is available",
+        move |s| owned_by(s, &o),
+    )
     .await;
 
     let old_uid = config_maps.get("shop-config").await.expect("config").uid();

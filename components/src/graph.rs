@@ -24,6 +24,9 @@ pub struct Dependency<K> {
     pub on: String,
     /// Must also pass before the dependent deploys.
     pub check: Option<EdgeCheck<K>>,
+    /// The dependent deploys only once the dependency's objects are ready (as the apply
+    /// returned them), not merely applied.
+    pub ready: bool,
 }
 
 impl<K> Clone for Dependency<K> {
@@ -31,6 +34,7 @@ impl<K> Clone for Dependency<K> {
         Self {
             on: self.on.clone(),
             check: self.check.clone(),
+            ready: self.ready,
         }
     }
 }
@@ -40,6 +44,7 @@ impl<K> fmt::Debug for Dependency<K> {
         f.debug_struct("Dependency")
             .field("on", &self.on)
             .field("check", &self.check.is_some())
+            .field("ready", &self.ready)
             .finish()
     }
 }
@@ -124,7 +129,16 @@ impl<K, C> GraphBuilder<K, C> {
     /// The last added component deploys only after `on` deployed.
     #[must_use]
     pub fn depends_on(self, on: impl Into<String>) -> Self {
-        self.depend(on.into(), None)
+        self.depend(on.into(), None, false)
+    }
+
+    /// The last added component deploys only after `on` deployed **and is ready** (e.g. a
+    /// Service that should appear only once its Deployment is available). Until then it waits
+    /// (not an error) and the reconcile is retried; watching the dependency's kind with `owns`
+    /// retries it as soon as the dependency's status changes.
+    #[must_use]
+    pub fn depends_on_ready(self, on: impl Into<String>) -> Self {
+        self.depend(on.into(), None, true)
     }
 
     /// The last added component deploys only after `on` deployed and `check` passes for the
@@ -135,12 +149,12 @@ impl<K, C> GraphBuilder<K, C> {
         on: impl Into<String>,
         check: impl Fn(&K) -> bool + Send + Sync + 'static,
     ) -> Self {
-        self.depend(on.into(), Some(Arc::new(check)))
+        self.depend(on.into(), Some(Arc::new(check)), false)
     }
 
-    fn depend(mut self, on: String, check: Option<EdgeCheck<K>>) -> Self {
+    fn depend(mut self, on: String, check: Option<EdgeCheck<K>>, ready: bool) -> Self {
         match self.nodes.last_mut() {
-            Some(node) => node.depends_on.push(Dependency { on, check }),
+            Some(node) => node.depends_on.push(Dependency { on, check, ready }),
             None => {
                 self.misplaced.get_or_insert(on);
             }

@@ -5,7 +5,8 @@
 //! Deploy, per component, in level order:
 //!
 //! - a dependency that did not deploy (failed, waiting, or itself halted) halts it:
-//!   [`Outcome::Halted`] naming that dependency; a disabled dependency does not halt it;
+//!   [`Outcome::Halted`] naming that dependency; a disabled dependency does not halt it; a
+//!   dependency declared with `depends_on_ready` whose objects are not ready yet makes it wait;
 //! - an edge check that does not pass makes it wait ([`Outcome::Waiting`]);
 //! - a disabled component's rendered objects are deleted (not found counts as deleted):
 //!   [`Outcome::Disabled`];
@@ -169,7 +170,23 @@ async fn deploy_one<K: 'static, C: Cluster>(
             continue;
         };
         match &done[dep] {
-            Some(Outcome::Deployed(_) | Outcome::Disabled) => {}
+            Some(Outcome::Disabled) => {}
+            Some(Outcome::Deployed(objects)) => {
+                if dependency.ready {
+                    let component = &graph.nodes()[dep].component;
+                    for object in objects {
+                        if let Readiness::NotReady(why) | Readiness::Failed(why) =
+                            component.ready(object)
+                        {
+                            return Outcome::Waiting(format!(
+                                "{} is not ready: {}: {why}",
+                                dependency.on,
+                                Rendered::value(object.clone()).describe()
+                            ));
+                        }
+                    }
+                }
+            }
             _ => {
                 return Outcome::Halted {
                     by: dependency.on.clone(),

@@ -303,3 +303,51 @@ async fn expected_waits_and_edge_checks_halt_without_failing() {
     );
     assert_eq!(log(&cluster), ["apply schema"]);
 }
+
+#[tokio::test]
+async fn a_ready_gated_dependent_waits_for_its_dependency_to_be_ready() {
+    let graph = |status: Value| {
+        let graph = GraphBuilder::new()
+            .component(
+                "deployment",
+                Box::new(Plain {
+                    name: "deployment",
+                    kind: "Deployment",
+                    toggle: None,
+                    render_error: None,
+                }) as BoxComponent<Spec>,
+            )
+            .component("service", plain("service"))
+            .depends_on_ready("deployment")
+            .build()
+            .expect("valid");
+        let mut cluster = Memory::default();
+        cluster.status.insert("deployment", status);
+        (graph, cluster)
+    };
+    let (not_ready, cluster) = graph(json!({"observedGeneration": 1, "conditions": [
+        {"type": "Available", "status": "False"}]}));
+    let report = run(
+        &not_ready,
+        &Session::new(Arc::new(Spec::default())),
+        &cluster,
+        2,
+    )
+    .await;
+    assert!(
+        matches!(&report.deployed[1], Outcome::Waiting(why) if why.starts_with("deployment is not ready: Deployment/deployment")),
+        "{:?}",
+        report.deployed[1]
+    );
+    assert_eq!(log(&cluster), ["apply deployment"]);
+    let (ready, cluster) = graph(ready_deployment());
+    let report = run(
+        &ready,
+        &Session::new(Arc::new(Spec::default())),
+        &cluster,
+        2,
+    )
+    .await;
+    assert!(report.all_ready(), "{report:?}");
+    assert_eq!(log(&cluster), ["apply deployment", "apply service"]);
+}
