@@ -10,7 +10,9 @@
 //!   trigger can bring it back within the wait);
 //! - turning the Service off in the spec deletes it.
 //!
-//! The custom object's own status is not written by the components yet.
+//! - the custom object's status (`with_status`): `Ready=False` (`ComponentsNotReady`, the
+//!   Deployment waiting) until the Deployment is available, then `Ready=True`, `Updating=False`
+//!   and `observedGeneration` current.
 
 mod call_log;
 
@@ -20,13 +22,14 @@ use std::time::Duration;
 use call_log::{WAIT, logs, wait_object};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::runtime::watcher;
 use kube::{CustomResource, Resource, ResourceExt};
 use kubeapp::components::{
-    BoxComponent, ComponentError, ComponentGraph, ComponentsReconciler, Rendered, Session,
-    component_fn,
+    BoxComponent, ComponentError, ComponentGraph, ComponentsReconciler, ComponentsSummary,
+    Rendered, Session, component_fn,
 };
 use kubeapp::operator::{CancellationToken, ControllerConfig, InformerController, InformerOptions};
 use kubeapp::sdk::testenv::TestEnv;
@@ -39,11 +42,31 @@ use serde_json::json;
     group = "components.kubeapp.dev",
     version = "v1",
     kind = "WebApp",
-    namespaced
+    namespaced,
+    status = "WebAppStatus"
 )]
 struct WebAppSpec {
     image: String,
     expose: bool,
+}
+
+/// What the graph writes (see `kubeapp::components::status`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct WebAppStatus {
+    #[serde(default)]
+    #[schemars(schema_with = "kubeapp::operator::apply::conditions::schema")]
+    conditions: Vec<Condition>,
+    components: Option<ComponentsSummary>,
+    observed_generation: Option<i64>,
+}
+
+fn condition<'a>(app: &'a WebApp, type_: &str) -> Option<&'a Condition> {
+    app.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
 }
 
 fn name_of(session: &Session<WebApp>) -> String {
@@ -129,8 +152,11 @@ async fn owned_children_are_applied_the_service_waits_for_an_available_deploymen
         watcher::Config::default(),
         InformerOptions::default(),
     );
-    let _reconciler = apps
-        .reconcile(ComponentsReconciler::new(graph()).not_ready_requeue(Duration::from_secs(3600)));
+    let _reconciler = apps.reconcile(
+        ComponentsReconciler::new(graph())
+            .with_status()
+            .not_ready_requeue(Duration::from_secs(3600)),
+    );
     let _config_maps = apps.owns(
         Api::<ConfigMap>::namespaced(client.clone(), &ns),
         watcher::Config::default(),
@@ -180,6 +206,21 @@ async fn owned_children_are_applied_the_service_waits_for_an_available_deploymen
         owned_by(d, &o)
     })
     .await;
+    wait_object(
+        &web_apps,
+        "shop",
+        "Ready=False while the Deployment is not available",
+        |app| {
+            condition(app, "Ready")
+                .is_some_and(|c| c.status == "False" && c.reason == "ComponentsNotReady")
+                && app
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.components.as_ref())
+                    .is_some_and(|c| c.total == 3 && c.waiting.contains(&"deployment".to_string()))
+        },
+    )
+    .await;
     // The Service waits for the Deployment to be available, which only a controller-manager
     // would report: none runs in testenv, so the test writes the Deployment's status itself.
     assert!(
@@ -213,6 +254,19 @@ async fn owned_children_are_applied_the_service_waits_for_an_available_deploymen
         "shop",
         "the Service, owned, once the Deployment is available",
         move |s| owned_by(s, &o),
+    )
+    .await;
+
+    wait_object(
+        &web_apps,
+        "shop",
+        "Ready=True once every component is ready",
+        |app| {
+            condition(app, "Ready").is_some_and(|c| c.status == "True")
+                && condition(app, "Updating").is_some_and(|c| c.status == "False")
+                && app.status.as_ref().and_then(|s| s.observed_generation)
+                    == app.metadata.generation
+        },
     )
     .await;
 

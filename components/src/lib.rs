@@ -24,7 +24,10 @@
 //!   `KindHandle` or a simple App's managed kind), applying through [`ReconcileCluster`]: the
 //!   operator crate's server-side apply with a controller owner reference to the custom object.
 //!
-//! Still to come: status and conditions, pruning, the dry run, metrics and traces per phase and
+//! - [`status`]: `Ready` and `Updating` conditions, a [`ComponentsSummary`] and
+//!   `observedGeneration`, applied only when changed (`ComponentsReconciler::with_status`).
+//!
+//! Still to come: pruning, the dry run, metrics and traces per phase and
 //! component, readiness-gated dependencies, and the example.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
@@ -33,9 +36,11 @@ pub mod graph;
 pub mod readiness;
 pub mod reconciler;
 pub mod run;
+pub mod status;
 
 pub use component::{Component, ComponentError, Rendered, Session, component_fn};
 pub use graph::{ComponentGraph, GraphBuilder, GraphError};
 pub use readiness::{Readiness, readiness};
 pub use reconciler::{ComponentsReconciler, ReconcileCluster};
 pub use run::{BoxComponent, Cluster, Outcome, RunReport, Verified, run};
+pub use status::ComponentsSummary;

@@ -13,17 +13,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::{Api, DeleteParams, DynamicObject};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::{Client, Resource};
 use kubeapp_operator::{
     Applier, Context, ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult,
     Reconciler,
 };
-use serde_json::Value;
+use serde::Serialize;
+use serde_json::{Value, json};
 
 use crate::component::{Rendered, Session};
 use crate::graph::ComponentGraph;
 use crate::run::{BoxComponent, Cluster, Outcome, RunReport, Verified, run};
+use crate::status::status_update;
 
 /// The cluster of a reconcile; see the [module docs](self).
 pub struct ReconcileCluster<'a, K> {
@@ -87,6 +89,7 @@ pub struct ComponentsReconciler<K> {
     graph: Arc<ComponentGraph<K, BoxComponent<K>>>,
     concurrency: usize,
     not_ready_requeue: Duration,
+    write_status: bool,
 }
 
 impl<K> ComponentsReconciler<K> {
@@ -97,7 +100,16 @@ impl<K> ComponentsReconciler<K> {
             graph: Arc::new(graph),
             concurrency: 4,
             not_ready_requeue: Duration::from_secs(5),
+            write_status: false,
         }
+    }
+
+    /// Writes the custom object's status after each run (see [`status`](crate::status)): the
+    /// kind needs a status subresource with the fields listed there.
+    #[must_use]
+    pub fn with_status(mut self) -> Self {
+        self.write_status = true;
+        self
     }
 
     /// How many components of one level are deployed at once.
@@ -117,7 +129,7 @@ impl<K> ComponentsReconciler<K> {
 
 impl<K, C> Reconciler<K, C> for ComponentsReconciler<K>
 where
-    K: Resource<DynamicType = ()> + Send + Sync + 'static,
+    K: Resource<DynamicType = ()> + Serialize + Send + Sync + 'static,
     C: Send + Sync + 'static,
 {
     async fn reconcile(
@@ -132,8 +144,51 @@ where
         let session = Session::new(Arc::clone(&object));
         let cluster = ReconcileCluster::new(ctx.applier(), ctx.client(), object.as_ref());
         let report = run(&self.graph, &session, &cluster, self.concurrency).await;
+        if self.write_status {
+            write_status(&report, object.as_ref(), ctx).await?;
+        }
         outcome(&report, object.as_ref(), ctx, self.not_ready_requeue).await
     }
+}
+
+/// Applies the status after `report` when it changed; see [`status`](crate::status).
+async fn write_status<K, C>(
+    report: &RunReport,
+    object: &K,
+    ctx: &Context<C>,
+) -> Result<(), ReconcileError>
+where
+    K: Resource<DynamicType = ()> + Serialize,
+{
+    let current = serde_json::to_value(object)
+        .map_err(ReconcileError::new)?
+        .get("status")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let meta = object.meta();
+    let Some(status) = status_update(report, meta.generation, &current) else {
+        return Ok(());
+    };
+    let name = meta
+        .name
+        .as_deref()
+        .ok_or_else(|| ReconcileError::terminal("the custom object has no name"))?;
+    let resource = ApiResource::erase::<K>(&());
+    let api: Api<DynamicObject> = match meta.namespace.as_deref() {
+        Some(namespace) => Api::namespaced_with(ctx.client().clone(), namespace, &resource),
+        None => Api::all_with(ctx.client().clone(), &resource),
+    };
+    let body = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "metadata": {"name": name},
+        "status": status,
+    });
+    let params = PatchParams::apply(ctx.applier().field_manager()).force();
+    api.patch_status(name, &params, &Patch::Apply(&body))
+        .await
+        .map_err(|e| ReconcileError::new(format!("writing the status of {name}: {e}")))?;
+    Ok(())
 }
 
 async fn outcome<K, C>(

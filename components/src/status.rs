@@ -1,0 +1,207 @@
+//! The custom object's status after a run: `Ready` and `Updating` conditions with reasons, a
+//! summary of the components, and `observedGeneration`, written through the status subresource
+//! only when one of them changed (condition times aside), by server-side apply under the
+//! reconcile's field manager, so conditions and fields other writers own are kept.
+//!
+//! The custom kind's status declares the fields (with `conditions` as a list map keyed by
+//! `type`: `#[schemars(schema_with = "kubeapp_operator::apply::conditions::schema")]`):
+//!
+//! ```text
+//! pub struct WebAppStatus {
+//!     #[schemars(schema_with = "kubeapp_operator::apply::conditions::schema")]
+//!     pub conditions: Vec<Condition>,
+//!     pub components: Option<ComponentsSummary>,
+//!     pub observed_generation: Option<i64>,
+//! }
+//! ```
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kubeapp_operator::apply::conditions::{self, NewCondition};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::run::{Outcome, RunReport, Verified};
+
+/// The condition a graph sets while components are being brought up to date.
+pub const UPDATING: &str = "Updating";
+
+/// How far the components got, for `status.components`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ComponentsSummary {
+    /// Components in the graph that are enabled.
+    pub total: u32,
+    /// Enabled components applied in the last reconcile.
+    pub deployed: u32,
+    /// Enabled components found ready in the last reconcile.
+    pub verified: u32,
+    /// Components that failed, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<String>,
+    /// Components waiting (for a prerequisite or for readiness), by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<String>,
+}
+
+impl ComponentsSummary {
+    /// The summary of `report`.
+    pub fn of(report: &RunReport) -> Self {
+        let mut summary = Self::default();
+        for (name, (deployed, verified)) in report
+            .names
+            .iter()
+            .zip(report.deployed.iter().zip(&report.verified))
+        {
+            if matches!(deployed, Outcome::Disabled) {
+                continue;
+            }
+            summary.total += 1;
+            if matches!(deployed, Outcome::Deployed(_)) {
+                summary.deployed += 1;
+            }
+            match (deployed, verified) {
+                (_, Verified::Ready) => summary.verified += 1,
+                (Outcome::Failed(_), _) | (_, Verified::Failed(_)) => {
+                    summary.failed.push(name.clone());
+                }
+                _ => summary.waiting.push(name.clone()),
+            }
+        }
+        summary
+    }
+}
+
+/// The `status` body to apply after `report` for an object at `generation` whose current
+/// status is `current` (JSON, `Null` when none), or `None` when nothing would change.
+pub fn status_update(
+    report: &RunReport,
+    generation: Option<i64>,
+    current: &Value,
+) -> Option<Value> {
+    let summary = ComponentsSummary::of(report);
+    let mut conditions: Vec<Condition> =
+        serde_json::from_value(current["conditions"].clone()).unwrap_or_default();
+    let ready = if report.all_ready() {
+        conditions::ready(
+            true,
+            "ComponentsReady",
+            "every component is deployed and ready",
+        )
+    } else if summary.failed.is_empty() {
+        conditions::ready(
+            false,
+            "ComponentsNotReady",
+            format!("waiting for: {}", summary.waiting.join(", ")),
+        )
+    } else {
+        conditions::ready(
+            false,
+            "ComponentFailed",
+            format!("failed: {}", summary.failed.join(", ")),
+        )
+    };
+    let updating = NewCondition::new(
+        UPDATING,
+        !report.all_ready(),
+        if report.all_ready() {
+            "UpToDate"
+        } else {
+            "InProgress"
+        },
+        format!("{} of {} components ready", summary.verified, summary.total),
+    );
+    let mut changed = conditions::set(&mut conditions, ready, generation);
+    changed |= conditions::set(&mut conditions, updating, generation);
+    let summary_value = serde_json::to_value(&summary).unwrap_or(Value::Null);
+    changed |= current["components"] != summary_value;
+    changed |= current["observedGeneration"].as_i64() != generation;
+    if !changed {
+        return None;
+    }
+    // Only the two conditions this graph owns: server-side apply keeps everyone else's.
+    let owned: Vec<&Condition> = conditions
+        .iter()
+        .filter(|c| c.type_ == conditions::READY || c.type_ == UPDATING)
+        .collect();
+    Some(json!({
+        "conditions": owned,
+        "components": summary_value,
+        "observedGeneration": generation,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(deployed: Vec<Outcome>, verified: Vec<Verified>) -> RunReport {
+        RunReport {
+            names: (0..deployed.len()).map(|i| format!("c{i}")).collect(),
+            deployed,
+            verified,
+        }
+    }
+
+    #[test]
+    fn the_summary_counts_enabled_components_and_names_failed_and_waiting_ones() {
+        let r = report(
+            vec![
+                Outcome::Deployed(vec![]),
+                Outcome::Deployed(vec![]),
+                Outcome::Failed("x".into()),
+                Outcome::Disabled,
+                Outcome::Waiting("y".into()),
+            ],
+            vec![
+                Verified::Ready,
+                Verified::NotReady("z".into()),
+                Verified::Skipped,
+                Verified::Skipped,
+                Verified::Skipped,
+            ],
+        );
+        assert_eq!(
+            ComponentsSummary::of(&r),
+            ComponentsSummary {
+                total: 4,
+                deployed: 2,
+                verified: 1,
+                failed: vec!["c2".into()],
+                waiting: vec!["c1".into(), "c4".into()],
+            }
+        );
+    }
+
+    #[test]
+    fn status_is_rewritten_only_when_it_changes() {
+        let ready = report(vec![Outcome::Deployed(vec![])], vec![Verified::Ready]);
+        let first = status_update(&ready, Some(3), &Value::Null).expect("a first status");
+        assert_eq!(first["observedGeneration"], 3);
+        assert_eq!(first["components"]["verified"], 1);
+        let types: Vec<&str> = first["conditions"]
+            .as_array()
+            .expect("conditions")
+            .iter()
+            .filter_map(|c| c["type"].as_str())
+            .collect();
+        assert_eq!(types, ["Ready", "Updating"]);
+        assert_eq!(first["conditions"][0]["status"], "True");
+        assert!(
+            status_update(&ready, Some(3), &first).is_none(),
+            "the same outcome writes nothing"
+        );
+        assert!(
+            status_update(&ready, Some(4), &first).is_some(),
+            "a new generation is written"
+        );
+        let waiting = report(
+            vec![Outcome::Deployed(vec![])],
+            vec![Verified::NotReady("no".into())],
+        );
+        let next = status_update(&waiting, Some(3), &first).expect("not ready any more");
+        assert_eq!(next["conditions"][0]["status"], "False");
+        assert_eq!(next["conditions"][0]["reason"], "ComponentsNotReady");
+        assert_eq!(next["conditions"][0]["message"], "waiting for: c0");
+    }
+}
