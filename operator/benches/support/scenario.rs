@@ -146,6 +146,24 @@ impl Input {
     }
 }
 
+/// Runs `controller` until `done` fires; returns the time from `run` to then.
+async fn time_until_done(
+    controller: &InformerController,
+    done: tokio::sync::oneshot::Receiver<()>,
+) -> Duration {
+    let stop = CancellationToken::new();
+    let started = Instant::now();
+    let running = tokio::spawn({
+        let (controller, stop) = (controller.clone(), stop.clone());
+        async move { controller.run(stop).await }
+    });
+    let _ = done.await;
+    let elapsed = started.elapsed();
+    stop.cancel();
+    let _ = running.await;
+    elapsed
+}
+
 /// Counts down to zero and then signals once.
 struct Progress {
     remaining: AtomicUsize,
@@ -235,17 +253,7 @@ pub async fn run_kubeapp(s: &Scenario, input: Input) -> Duration {
             }),
         );
     }
-    let stop = CancellationToken::new();
-    let started = Instant::now();
-    let running = tokio::spawn({
-        let (controller, stop) = (controller.clone(), stop.clone());
-        async move { controller.run(stop).await }
-    });
-    let _ = done.await;
-    let elapsed = started.elapsed();
-    stop.cancel();
-    let _ = running.await;
-    elapsed
+    time_until_done(&controller, done).await
 }
 
 /// A typed [`Watcher`] counting every call.
@@ -359,17 +367,7 @@ pub async fn run_kubeapp_typed_before(s: &Scenario, input: Input) -> Duration {
             }),
         );
     }
-    let stop = CancellationToken::new();
-    let started = Instant::now();
-    let running = tokio::spawn({
-        let (controller, stop) = (controller.clone(), stop.clone());
-        async move { controller.run(stop).await }
-    });
-    let _ = done.await;
-    let elapsed = started.elapsed();
-    stop.cancel();
-    let _ = running.await;
-    elapsed
+    time_until_done(&controller, done).await
 }
 
 /// A client for an address nothing listens on: the typed handlers' context needs one, the
@@ -418,16 +416,7 @@ pub async fn run_kubeapp_typed(s: &Scenario, input: Input) -> Duration {
             },
         ));
     }
-    let stop = CancellationToken::new();
-    let started = Instant::now();
-    let running = tokio::spawn({
-        let (controller, stop) = (controller.clone(), stop.clone());
-        async move { controller.run(stop).await }
-    });
-    let _ = done.await;
-    let elapsed = started.elapsed();
-    stop.cancel();
-    let _ = running.await;
+    let elapsed = time_until_done(&controller, done).await;
     drop(handles);
     elapsed
 }
