@@ -8,6 +8,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use kube::api::{ApiResource, GroupVersionKind};
+use kubeapp_operator::Store;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -128,10 +129,39 @@ where
     }
 }
 
-/// What one reconcile's components share: the custom object, and typed results components
-/// publish for each other (one value per type; a later publish replaces it).
+/// The informer caches components may read, one [`Store<T>`] per object type (given to
+/// [`ComponentsReconciler::reads`](crate::ComponentsReconciler::reads)).
+#[derive(Clone, Default)]
+pub struct Stores {
+    stores: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+}
+
+impl fmt::Debug for Stores {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Stores")
+            .field("count", &self.stores.len())
+            .finish()
+    }
+}
+
+impl Stores {
+    /// Adds (or replaces) the store of `T`.
+    pub fn insert<T: 'static>(&mut self, store: Store<T>) {
+        self.stores.insert(TypeId::of::<T>(), Arc::new(store));
+    }
+
+    /// The store of `T`, if one was given.
+    pub fn get<T: 'static>(&self) -> Option<&Store<T>> {
+        self.stores.get(&TypeId::of::<T>())?.downcast_ref()
+    }
+}
+
+/// What one reconcile's components share: the custom object, read access to the informer
+/// caches the reconciler was given, and typed results components publish for each other (one
+/// value per type; a later publish replaces it).
 pub struct Session<K> {
     object: Arc<K>,
+    stores: Arc<Stores>,
     results: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
 }
 
@@ -142,12 +172,34 @@ impl<K> fmt::Debug for Session<K> {
 }
 
 impl<K> Session<K> {
-    /// A session for reconciling `object`.
+    /// A session for reconciling `object`, with no caches to read (a dry run, a unit test).
     pub fn new(object: Arc<K>) -> Self {
+        Self::with_stores(object, Arc::default())
+    }
+
+    /// A session for reconciling `object` that reads `stores`.
+    pub fn with_stores(object: Arc<K>, stores: Arc<Stores>) -> Self {
         Self {
             object,
+            stores,
             results: Mutex::default(),
         }
+    }
+
+    /// The informer cache of `T` objects (read-only: `get`, `list`, indexes).
+    ///
+    /// # Errors
+    ///
+    /// [`ComponentError::Failed`] naming `T` when the reconciler was given no store of `T`
+    /// (always so in a dry run, which has no cluster).
+    pub fn store<T: 'static>(&self) -> Result<&Store<T>, ComponentError> {
+        self.stores.get::<T>().ok_or_else(|| {
+            ComponentError::Failed(format!(
+                "no cache of {} to read: give its store to ComponentsReconciler::reads (a dry run \
+                 has none)",
+                std::any::type_name::<T>()
+            ))
+        })
     }
 
     /// The custom object being reconciled.

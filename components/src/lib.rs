@@ -27,20 +27,33 @@
 //! - [`status`]: `Ready` and `Updating` conditions, a [`ComponentsSummary`] and
 //!   `observedGeneration`, applied only when changed (`ComponentsReconciler::with_status`).
 //!
-//! Still to come: pruning, the dry run, metrics and traces per phase and
-//! component, readiness-gated dependencies, and the example.
+//! - [`inventory`]: what the components applied, recorded in the custom object's status, and
+//!   the pruning plan (what a component rendered before and not now is deleted, also after a
+//!   restart);
+//! - [`hooks`]: the operator's own code after the deploy and verify phases;
+//! - [`metrics`]: outcomes and durations per component and phase (spans come from
+//!   [`run_with`]);
+//! - [`dry_run`]: every component rendered with no cluster, written as a directory tree (an
+//!   operator binary's `dry-run` command) or inspected in users' unit tests.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod component;
+pub mod dry_run;
 pub mod graph;
+pub mod hooks;
+pub mod inventory;
+pub mod metrics;
 pub mod readiness;
 pub mod reconciler;
 pub mod run;
 pub mod status;
 
-pub use component::{Component, ComponentError, Rendered, Session, component_fn};
+pub use component::{Component, ComponentError, Rendered, Session, Stores, component_fn};
 pub use graph::{ComponentGraph, GraphBuilder, GraphError};
+pub use hooks::{Hooks, NoHooks};
+pub use inventory::ComponentObject;
+pub use metrics::ComponentMetrics;
 pub use readiness::{Readiness, readiness};
 pub use reconciler::{ComponentsReconciler, ReconcileCluster};
-pub use run::{BoxComponent, Cluster, Outcome, RunReport, Verified, run};
+pub use run::{BoxComponent, Cluster, Outcome, RunOptions, RunReport, Verified, run, run_with};
 pub use status::ComponentsSummary;

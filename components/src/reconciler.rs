@@ -3,28 +3,40 @@
 //! operator's server-side apply under the handler context's field manager, each object owned by
 //! the custom object with a controller reference).
 //!
-//! Outcomes: every enabled component ready -> done (no requeue: attach it with `owns` on the
-//! children's kinds so a changed or deleted child reconciles at once); a failure -> an error
-//! naming the failed components (retried by the controller's policy) and a Warning Event on the
-//! custom object for each; otherwise (waiting, not ready yet) -> requeue after
-//! [`ComponentsReconciler::not_ready_requeue`]. A deletion does nothing: the children go with
-//! their owner (the cluster's garbage collector follows the owner references).
+//! Each reconcile: run the phases; prune what the components applied before and not now (see
+//! [`inventory`](crate::inventory)); write the status with the new inventory when
+//! [`with_status`](ComponentsReconciler::with_status) asks for it and something changed; run the
+//! [hooks](crate::hooks). Outcomes: every enabled component ready -> done (no requeue: attach it
+//! with `owns` on the children's kinds so a changed or deleted child reconciles at once); a
+//! failure (a component, a prune, a hook) -> an error naming it (retried by the controller's
+//! policy) and a Warning Event on the custom object for each; otherwise (waiting, not ready yet)
+//! -> requeue after [`ComponentsReconciler::not_ready_requeue`].
+//!
+//! Deletion: when the reconcile carries [`ReconcileAction::Deleted`] (the opinionated wrapper's
+//! finalizer is being released, or the object is gone), every recorded object and every object
+//! the graph renders now is deleted (not found is success); a delete that fails fails the
+//! reconcile, so the finalizer holds the custom object until it succeeds. An object being deleted
+//! while held by someone else's finalizer is left alone.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::{Client, Resource};
 use kubeapp_operator::{
     Applier, Context, ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult,
-    Reconciler,
+    Reconciler, Store,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::component::{Rendered, Session};
+use crate::component::{ComponentError, Rendered, Session, Stores};
 use crate::graph::ComponentGraph;
-use crate::run::{BoxComponent, Cluster, Outcome, RunReport, Verified, run};
+use crate::hooks::{Hooks, NoHooks, after_run};
+use crate::inventory::{ComponentObject, PrunePlan, union};
+use crate::metrics::ComponentMetrics;
+use crate::run::{BoxComponent, Cluster, Outcome, RunOptions, RunReport, Verified, run_with};
 use crate::status::status_update;
 
 /// The cluster of a reconcile; see the [module docs](self).
@@ -85,27 +97,42 @@ where
 }
 
 /// A component graph as a reconciler; see the [module docs](self).
-pub struct ComponentsReconciler<K> {
+pub struct ComponentsReconciler<K, H = NoHooks> {
     graph: Arc<ComponentGraph<K, BoxComponent<K>>>,
-    concurrency: usize,
+    options: RunOptions,
     not_ready_requeue: Duration,
     write_status: bool,
+    hooks: H,
+    stores: Arc<Stores>,
+    /// The inventory last recorded per custom object (by uid): the cached object a reconcile
+    /// gets may predate our own last status write, and an entry missing there would never be
+    /// pruned.
+    recorded: Mutex<HashMap<String, Vec<ComponentObject>>>,
 }
 
-impl<K> ComponentsReconciler<K> {
+impl<K: Resource<DynamicType = ()>> ComponentsReconciler<K> {
     /// Runs `graph`, at most 4 components of a level at once, re-checking a not-ready graph after
     /// 5 s.
     pub fn new(graph: ComponentGraph<K, BoxComponent<K>>) -> Self {
         Self {
             graph: Arc::new(graph),
-            concurrency: 4,
+            options: RunOptions {
+                kind: K::kind(&()).into_owned(),
+                ..RunOptions::default()
+            },
             not_ready_requeue: Duration::from_secs(5),
             write_status: false,
+            hooks: NoHooks,
+            stores: Arc::default(),
+            recorded: Mutex::default(),
         }
     }
+}
 
-    /// Writes the custom object's status after each run (see [`status`](crate::status)): the
-    /// kind needs a status subresource with the fields listed there.
+impl<K, H> ComponentsReconciler<K, H> {
+    /// Writes the custom object's status after each run (see [`status`](crate::status)),
+    /// including the inventory that pruning after a restart needs: the kind needs a status
+    /// subresource with the fields listed there.
     #[must_use]
     pub fn with_status(mut self) -> Self {
         self.write_status = true;
@@ -115,7 +142,7 @@ impl<K> ComponentsReconciler<K> {
     /// How many components of one level are deployed at once.
     #[must_use]
     pub fn concurrency(mut self, concurrency: usize) -> Self {
-        self.concurrency = concurrency.max(1);
+        self.options.concurrency = concurrency.max(1);
         self
     }
 
@@ -125,29 +152,158 @@ impl<K> ComponentsReconciler<K> {
         self.not_ready_requeue = delay;
         self
     }
+
+    /// Counts outcomes and durations into `metrics`.
+    #[must_use]
+    pub fn metrics(mut self, metrics: ComponentMetrics) -> Self {
+        self.options.metrics = Some(metrics);
+        self
+    }
+
+    /// Lets components read `store` (the cache of `T` objects) through [`Session::store`].
+    #[must_use]
+    pub fn reads<T: 'static>(mut self, store: Store<T>) -> Self {
+        Arc::make_mut(&mut self.stores).insert(store);
+        self
+    }
+
+    /// Runs `hooks` after each phase; see [`hooks`](crate::hooks).
+    pub fn hooks<H2>(self, hooks: H2) -> ComponentsReconciler<K, H2> {
+        ComponentsReconciler {
+            graph: self.graph,
+            options: self.options,
+            not_ready_requeue: self.not_ready_requeue,
+            write_status: self.write_status,
+            hooks,
+            stores: self.stores,
+            recorded: self.recorded,
+        }
+    }
+
+    /// The inventory of `object`: its status's record, with what this process recorded last.
+    fn previous(&self, object: &Value, uid: &str) -> Vec<ComponentObject> {
+        let in_status: Vec<ComponentObject> =
+            serde_json::from_value(object["status"]["components"]["objects"].clone())
+                .unwrap_or_default();
+        let recorded = self.recorded.lock().unwrap_or_else(PoisonError::into_inner);
+        union(&in_status, recorded.get(uid).map_or(&[], Vec::as_slice))
+    }
 }
 
-impl<K, C> Reconciler<K, C> for ComponentsReconciler<K>
+impl<K, C, H> Reconciler<K, C> for ComponentsReconciler<K, H>
 where
     K: Resource<DynamicType = ()> + Serialize + Send + Sync + 'static,
     C: Send + Sync + 'static,
+    H: Hooks<K>,
 {
     async fn reconcile(
         &self,
         request: ReconcileRequest<K>,
         ctx: &Context<C>,
     ) -> Result<ReconcileResult, ReconcileError> {
+        let object = Arc::clone(&request.object);
+        let json = serde_json::to_value(object.as_ref()).map_err(ReconcileError::new)?;
+        let uid = object.meta().uid.clone().unwrap_or_default();
+        let previous = self.previous(&json, &uid);
+        let session = Session::with_stores(Arc::clone(&object), Arc::clone(&self.stores));
+        let cluster = ReconcileCluster::new(ctx.applier(), ctx.client(), object.as_ref());
         if request.action == ReconcileAction::Deleted {
+            cleanup(&self.graph, &session, &cluster, &previous).await?;
+            self.recorded
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&uid);
             return Ok(ReconcileResult::done());
         }
-        let object = Arc::clone(&request.object);
-        let session = Session::new(Arc::clone(&object));
-        let cluster = ReconcileCluster::new(ctx.applier(), ctx.client(), object.as_ref());
-        let report = run(&self.graph, &session, &cluster, self.concurrency).await;
-        if self.write_status {
-            write_status(&report, object.as_ref(), ctx).await?;
+        if object.meta().deletion_timestamp.is_some() {
+            // Being deleted, held by someone else's finalizer: nothing to bring up to date.
+            return Ok(ReconcileResult::done());
         }
-        outcome(&report, object.as_ref(), ctx, self.not_ready_requeue).await
+        let report = run_with(&self.graph, &session, &cluster, &self.options).await;
+        let plan = PrunePlan::after(&previous, &report);
+        let started = Instant::now();
+        let mut prune_failures = Vec::new();
+        let mut failed_prunes = Vec::new();
+        for stale in &plan.prune {
+            if let Err(why) = cluster.delete(&stale.component, &stale.to_rendered()).await {
+                prune_failures.push(format!(
+                    "pruning {}/{} of {}: {why}",
+                    stale.kind, stale.name, stale.component
+                ));
+                failed_prunes.push(stale.clone());
+            }
+        }
+        if let Some(metrics) = &self.options.metrics {
+            metrics.phase(&self.options.kind, "prune", started.elapsed());
+            metrics.pruned(
+                &self.options.kind,
+                plan.prune.len() - failed_prunes.len(),
+                failed_prunes.len(),
+            );
+        }
+        let record = plan.record(&failed_prunes);
+        self.recorded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(uid, record.clone());
+        if self.write_status {
+            write_status(&report, object.as_ref(), &json, ctx, &record).await?;
+        }
+        let hooked = after_run(&self.hooks, &session, &report).await;
+        outcome(
+            &report,
+            hooked,
+            &prune_failures,
+            object.as_ref(),
+            ctx,
+            self.not_ready_requeue,
+        )
+        .await
+    }
+}
+
+/// The custom object is going (its finalizer is being released, or it is gone): deletes every
+/// object recorded in `previous` and every object the graph renders for it now (a render that
+/// fails is skipped), not found counting as deleted. The owner references would have the
+/// garbage collector do the same; deleting here does not depend on one running, and covers
+/// objects that cannot carry an owner reference (cluster-scoped children of a namespaced
+/// object).
+async fn cleanup<K, Cl>(
+    graph: &ComponentGraph<K, BoxComponent<K>>,
+    session: &Session<K>,
+    cluster: &Cl,
+    previous: &[ComponentObject],
+) -> Result<(), ReconcileError>
+where
+    K: Send + Sync + 'static,
+    Cl: Cluster,
+{
+    let mut targets: Vec<(String, Rendered)> = previous
+        .iter()
+        .map(|o| (o.component.clone(), o.to_rendered()))
+        .collect();
+    for node in graph.nodes() {
+        if let Ok(rendered) = node.component.render(session) {
+            targets.extend(rendered.into_iter().map(|r| (node.name.clone(), r)));
+        }
+    }
+    let mut failures = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (component, target) in targets {
+        if !seen.insert(target.describe()) {
+            continue;
+        }
+        if let Err(why) = cluster.delete(&component, &target).await {
+            failures.push(format!("deleting {}: {why}", target.describe()));
+        }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(ReconcileError::new(format!(
+            "cleaning up the components: {}",
+            failures.join("; ")
+        )))
     }
 }
 
@@ -155,18 +311,16 @@ where
 async fn write_status<K, C>(
     report: &RunReport,
     object: &K,
+    json: &Value,
     ctx: &Context<C>,
+    record: &[ComponentObject],
 ) -> Result<(), ReconcileError>
 where
     K: Resource<DynamicType = ()> + Serialize,
 {
-    let current = serde_json::to_value(object)
-        .map_err(ReconcileError::new)?
-        .get("status")
-        .cloned()
-        .unwrap_or(Value::Null);
+    let current = json.get("status").cloned().unwrap_or(Value::Null);
     let meta = object.meta();
-    let Some(status) = status_update(report, meta.generation, &current) else {
+    let Some(status) = status_update(report, meta.generation, &current, record) else {
         return Ok(());
     };
     let name = meta
@@ -193,6 +347,8 @@ where
 
 async fn outcome<K, C>(
     report: &RunReport,
+    hooked: Result<(), ComponentError>,
+    prune_failures: &[String],
     object: &K,
     ctx: &Context<C>,
     not_ready_requeue: Duration,
@@ -200,10 +356,7 @@ async fn outcome<K, C>(
 where
     K: Resource<DynamicType = ()>,
 {
-    if report.all_ready() {
-        return Ok(ReconcileResult::done());
-    }
-    let failed: Vec<String> = report
+    let mut failed: Vec<String> = report
         .names
         .iter()
         .zip(report.deployed.iter().zip(&report.verified))
@@ -214,7 +367,19 @@ where
             _ => None,
         })
         .collect();
+    failed.extend(prune_failures.iter().cloned());
+    let hook_waits = match hooked {
+        Ok(()) => false,
+        Err(ComponentError::Waiting(_)) => true,
+        Err(ComponentError::Failed(why)) => {
+            failed.push(format!("hook: {why}"));
+            false
+        }
+    };
     if failed.is_empty() {
+        if report.all_ready() && !hook_waits {
+            return Ok(ReconcileResult::done());
+        }
         return Ok(ReconcileResult::requeue_after(not_ready_requeue));
     }
     for failure in &failed {

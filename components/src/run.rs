@@ -23,12 +23,16 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::time::Instant;
 
 use futures::StreamExt;
 use serde_json::Value;
+use tracing::Instrument;
 
 use crate::component::{Component, ComponentError, Rendered, Session};
 use crate::graph::ComponentGraph;
+use crate::inventory::ComponentObject;
+use crate::metrics::ComponentMetrics;
 use crate::readiness::Readiness;
 
 /// A component of `K`'s graph, boxed.
@@ -91,9 +95,44 @@ pub struct RunReport {
     pub deployed: Vec<Outcome>,
     /// Verify outcomes, same order.
     pub verified: Vec<Verified>,
+    /// The objects each component applied (empty unless it deployed), same order: what the
+    /// [inventory](crate::inventory) records.
+    pub objects: Vec<Vec<ComponentObject>>,
+}
+
+/// How a run goes: concurrency, and what it reports to.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// At most this many components of a level are deployed at once (at least 1).
+    pub concurrency: usize,
+    /// The custom kind, for spans and metric labels.
+    pub kind: String,
+    /// Where outcomes and durations are counted, if anywhere.
+    pub metrics: Option<ComponentMetrics>,
+    /// Do not wait for a `depends_on_ready` dependency's objects to be ready (the dry run: its
+    /// objects have no status, and every component is to be rendered).
+    pub assume_ready: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            concurrency: 4,
+            kind: String::new(),
+            metrics: None,
+            assume_ready: false,
+        }
+    }
 }
 
 impl RunReport {
+    /// Whether every enabled component deployed (the deploy phase completed).
+    pub fn all_deployed(&self) -> bool {
+        self.deployed
+            .iter()
+            .all(|d| matches!(d, Outcome::Disabled | Outcome::Deployed(_)))
+    }
+
     /// Whether every enabled component deployed and verified.
     pub fn all_ready(&self) -> bool {
         self.deployed
@@ -125,54 +164,132 @@ where
     K: Send + Sync + 'static,
     C: Cluster,
 {
+    let options = RunOptions {
+        concurrency,
+        ..RunOptions::default()
+    };
+    run_with(graph, session, cluster, &options).await
+}
+
+/// [`run`] with `options`: a span per phase (`components.deploy`, `components.verify`) and per
+/// component (`component`, with its name and outcome), and the [metrics](crate::metrics) when
+/// given.
+pub async fn run_with<K, C>(
+    graph: &ComponentGraph<K, BoxComponent<K>>,
+    session: &Session<K>,
+    cluster: &C,
+    options: &RunOptions,
+) -> RunReport
+where
+    K: Send + Sync + 'static,
+    C: Cluster,
+{
     let nodes = graph.nodes();
-    let mut deployed: Vec<Option<Outcome>> = vec![None; nodes.len()];
+    let kind = options.kind.as_str();
+    let mut deployed: Vec<Option<(Outcome, Vec<ComponentObject>)>> = vec![None; nodes.len()];
+    let started = Instant::now();
+    let deploy_span = tracing::info_span!("components.deploy", kind);
     for level in graph.levels() {
-        let results: HashMap<usize, Outcome> = futures::stream::iter(level.iter().copied())
-            .map(|index| {
-                let deployed = &deployed;
-                async move {
-                    (
-                        index,
-                        deploy_one(graph, index, deployed, session, cluster).await,
-                    )
-                }
-            })
-            .buffer_unordered(concurrency.max(1))
-            .collect()
-            .await;
-        for (index, outcome) in results {
-            deployed[index] = Some(outcome);
+        let results: HashMap<usize, (Outcome, Vec<ComponentObject>)> =
+            futures::stream::iter(level.iter().copied())
+                .map(|index| {
+                    let deployed = &deployed;
+                    let name = nodes[index].name.as_str();
+                    let span = tracing::info_span!(
+                        parent: &deploy_span,
+                        "component",
+                        component = name,
+                        outcome = tracing::field::Empty
+                    );
+                    async move {
+                        let began = Instant::now();
+                        let result =
+                            deploy_one(graph, index, deployed, session, cluster, options).await;
+                        tracing::Span::current().record("outcome", outcome_name(&result.0));
+                        if let Some(metrics) = &options.metrics {
+                            metrics.deployed(kind, name, &result.0, began.elapsed());
+                        }
+                        (index, result)
+                    }
+                    .instrument(span)
+                })
+                .buffer_unordered(options.concurrency.max(1))
+                .collect()
+                .await;
+        for (index, result) in results {
+            deployed[index] = Some(result);
         }
     }
-    let deployed: Vec<Outcome> = deployed
+    if let Some(metrics) = &options.metrics {
+        metrics.phase(kind, "deploy", started.elapsed());
+    }
+    let (deployed, objects): (Vec<Outcome>, Vec<Vec<ComponentObject>>) = deployed
         .into_iter()
-        .map(|outcome| outcome.unwrap_or(Outcome::Failed("not run".into())))
-        .collect();
-    let verified = verify(graph, &deployed);
+        .map(|result| result.unwrap_or((Outcome::Failed("not run".into()), Vec::new())))
+        .unzip();
+    let started = Instant::now();
+    let verified =
+        tracing::info_span!("components.verify", kind).in_scope(|| verify(graph, &deployed));
+    if let Some(metrics) = &options.metrics {
+        metrics.phase(kind, "verify", started.elapsed());
+        for (node, verified) in nodes.iter().zip(&verified) {
+            metrics.verified(kind, &node.name, verified);
+        }
+    }
     RunReport {
         names: nodes.iter().map(|node| node.name.clone()).collect(),
         deployed,
         verified,
+        objects,
+    }
+}
+
+/// The `outcome` of a component's span.
+fn outcome_name(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Deployed(_) => "deployed",
+        Outcome::Disabled => "disabled",
+        Outcome::Waiting(_) => "waiting",
+        Outcome::Failed(_) => "failed",
+        Outcome::Halted { .. } => "halted",
     }
 }
 
 async fn deploy_one<K: 'static, C: Cluster>(
     graph: &ComponentGraph<K, BoxComponent<K>>,
     index: usize,
-    done: &[Option<Outcome>],
+    done: &[Option<(Outcome, Vec<ComponentObject>)>],
     session: &Session<K>,
     cluster: &C,
+    options: &RunOptions,
+) -> (Outcome, Vec<ComponentObject>) {
+    let mut objects = Vec::new();
+    let outcome = deploy_checked(graph, index, done, session, cluster, options, &mut objects).await;
+    if !matches!(outcome, Outcome::Deployed(_)) {
+        objects.clear();
+    }
+    (outcome, objects)
+}
+
+/// Deploys one component, recording into `objects` what it applied.
+async fn deploy_checked<K: 'static, C: Cluster>(
+    graph: &ComponentGraph<K, BoxComponent<K>>,
+    index: usize,
+    done: &[Option<(Outcome, Vec<ComponentObject>)>],
+    session: &Session<K>,
+    cluster: &C,
+    options: &RunOptions,
+    objects: &mut Vec<ComponentObject>,
 ) -> Outcome {
     let node = &graph.nodes()[index];
     for dependency in &node.depends_on {
         let Some(dep) = graph.nodes().iter().position(|n| n.name == dependency.on) else {
             continue;
         };
-        match &done[dep] {
+        match done[dep].as_ref().map(|(outcome, _)| outcome) {
             Some(Outcome::Disabled) => {}
             Some(Outcome::Deployed(objects)) => {
-                if dependency.ready {
+                if dependency.ready && !options.assume_ready {
                     let component = &graph.nodes()[dep].component;
                     for object in objects {
                         if let Readiness::NotReady(why) | Readiness::Failed(why) =
@@ -220,7 +337,10 @@ async fn deploy_one<K: 'static, C: Cluster>(
     for object in rendered {
         let what = object.describe();
         match cluster.apply(&node.name, &object).await {
-            Ok(stored) => applied.push(stored),
+            Ok(stored) => {
+                objects.extend(ComponentObject::of(&node.name, &object, &stored));
+                applied.push(stored);
+            }
             Err(why) => return Outcome::Failed(format!("applying {what}: {why}")),
         }
     }

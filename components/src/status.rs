@@ -21,6 +21,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::inventory::ComponentObject;
 use crate::run::{Outcome, RunReport, Verified};
 
 /// The condition a graph sets while components are being brought up to date.
@@ -42,6 +43,11 @@ pub struct ComponentsSummary {
     /// Components waiting (for a prerequisite or for readiness), by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting: Vec<String>,
+    /// Every object the components applied and that was not pruned since: the
+    /// [inventory](crate::inventory) pruning works from, kept in the cluster so that it
+    /// survives a restart of the operator.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<ComponentObject>,
 }
 
 impl ComponentsSummary {
@@ -73,13 +79,16 @@ impl ComponentsSummary {
 }
 
 /// The `status` body to apply after `report` for an object at `generation` whose current
-/// status is `current` (JSON, `Null` when none), or `None` when nothing would change.
+/// status is `current` (JSON, `Null` when none), recording `objects` as the inventory, or
+/// `None` when nothing would change.
 pub fn status_update(
     report: &RunReport,
     generation: Option<i64>,
     current: &Value,
+    objects: &[ComponentObject],
 ) -> Option<Value> {
-    let summary = ComponentsSummary::of(report);
+    let mut summary = ComponentsSummary::of(report);
+    summary.objects = objects.to_vec();
     let mut conditions: Vec<Condition> =
         serde_json::from_value(current["conditions"].clone()).unwrap_or_default();
     let ready = if report.all_ready() {
@@ -138,6 +147,7 @@ mod tests {
     fn report(deployed: Vec<Outcome>, verified: Vec<Verified>) -> RunReport {
         RunReport {
             names: (0..deployed.len()).map(|i| format!("c{i}")).collect(),
+            objects: deployed.iter().map(|_| Vec::new()).collect(),
             deployed,
             verified,
         }
@@ -169,6 +179,7 @@ mod tests {
                 verified: 1,
                 failed: vec!["c2".into()],
                 waiting: vec!["c1".into(), "c4".into()],
+                objects: vec![],
             }
         );
     }
@@ -176,7 +187,7 @@ mod tests {
     #[test]
     fn status_is_rewritten_only_when_it_changes() {
         let ready = report(vec![Outcome::Deployed(vec![])], vec![Verified::Ready]);
-        let first = status_update(&ready, Some(3), &Value::Null).expect("a first status");
+        let first = status_update(&ready, Some(3), &Value::Null, &[]).expect("a first status");
         assert_eq!(first["observedGeneration"], 3);
         assert_eq!(first["components"]["verified"], 1);
         let types: Vec<&str> = first["conditions"]
@@ -188,18 +199,29 @@ mod tests {
         assert_eq!(types, ["Ready", "Updating"]);
         assert_eq!(first["conditions"][0]["status"], "True");
         assert!(
-            status_update(&ready, Some(3), &first).is_none(),
+            status_update(&ready, Some(3), &first, &[]).is_none(),
             "the same outcome writes nothing"
         );
         assert!(
-            status_update(&ready, Some(4), &first).is_some(),
+            status_update(&ready, Some(4), &first, &[]).is_some(),
             "a new generation is written"
         );
         let waiting = report(
             vec![Outcome::Deployed(vec![])],
             vec![Verified::NotReady("no".into())],
         );
-        let next = status_update(&waiting, Some(3), &first).expect("not ready any more");
+        let record = [ComponentObject {
+            component: "c0".into(),
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            plural: "configmaps".into(),
+            namespace: None,
+            name: "settings".into(),
+        }];
+        let recorded = status_update(&ready, Some(3), &first, &record).expect("a new record");
+        assert_eq!(recorded["components"]["objects"][0]["name"], "settings");
+        assert!(status_update(&ready, Some(3), &recorded, &record).is_none());
+        let next = status_update(&waiting, Some(3), &first, &[]).expect("not ready any more");
         assert_eq!(next["conditions"][0]["status"], "False");
         assert_eq!(next["conditions"][0]["reason"], "ComponentsNotReady");
         assert_eq!(next["conditions"][0]["message"], "waiting for: c0");
