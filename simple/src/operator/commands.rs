@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use super::dry_run::DryRunArgs;
 use crate::cli::OperatorArgs;
 
 /// An operator binary's command line.
@@ -27,6 +28,9 @@ pub enum Command {
     Manifests(ManifestArgs),
     /// Run the operator until SIGTERM or SIGINT.
     Run(Box<OperatorArgs>),
+    /// Render what the operator would apply for one custom object into a directory, with no
+    /// cluster (for operators that give a dry run).
+    DryRun(DryRunArgs),
 }
 
 /// Where the apiserver reaches the webhooks (only for manifests that declare webhooks).

@@ -32,17 +32,19 @@
 //! ```
 
 pub mod commands;
+pub mod dry_run;
 #[cfg(test)]
 mod tests;
 mod webhooks;
 
 use std::fmt;
+use std::future::Future;
 use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _};
 use kube::CustomResourceExt;
-use kubeapp_operator::Runner;
+use kubeapp_operator::{BoxError, Runner};
 use kubeapp_operator::runner::{ClientError, RunnerError, default_client};
 use kubeapp_sdk::crd::{CrdBuilder, CrdError};
 use kubeapp_sdk::deploy::{DeployError, OperatorDeployment, WebhookServing};
@@ -51,6 +53,7 @@ use kubeapp_sdk::rbac::{RbacBuilder, RbacError, RoleScope};
 use kubeapp_sdk::webhooks::admission_configurations;
 
 use self::commands::{Command, CrdArgs, ManifestArgs, OperatorCommand, RbacArgs};
+use self::dry_run::{DryRunArgs, DryRunFn};
 pub use self::webhooks::WebhookError;
 use crate::app::App;
 use crate::cli::{OperatorArgs, OperatorArgsError};
@@ -72,6 +75,7 @@ pub struct Operator {
     name: Option<String>,
     crds: Vec<CrdFn>,
     app: Box<AppFn>,
+    dry_run: Option<Box<DryRunFn>>,
 }
 
 /// Builds the app from the manifest and, for `run`, the run's flags.
@@ -133,6 +137,12 @@ pub enum OperatorError {
          webhook configurations of an operator outside the cluster)"
     )]
     NoImage,
+    /// The operator's dry run failed.
+    #[error("dry run: {0}")]
+    DryRun(String),
+    /// `dry-run` on an operator that gave no [`Operator::dry_run`].
+    #[error("dry-run: this operator renders nothing without a cluster (it has no dry run)")]
+    NoDryRun,
 }
 
 impl Operator {
@@ -149,6 +159,7 @@ impl Operator {
             name: None,
             crds: Vec::new(),
             app: Box::new(|manifest, _| AppConfig::from_manifest(manifest)),
+            dry_run: None,
         }
     }
 
@@ -186,6 +197,19 @@ impl Operator {
         app: impl Fn(ManifestData, Option<&OperatorArgs>) -> AppConfig + Send + Sync + 'static,
     ) -> Self {
         self.app = Box::new(app);
+        self
+    }
+
+    /// What the `dry-run` command does: render what the operator would apply for the custom
+    /// object in `--object` (with the objects under `--existing`) into `--out`, with no cluster;
+    /// `render` returns a summary to print. Without it, `dry-run` says the operator has none.
+    #[must_use]
+    pub fn dry_run<F, Fut>(mut self, render: F) -> Self
+    where
+        F: Fn(DryRunArgs) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<String, BoxError>> + Send + 'static,
+    {
+        self.dry_run = Some(Box::new(move |args| Box::pin(render(args))));
         self
     }
 
@@ -232,6 +256,13 @@ impl Operator {
             Command::Rbac(args) => print(&self.rbac_yaml(&args)?),
             Command::Manifests(args) => print(&self.manifests_yaml(&args)?),
             Command::Run(args) => self.run(&args).await,
+            Command::DryRun(args) => {
+                let render = self.dry_run.as_ref().ok_or(OperatorError::NoDryRun)?;
+                let summary = render(args)
+                    .await
+                    .map_err(|e| OperatorError::DryRun(error_chain(e.as_ref())))?;
+                print(&format!("{summary}\n"))
+            }
         }
     }
 

@@ -146,3 +146,34 @@ fn an_invalid_manifest_is_reported_by_every_command() {
             .is_err()
     );
 }
+
+#[tokio::test]
+async fn dry_run_calls_the_operators_rendering_and_says_when_there_is_none() {
+    let args = super::dry_run::DryRunArgs {
+        object: PathBuf::from("app.yaml"),
+        existing: None,
+        out: PathBuf::from("out"),
+    };
+    let without = Operator::new(WEBHOOK_MANIFEST);
+    let error = without
+        .execute(Command::DryRun(args.clone()))
+        .await
+        .expect_err("no dry run given");
+    assert!(error.to_string().contains("has no dry run"), "{error}");
+
+    let failing = Operator::new(WEBHOOK_MANIFEST).dry_run(|args| async move {
+        Err(format!("{}: not found", args.object.display()).into())
+    });
+    let error = failing
+        .execute(Command::DryRun(args.clone()))
+        .await
+        .expect_err("the rendering failed");
+    assert_eq!(error.to_string(), "dry run: app.yaml: not found");
+
+    let rendering = Operator::new(WEBHOOK_MANIFEST)
+        .dry_run(|args| async move { Ok(format!("rendered into {}", args.out.display())) });
+    rendering
+        .execute(Command::DryRun(args))
+        .await
+        .expect("the rendering's summary is printed");
+}
