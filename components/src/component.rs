@@ -129,6 +129,39 @@ where
     }
 }
 
+/// A component enabled only when `enabled` says so for the custom object (a spec toggle); see
+/// [`GraphBuilder::render_when`](crate::GraphBuilder::render_when).
+pub struct EnabledWhen<C, E> {
+    component: C,
+    enabled: E,
+}
+
+impl<C, E> EnabledWhen<C, E> {
+    /// `component`, enabled when `enabled(object)`.
+    pub fn new(component: C, enabled: E) -> Self {
+        Self { component, enabled }
+    }
+}
+
+impl<K, C, E> Component<K> for EnabledWhen<C, E>
+where
+    K: 'static,
+    C: Component<K>,
+    E: Fn(&K) -> bool + Send + Sync + 'static,
+{
+    fn enabled(&self, session: &Session<K>) -> bool {
+        (self.enabled)(session.object()) && self.component.enabled(session)
+    }
+
+    fn render(&self, session: &Session<K>) -> Result<Vec<Rendered>, ComponentError> {
+        self.component.render(session)
+    }
+
+    fn ready(&self, object: &Value) -> Readiness {
+        self.component.ready(object)
+    }
+}
+
 /// The informer caches components may read, one [`Store<T>`] per object type (given to
 /// [`ComponentsReconciler::reads`](crate::ComponentsReconciler::reads)).
 #[derive(Clone, Default)]

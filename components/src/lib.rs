@@ -48,7 +48,9 @@ pub mod reconciler;
 pub mod run;
 pub mod status;
 
-pub use component::{Component, ComponentError, Rendered, Session, Stores, component_fn};
+pub use component::{
+    Component, ComponentError, EnabledWhen, Rendered, Session, Stores, component_fn,
+};
 pub use graph::{ComponentGraph, GraphBuilder, GraphError};
 pub use hooks::{Hooks, NoHooks};
 pub use inventory::ComponentObject;

@@ -149,6 +149,27 @@ impl ComponentMetrics {
     }
 }
 
+/// The set as one collector (for a simple App's `metric_collector`, which takes one).
+impl Collector for ComponentMetrics {
+    fn desc(&self) -> Vec<&prometheus::core::Desc> {
+        let mut desc = self.deploy_total.desc();
+        desc.extend(self.deploy_duration.desc());
+        desc.extend(self.verify_total.desc());
+        desc.extend(self.phase_duration.desc());
+        desc.extend(self.pruned.desc());
+        desc
+    }
+
+    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
+        let mut families = self.deploy_total.collect();
+        families.extend(self.deploy_duration.collect());
+        families.extend(self.verify_total.collect());
+        families.extend(self.phase_duration.collect());
+        families.extend(self.pruned.collect());
+        families
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,6 +181,11 @@ mod tests {
         first.deployed("WebApp", "web", &Outcome::Disabled, Duration::ZERO);
         let registry = Registry::new();
         first.register(&registry).expect("registers");
+        let as_one = Registry::new();
+        as_one
+            .register(Box::new(first.clone()))
+            .expect("the set registers as one collector");
+        assert_eq!(as_one.gather().len(), registry.gather().len());
         let names: Vec<String> = registry
             .gather()
             .iter()

@@ -38,6 +38,36 @@ use crate::readiness::Readiness;
 /// A component of `K`'s graph, boxed.
 pub type BoxComponent<K> = Box<dyn Component<K>>;
 
+impl<K: 'static> crate::graph::GraphBuilder<K, BoxComponent<K>> {
+    /// Adds `component`, boxed; the `depends_on` calls that follow apply to it.
+    #[must_use]
+    pub fn add(self, name: impl Into<String>, component: impl Component<K>) -> Self {
+        self.component(name, Box::new(component))
+    }
+
+    /// Adds a component that is always enabled and renders with `render` (see
+    /// [`component_fn`](crate::component_fn)).
+    #[must_use]
+    pub fn render<F>(self, name: impl Into<String>, render: F) -> Self
+    where
+        F: Fn(&Session<K>) -> Result<Vec<Rendered>, ComponentError> + Send + Sync + 'static,
+    {
+        self.add(name, crate::component::component_fn(render))
+    }
+
+    /// Adds a component rendered with `render`, enabled only when `enabled(object)` (a spec
+    /// toggle): when disabled, its objects are deleted.
+    #[must_use]
+    pub fn render_when<E, F>(self, name: impl Into<String>, enabled: E, render: F) -> Self
+    where
+        E: Fn(&K) -> bool + Send + Sync + 'static,
+        F: Fn(&Session<K>) -> Result<Vec<Rendered>, ComponentError> + Send + Sync + 'static,
+    {
+        let component = crate::component::component_fn(render);
+        self.add(name, crate::component::EnabledWhen::new(component, enabled))
+    }
+}
+
 /// Where a run applies and deletes objects.
 pub trait Cluster: Send + Sync {
     /// Creates or updates `object` for `component`; returns it as stored.
