@@ -44,8 +44,8 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _};
 use kube::CustomResourceExt;
-use kubeapp_operator::{BoxError, Runner};
 use kubeapp_operator::runner::{ClientError, RunnerError, default_client};
+use kubeapp_operator::{BoxError, Runner};
 use kubeapp_sdk::crd::{CrdBuilder, CrdError};
 use kubeapp_sdk::deploy::{DeployError, OperatorDeployment, WebhookServing};
 use kubeapp_sdk::manifest::{ManifestData, ManifestError, to_yaml_documents};

@@ -161,9 +161,8 @@ async fn dry_run_calls_the_operators_rendering_and_says_when_there_is_none() {
         .expect_err("no dry run given");
     assert!(error.to_string().contains("has no dry run"), "{error}");
 
-    let failing = Operator::new(WEBHOOK_MANIFEST).dry_run(|args| async move {
-        Err(format!("{}: not found", args.object.display()).into())
-    });
+    let failing = Operator::new(WEBHOOK_MANIFEST)
+        .dry_run(|args| async move { Err(format!("{}: not found", args.object.display()).into()) });
     let error = failing
         .execute(Command::DryRun(args.clone()))
         .await
