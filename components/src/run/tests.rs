@@ -351,3 +351,132 @@ async fn a_ready_gated_dependent_waits_for_its_dependency_to_be_ready() {
     assert!(report.all_ready(), "{report:?}");
     assert_eq!(log(&cluster), ["apply deployment", "apply service"]);
 }
+
+/// Records which hooks ran; the verify hook can be made to fail.
+#[derive(Default)]
+struct Recorded {
+    calls: Mutex<Vec<&'static str>>,
+    fail_deploy: bool,
+}
+
+impl crate::hooks::Hooks<Spec> for Arc<Recorded> {
+    async fn after_deploy(&self, _: &Session<Spec>, _: &RunReport) -> Result<(), ComponentError> {
+        self.calls.lock().expect("calls").push("after_deploy");
+        if self.fail_deploy {
+            return Err(ComponentError::Failed("the deploy hook failed".into()));
+        }
+        Ok(())
+    }
+    async fn after_deploy_unsuccessful(
+        &self,
+        _: &Session<Spec>,
+        _: &RunReport,
+    ) -> Result<(), ComponentError> {
+        self.calls
+            .lock()
+            .expect("calls")
+            .push("after_deploy_unsuccessful");
+        Ok(())
+    }
+    async fn after_verify(&self, _: &Session<Spec>, _: &RunReport) -> Result<(), ComponentError> {
+        self.calls.lock().expect("calls").push("after_verify");
+        Ok(())
+    }
+    async fn after_verify_unsuccessful(
+        &self,
+        _: &Session<Spec>,
+        _: &RunReport,
+    ) -> Result<(), ComponentError> {
+        self.calls
+            .lock()
+            .expect("calls")
+            .push("after_verify_unsuccessful");
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn hooks_follow_each_phase_and_a_failed_deploy_hook_skips_the_verify_hook() {
+    let session = Session::new(Arc::new(Spec::default()));
+    let (graph, cluster) = web_app(Some(ready_deployment()));
+    let report = run(&graph, &session, &cluster, 2).await;
+    let hooks = Arc::new(Recorded::default());
+    crate::hooks::after_run(&hooks, &session, &report)
+        .await
+        .expect("hooks pass");
+    assert_eq!(
+        *hooks.calls.lock().expect("calls"),
+        ["after_deploy", "after_verify"]
+    );
+
+    let (graph, cluster) = web_app(None);
+    let report = run(&graph, &session, &cluster, 2).await;
+    let hooks = Arc::new(Recorded::default());
+    crate::hooks::after_run(&hooks, &session, &report)
+        .await
+        .expect("hooks pass");
+    assert_eq!(
+        *hooks.calls.lock().expect("calls"),
+        ["after_deploy", "after_verify_unsuccessful"],
+        "deployed, but the Deployment is not ready"
+    );
+
+    let (graph, mut cluster) = web_app(None);
+    cluster.failing.push("config");
+    let report = run(&graph, &session, &cluster, 2).await;
+    let hooks = Arc::new(Recorded {
+        fail_deploy: true,
+        ..Recorded::default()
+    });
+    crate::hooks::after_run(&hooks, &session, &report)
+        .await
+        .expect("the unsuccessful deploy hook passes");
+    assert_eq!(
+        *hooks.calls.lock().expect("calls"),
+        ["after_deploy_unsuccessful", "after_verify_unsuccessful"]
+    );
+
+    let (graph, cluster) = web_app(Some(ready_deployment()));
+    let report = run(&graph, &session, &cluster, 2).await;
+    let hooks = Arc::new(Recorded {
+        fail_deploy: true,
+        ..Recorded::default()
+    });
+    let error = crate::hooks::after_run(&hooks, &session, &report)
+        .await
+        .expect_err("the deploy hook's failure");
+    assert_eq!(error.to_string(), "the deploy hook failed");
+    assert_eq!(*hooks.calls.lock().expect("calls"), ["after_deploy"]);
+}
+
+#[tokio::test]
+async fn outcomes_and_phases_are_counted_per_component() {
+    let session = Session::new(Arc::new(Spec::default()));
+    let (graph, mut cluster) = web_app(None);
+    cluster.failing.push("secret");
+    let metrics = crate::metrics::ComponentMetrics::new(Some("unit")).expect("metrics");
+    let options = RunOptions {
+        concurrency: 2,
+        kind: "WebApp".into(),
+        metrics: Some(metrics.clone()),
+        assume_ready: false,
+    };
+    run_with(&graph, &session, &cluster, &options).await;
+    let registry = prometheus::Registry::new();
+    metrics.register(&registry).expect("register");
+    let text = prometheus::TextEncoder::new()
+        .encode_to_string(&registry.gather())
+        .expect("encode");
+    for line in [
+        "unit_component_deploy_total{component=\"config\",kind=\"WebApp\",outcome=\"deployed\"} 1",
+        "unit_component_deploy_total{component=\"secret\",kind=\"WebApp\",outcome=\"failed\"} 1",
+        "unit_component_deploy_total{component=\"deployment\",kind=\"WebApp\",outcome=\"halted\"} 1",
+        "unit_component_deploy_total{component=\"service\",kind=\"WebApp\",outcome=\"halted\"} 1",
+        "unit_component_verify_total{component=\"config\",kind=\"WebApp\",outcome=\"ready\"} 1",
+        "unit_component_verify_total{component=\"deployment\",kind=\"WebApp\",outcome=\"skipped\"} 1",
+        "unit_component_phase_duration_seconds_count{kind=\"WebApp\",phase=\"deploy\"} 1",
+        "unit_component_phase_duration_seconds_count{kind=\"WebApp\",phase=\"verify\"} 1",
+    ] {
+        assert!(text.contains(line), "missing {line} in\n{text}");
+    }
+}
