@@ -129,6 +129,21 @@ fn owning_reconciler(log: CallLog) -> impl kubeapp::operator::Reconciler<Widget>
                 cause_of(&request)
             ));
             let widget = request.object.as_ref();
+            // The owned ConfigMaps' cache, read through the context (`owns` made it readable).
+            if let Some(cached) = ctx.related_store::<ConfigMap>().and_then(|store| {
+                store.get_named(widget.namespace().as_deref(), &widget.name_any())
+            }) {
+                let greeting = cached
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get("greeting"))
+                    .cloned();
+                log.push(format!(
+                    "cached {} {}",
+                    widget.name_any(),
+                    greeting.unwrap_or_default()
+                ));
+            }
             let child = ConfigMap {
                 metadata: ObjectMeta {
                     name: Some(widget.name_any()),
@@ -191,6 +206,10 @@ async fn owns_reconciles_the_owner_when_a_child_changes_or_is_deleted() {
         l.iter().filter(|e| *e == "reconcile w owned:w").count() > before
     })
     .await;
+    assert!(
+        log.count("cached w tampered") >= 1,
+        "the reconcile read the edited child from the related cache"
+    );
     wait_object(
         &env.config_maps(),
         "w",

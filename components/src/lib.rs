@@ -71,6 +71,7 @@ pub mod readiness;
 pub mod reconciler;
 pub mod run;
 pub mod status;
+pub mod unchanged;
 
 pub use component::{
     Component, ComponentError, EnabledWhen, Rendered, Session, Stores, component_fn,

@@ -38,13 +38,19 @@ use crate::inventory::{ComponentObject, PrunePlan, union};
 use crate::metrics::ComponentMetrics;
 use crate::run::{BoxComponent, Cluster, Outcome, RunOptions, RunReport, Verified, run_with};
 use crate::status::status_update;
+use crate::unchanged::unchanged;
 
 /// The cluster of a reconcile; see the [module docs](self).
 pub struct ReconcileCluster<'a, K> {
     applier: &'a Applier,
     client: &'a Client,
     owner: &'a K,
+    cache: Option<&'a CacheLookup<'a>>,
 }
+
+/// Reads a cached child as JSON: (resource, namespace, name).
+pub type CacheLookup<'a> =
+    dyn Fn(&ApiResource, Option<&str>, &str) -> Option<Value> + Send + Sync + 'a;
 
 impl<'a, K> ReconcileCluster<'a, K> {
     /// Applies with `applier`, deletes with `client`, owned by `owner`.
@@ -53,7 +59,16 @@ impl<'a, K> ReconcileCluster<'a, K> {
             applier,
             client,
             owner,
+            cache: None,
         }
+    }
+
+    /// Skips an apply that would change nothing, judged against the child as `cache` has it
+    /// (see [`unchanged`](crate::unchanged)).
+    #[must_use]
+    pub fn with_cache(mut self, cache: &'a CacheLookup<'a>) -> Self {
+        self.cache = Some(cache);
+        self
     }
 }
 
@@ -64,14 +79,22 @@ where
     async fn apply(&self, _component: &str, object: &Rendered) -> Result<Value, String> {
         let dynamic: DynamicObject =
             serde_json::from_value(object.object.clone()).map_err(|e| e.to_string())?;
-        let stored = self
+        let apply = self
             .applier
             .apply_with(dynamic, object.resource.clone())
             .owned_by(self.owner)
-            .map_err(|e| e.to_string())?
-            .send()
-            .await
             .map_err(|e| e.to_string())?;
+        if let Some(cache) = self.cache {
+            let desired = serde_json::to_value(apply.object()).map_err(|e| e.to_string())?;
+            let metadata = &desired["metadata"];
+            if let Some(name) = metadata["name"].as_str()
+                && let Some(cached) = cache(&object.resource, metadata["namespace"].as_str(), name)
+                && unchanged(&desired, &cached)
+            {
+                return Ok(cached);
+            }
+        }
+        let stored = apply.send().await.map_err(|e| e.to_string())?;
         serde_json::to_value(stored).map_err(|e| e.to_string())
     }
 
@@ -206,7 +229,11 @@ where
         let uid = object.meta().uid.clone().unwrap_or_default();
         let previous = self.previous(&json, &uid);
         let session = Session::with_stores(Arc::clone(&object), Arc::clone(&self.stores));
-        let cluster = ReconcileCluster::new(ctx.applier(), ctx.client(), object.as_ref());
+        let lookup = |resource: &ApiResource, namespace: Option<&str>, name: &str| {
+            ctx.cached(resource, namespace, name)
+        };
+        let cluster =
+            ReconcileCluster::new(ctx.applier(), ctx.client(), object.as_ref()).with_cache(&lookup);
         if request.action == ReconcileAction::Deleted {
             cleanup(&self.graph, &session, &cluster, &previous).await?;
             self.recorded

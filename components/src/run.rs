@@ -364,7 +364,8 @@ async fn deploy_checked<K: 'static, C: Cluster>(
         return Outcome::Disabled;
     }
     let mut applied = Vec::with_capacity(rendered.len());
-    for object in rendered {
+    for mut object in rendered {
+        crate::unchanged::mark(&mut object.object);
         let what = object.describe();
         match cluster.apply(&node.name, &object).await {
             Ok(stored) => {

@@ -15,12 +15,17 @@ use kube::Resource;
 use crate::apply::{Applier, Apply, StatusWriter};
 use crate::events::EventRecorder;
 use crate::handler::HandlerContext;
+use crate::kind::Kind;
+use crate::related::RelatedCaches;
+use crate::store::Store;
 
 /// What every call of one kind's handlers shares besides the user data.
 pub(crate) struct HandlerEnv {
     pub(crate) client: kube::Client,
     pub(crate) applier: Applier,
     pub(crate) recorder: EventRecorder,
+    /// The caches of the kinds attached with `owns` and `watches`.
+    pub(crate) related: RelatedCaches,
 }
 
 /// What a typed handler call gets; see the [module docs](self). Cheap to clone (three reference
@@ -44,6 +49,26 @@ impl<C> Clone for Context<C> {
 impl<C> Context<C> {
     pub(crate) fn new(data: Arc<C>, env: Arc<HandlerEnv>, call: HandlerContext) -> Self {
         Self { data, env, call }
+    }
+
+    /// The informer cache of the `T` objects this kind's handlers relate to (attached with
+    /// `owns` or `watches`), while that trigger runs: read children from the cache instead of
+    /// the apiserver.
+    pub fn related_store<T: Kind>(&self) -> Option<Store<T>> {
+        self.env.related.store::<T>()
+    }
+
+    /// The cached copy (as JSON) of the object of `resource` named `name`, from the cache of a
+    /// kind attached with `owns` or `watches`; `None` when that kind has no such cache or the
+    /// object is not in it. For code working on untyped objects (a component graph); typed
+    /// handlers use [`related_store`](Self::related_store).
+    pub fn cached(
+        &self,
+        resource: &kube::api::ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<serde_json::Value> {
+        self.env.related.get(resource, namespace, name)
     }
 
     /// The user data given to [`KindHandle::with_context`](crate::KindHandle::with_context).

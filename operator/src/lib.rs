@@ -52,6 +52,7 @@ pub mod metrics;
 pub mod object;
 pub mod opinionated;
 pub mod reconciler;
+mod related;
 pub mod runner;
 pub mod store;
 pub mod trigger;

@@ -223,6 +223,7 @@ impl InformerController {
                 },
             ),
             client,
+            related: Default::default(),
         });
         KindHandle {
             runtime,
@@ -398,6 +399,7 @@ where
             .controller
             .informers()
             .typed(api, config, InformerOptions::default());
+        self.env.related.add::<Ch>(&informer);
         let resource = self.resource();
         let map = controller_owner_keys(resource.group.clone(), resource.kind.clone());
         self.trigger_on(informer, map, CauseKind::Owned)
@@ -414,6 +416,7 @@ where
             .controller
             .informers()
             .typed(api, config, InformerOptions::default());
+        self.env.related.add::<O>(&informer);
         let map: MapFn =
             Box::new(
                 move |object: &dyn KubeObject| match object.as_any().downcast_ref::<O>() {
