@@ -155,7 +155,7 @@ async fn owned_children_are_applied_the_service_waits_for_an_available_deploymen
     let _reconciler = apps.reconcile(
         ComponentsReconciler::new(graph())
             .with_status()
-            .not_ready_requeue(Duration::from_secs(3600)),
+            .not_ready_backoff(Duration::from_secs(3600), Duration::from_secs(3600)),
     );
     let _config_maps = apps.owns(
         Api::<ConfigMap>::namespaced(client.clone(), &ns),

@@ -55,6 +55,25 @@ impl Rendered {
         Self { object, resource }
     }
 
+    /// A `DynamicObject` of `resource` (its `apiVersion` and `kind` are set from `resource`).
+    ///
+    /// # Errors
+    ///
+    /// [`ComponentError::Failed`] when the object does not serialize.
+    pub fn dynamic(
+        object: &kube::api::DynamicObject,
+        resource: ApiResource,
+    ) -> Result<Self, ComponentError> {
+        let mut value = serde_json::to_value(object)
+            .map_err(|e| ComponentError::Failed(format!("serializing a {}: {e}", resource.kind)))?;
+        value["apiVersion"] = resource.api_version.clone().into();
+        value["kind"] = resource.kind.clone().into();
+        Ok(Self {
+            object: value,
+            resource,
+        })
+    }
+
     /// An untyped object with its resource.
     pub fn with_resource(object: Value, resource: ApiResource) -> Self {
         Self { object, resource }
@@ -285,6 +304,19 @@ mod tests {
         assert_eq!(rendered.object["apiVersion"], "v1");
         assert_eq!(rendered.object["kind"], "ConfigMap");
         assert_eq!(rendered.describe(), "ConfigMap/settings");
+    }
+
+    #[test]
+    fn dynamic_objects_carry_their_resources_api_version_and_kind() {
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("example.com", "v1", "Gadget"),
+            "gadgets",
+        );
+        let object = kube::api::DynamicObject::new("g", &resource);
+        let rendered = Rendered::dynamic(&object, resource).expect("serializes");
+        assert_eq!(rendered.object["apiVersion"], "example.com/v1");
+        assert_eq!(rendered.resource.plural, "gadgets");
+        assert_eq!(rendered.describe(), "Gadget/g");
     }
 
     #[test]

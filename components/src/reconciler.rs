@@ -10,7 +10,8 @@
 //! with `owns` on the children's kinds so a changed or deleted child reconciles at once); a
 //! failure (a component, a prune, a hook) -> an error naming it (retried by the controller's
 //! policy) and a Warning Event on the custom object for each; otherwise (waiting, not ready yet)
-//! -> requeue after [`ComponentsReconciler::not_ready_requeue`].
+//! -> requeue with a backoff ([`ComponentsReconciler::not_ready_backoff`]: 1 s doubling up to
+//! 60 s by default, restarting once the object is ready or fails).
 //!
 //! Deletion: when the reconcile carries [`ReconcileAction::Deleted`] (the opinionated wrapper's
 //! finalizer is being released, or the object is gone), every recorded object and every object
@@ -123,7 +124,10 @@ where
 pub struct ComponentsReconciler<K, H = NoHooks> {
     graph: Arc<ComponentGraph<K, BoxComponent<K>>>,
     options: RunOptions,
-    not_ready_requeue: Duration,
+    not_ready_first: Duration,
+    not_ready_max: Duration,
+    /// Consecutive not-ready reconciles per custom object (by uid), for the backoff.
+    not_ready_streak: Mutex<HashMap<String, u32>>,
     write_status: bool,
     hooks: H,
     stores: Arc<Stores>,
@@ -143,7 +147,9 @@ impl<K: Resource<DynamicType = ()>> ComponentsReconciler<K> {
                 kind: K::kind(&()).into_owned(),
                 ..RunOptions::default()
             },
-            not_ready_requeue: Duration::from_secs(5),
+            not_ready_first: Duration::from_secs(1),
+            not_ready_max: Duration::from_secs(60),
+            not_ready_streak: Mutex::default(),
             write_status: false,
             hooks: NoHooks,
             stores: Arc::default(),
@@ -169,11 +175,21 @@ impl<K, H> ComponentsReconciler<K, H> {
         self
     }
 
-    /// When a graph that is not ready (waiting, or verified not ready) is reconciled again.
+    /// When a graph that is not ready (waiting, or verified not ready) is reconciled again:
+    /// after `first`, doubling with each consecutive not-ready reconcile up to `max` (watch the
+    /// children with `owns` so a child that becomes ready reconciles at once).
     #[must_use]
-    pub fn not_ready_requeue(mut self, delay: Duration) -> Self {
-        self.not_ready_requeue = delay;
+    pub fn not_ready_backoff(mut self, first: Duration, max: Duration) -> Self {
+        self.not_ready_first = first;
+        self.not_ready_max = max.max(first);
         self
+    }
+
+    /// The requeue delay after `streak` consecutive not-ready reconciles.
+    fn not_ready_delay(&self, streak: u32) -> Duration {
+        self.not_ready_first
+            .saturating_mul(1u32 << streak.min(20))
+            .min(self.not_ready_max)
     }
 
     /// Counts outcomes and durations into `metrics`.
@@ -195,7 +211,9 @@ impl<K, H> ComponentsReconciler<K, H> {
         ComponentsReconciler {
             graph: self.graph,
             options: self.options,
-            not_ready_requeue: self.not_ready_requeue,
+            not_ready_first: self.not_ready_first,
+            not_ready_max: self.not_ready_max,
+            not_ready_streak: self.not_ready_streak,
             write_status: self.write_status,
             hooks,
             stores: self.stores,
@@ -272,20 +290,40 @@ where
         self.recorded
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(uid, record.clone());
+            .insert(uid.clone(), record.clone());
         if self.write_status {
             write_status(&report, object.as_ref(), &json, ctx, &record).await?;
         }
         let hooked = after_run(&self.hooks, &session, &report).await;
-        outcome(
+        let streak = self
+            .not_ready_streak
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&uid)
+            .copied()
+            .unwrap_or(0);
+        let result = outcome(
             &report,
             hooked,
             &prune_failures,
             object.as_ref(),
             ctx,
-            self.not_ready_requeue,
+            self.not_ready_delay(streak),
         )
-        .await
+        .await;
+        let mut streaks = self
+            .not_ready_streak
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match &result {
+            Ok(r) if r.requeue_after.is_some() => {
+                streaks.insert(uid, streak.saturating_add(1));
+            }
+            _ => {
+                streaks.remove(&uid);
+            }
+        }
+        result
     }
 }
 
@@ -423,4 +461,34 @@ where
         "components failed: {}",
         failed.join("; ")
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    #[test]
+    fn not_ready_requeues_back_off_from_first_to_max() {
+        let graph = ComponentGraph::<ConfigMap, BoxComponent<ConfigMap>>::builder()
+            .build()
+            .expect("empty graph");
+        let reconciler = ComponentsReconciler::new(graph);
+        let delays: Vec<u64> = (0..9)
+            .map(|streak| reconciler.not_ready_delay(streak).as_secs())
+            .collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        let graph = ComponentGraph::<ConfigMap, BoxComponent<ConfigMap>>::builder()
+            .build()
+            .expect("empty graph");
+        let slow = ComponentsReconciler::new(graph)
+            .not_ready_backoff(Duration::from_secs(3600), Duration::from_secs(10));
+        assert_eq!(
+            slow.not_ready_delay(0),
+            Duration::from_secs(3600),
+            "max is at least first"
+        );
+        assert_eq!(slow.not_ready_delay(u32::MAX), Duration::from_secs(3600));
+    }
 }
