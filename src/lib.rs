@@ -82,6 +82,7 @@
 
 pub use kubeapp_components as components;
 pub use kubeapp_operator as operator;
+pub use kubeapp_phases as phases;
 pub use kubeapp_sdk as sdk;
 pub use kubeapp_simple as simple;
 

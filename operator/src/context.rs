@@ -51,6 +51,30 @@ impl<C> Context<C> {
         Self { data, env, call }
     }
 
+    /// A context outside any controller, for calling handlers from tests and tools: `data`,
+    /// `client`, applies and Events under `field_manager`, the call `call`. It reads no related
+    /// caches ([`cached`](Self::cached) and [`related_store`](Self::related_store) find nothing).
+    pub fn detached(
+        data: Arc<C>,
+        client: kube::Client,
+        field_manager: &str,
+        call: HandlerContext,
+    ) -> Self {
+        let env = HandlerEnv {
+            applier: Applier::new(client.clone(), field_manager),
+            recorder: EventRecorder::new(
+                client.clone(),
+                crate::events::Reporter {
+                    controller: field_manager.to_string(),
+                    instance: None,
+                },
+            ),
+            client,
+            related: RelatedCaches::default(),
+        };
+        Self::new(data, Arc::new(env), call)
+    }
+
     /// The informer cache of the `T` objects this kind's handlers relate to (attached with
     /// `owns` or `watches`), while that trigger runs: read children from the cache instead of
     /// the apiserver.

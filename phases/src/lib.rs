@@ -1,0 +1,24 @@
+//! # kubeapp-phases
+//!
+//! Autopilot's model in Rust: a custom object carries a **phase** in `status.phase`; a
+//! **scheduler** runs the **worker** of the object's phase with the phase's **inputs**, ensures
+//! the **outputs** it returns and moves the object to the **next phase**. No generated code: the
+//! phases are a Rust enum ([`Phase`]), the workers are async closures declared on a
+//! [`PhaseMachine`], and the scheduler ([`PhaseScheduler`]) is the kind's reconciler on the
+//! existing controller (per-object ordering, retries, metrics).
+//!
+//! The guide, with the decisions behind it, is `docs/phases.md`.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod machine;
+pub mod metrics;
+pub mod phase;
+pub mod scheduler;
+pub mod status;
+pub mod worker;
+
+pub use machine::PhaseMachine;
+pub use metrics::PhaseMetrics;
+pub use phase::{Phase, PhaseError};
+pub use scheduler::PhaseScheduler;
+pub use worker::{Inputs, Labelled, Named, Transition, Work};

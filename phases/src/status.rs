@@ -1,0 +1,172 @@
+//! The status a phase machine writes: `phase`, `observedGeneration`, `details`, `outputs` (when
+//! pruning) and, when the stored phase is not one of the kind's, a `PhaseKnown=False` condition.
+//! Written by server-side apply of the status subresource, only when a field changed.
+//!
+//! The custom kind's status declares the fields it uses:
+//!
+//! ```text
+//! pub struct CanaryStatus {
+//!     pub phase: Option<String>,
+//!     pub observed_generation: Option<i64>,
+//!     #[schemars(schema_with = "kubeapp_phases::status::details_schema")]
+//!     pub details: Option<serde_json::Value>,
+//!     #[serde(default)]
+//!     #[schemars(schema_with = "kubeapp_operator::apply::conditions::schema")]
+//!     pub conditions: Vec<Condition>,
+//! }
+//! ```
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::Resource;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kubeapp_components::ComponentObject;
+use kubeapp_operator::apply::conditions::{self, NewCondition};
+use kubeapp_operator::{Context, ReconcileError};
+use serde_json::{Value, json};
+
+/// The condition reporting whether `status.phase` names a phase of the kind.
+pub const PHASE_KNOWN: &str = "PhaseKnown";
+
+/// The schema of `status.details`: any JSON object, kept as written.
+pub fn details_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true
+    })
+}
+
+/// What to write after a worker ran, given the `current` status: `None` when nothing changes.
+pub(crate) fn after_work(
+    current: &Value,
+    phase: &str,
+    generation: Option<i64>,
+    details: Option<&Value>,
+    outputs: Option<&[ComponentObject]>,
+) -> Option<Value> {
+    let mut changed = current["phase"].as_str() != Some(phase);
+    changed |= current["observedGeneration"].as_i64() != generation;
+    let mut body = json!({"phase": phase, "observedGeneration": generation});
+    if let Some(details) = details {
+        changed |= &current["details"] != details;
+        body["details"] = details.clone();
+    }
+    if let Some(outputs) = outputs {
+        let outputs = serde_json::to_value(outputs).unwrap_or(Value::Null);
+        let before = if current["outputs"].is_null() {
+            json!([])
+        } else {
+            current["outputs"].clone()
+        };
+        changed |= before != outputs;
+        body["outputs"] = outputs;
+    }
+    let mut conditions: Vec<Condition> =
+        serde_json::from_value(current["conditions"].clone()).unwrap_or_default();
+    if conditions::find(&conditions, PHASE_KNOWN).is_some() {
+        let known = NewCondition::new(PHASE_KNOWN, true, "Known", format!("phase {phase}"));
+        changed |= conditions::set(&mut conditions, known, generation);
+        body["conditions"] = own_conditions(&conditions);
+    }
+    changed.then_some(body)
+}
+
+/// What to write when `status.phase` is `unknown`: `PhaseKnown=False` naming the phases.
+pub(crate) fn unknown_phase(
+    current: &Value,
+    unknown: &str,
+    known: &[&str],
+    generation: Option<i64>,
+) -> Option<Value> {
+    let mut conditions: Vec<Condition> =
+        serde_json::from_value(current["conditions"].clone()).unwrap_or_default();
+    let condition = NewCondition::new(
+        PHASE_KNOWN,
+        false,
+        "UnknownPhase",
+        format!(
+            "status.phase {unknown:?} is not a phase of this kind (one of: {})",
+            known.join(", ")
+        ),
+    );
+    conditions::set(&mut conditions, condition, generation)
+        .then(|| json!({"conditions": own_conditions(&conditions)}))
+}
+
+fn own_conditions(conditions: &[Condition]) -> Value {
+    let ours: Vec<&Condition> = conditions
+        .iter()
+        .filter(|c| c.type_ == PHASE_KNOWN)
+        .collect();
+    serde_json::to_value(ours).unwrap_or(Value::Null)
+}
+
+/// Applies `status` to `object`'s status subresource; returns the object as stored.
+pub(crate) async fn apply<K, C>(
+    object: &K,
+    status: Value,
+    ctx: &Context<C>,
+) -> Result<DynamicObject, ReconcileError>
+where
+    K: Resource<DynamicType = ()>,
+{
+    let meta = object.meta();
+    let name = meta
+        .name
+        .as_deref()
+        .ok_or_else(|| ReconcileError::terminal("the custom object has no name"))?;
+    let resource = ApiResource::erase::<K>(&());
+    let api: Api<DynamicObject> = match meta.namespace.as_deref() {
+        Some(namespace) => Api::namespaced_with(ctx.client().clone(), namespace, &resource),
+        None => Api::all_with(ctx.client().clone(), &resource),
+    };
+    let body = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "metadata": {"name": name},
+        "status": status,
+    });
+    let params = PatchParams::apply(ctx.applier().field_manager()).force();
+    api.patch_status(name, &params, &Patch::Apply(&body))
+        .await
+        .map_err(|e| ReconcileError::new(format!("writing the status of {name}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_is_written_only_when_phase_generation_details_or_outputs_change() {
+        let first = after_work(&Value::Null, "Waiting", Some(1), None, None).expect("new");
+        assert_eq!(first, json!({"phase": "Waiting", "observedGeneration": 1}));
+        assert!(after_work(&first, "Waiting", Some(1), None, None).is_none());
+        assert!(after_work(&first, "Waiting", Some(2), None, None).is_some());
+        assert!(after_work(&first, "Evaluating", Some(1), None, None).is_some());
+        let details = json!({"successRate": 0.99});
+        let with = after_work(&first, "Waiting", Some(1), Some(&details), None).expect("details");
+        assert!(after_work(&with, "Waiting", Some(1), Some(&details), None).is_none());
+        assert!(
+            after_work(&first, "Waiting", Some(1), None, Some(&[])).is_none(),
+            "no outputs recorded is the same as an empty record"
+        );
+    }
+
+    #[test]
+    fn an_unknown_phase_is_reported_once_and_cleared_when_known_again() {
+        let report = unknown_phase(&Value::Null, "Dancing", &["A", "B"], Some(1)).expect("set");
+        let message = report["conditions"][0]["message"]
+            .as_str()
+            .expect("message");
+        assert!(
+            message.contains("\"Dancing\"") && message.contains("A, B"),
+            "{message}"
+        );
+        assert_eq!(report["conditions"][0]["status"], "False");
+        assert!(unknown_phase(&report, "Dancing", &["A", "B"], Some(1)).is_none());
+        let mut current = report.clone();
+        current["phase"] = "A".into();
+        current["observedGeneration"] = 1.into();
+        let cleared = after_work(&current, "A", Some(1), None, None).expect("cleared");
+        assert_eq!(cleared["conditions"][0]["status"], "True");
+    }
+}
