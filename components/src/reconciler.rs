@@ -451,7 +451,14 @@ where
         // An Event that cannot be written must not hide the failure itself.
         if let Err(error) = ctx
             .recorder()
-            .warning(object, "ComponentFailed", failure.clone())
+            // One series per component (the action), so each failure keeps its own note.
+            .publish_action(
+                object,
+                true,
+                "ComponentFailed",
+                failure.split(':').next().unwrap_or("component"),
+                failure.clone(),
+            )
             .await
         {
             tracing::warn!(%error, "the Warning Event about a failed component was not written");

@@ -97,6 +97,33 @@ impl EventRecorder {
             .await
     }
 
+    /// Publishes an event about `object` whose `action` differs from its reason.
+    ///
+    /// Events of one object with the same type, reason and action form one series: kube-runtime's
+    /// recorder counts a repeat instead of writing a new Event, and keeps the first note. Give
+    /// events that say different things (a transition to another phase, a failure of another
+    /// component) different actions, so each is recorded with its own note.
+    ///
+    /// # Errors
+    ///
+    /// As [`EventRecorder::normal`].
+    pub async fn publish_action<K: Resource<DynamicType = ()>>(
+        &self,
+        object: &K,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: impl Into<String>,
+    ) -> Result<(), EventError> {
+        let type_ = if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        self.publish_as(object, type_, reason, action, note.into())
+            .await
+    }
+
     async fn publish<K: Resource<DynamicType = ()>>(
         &self,
         object: &K,
@@ -104,12 +131,23 @@ impl EventRecorder {
         reason: &str,
         note: String,
     ) -> Result<(), EventError> {
+        self.publish_as(object, type_, reason, reason, note).await
+    }
+
+    async fn publish_as<K: Resource<DynamicType = ()>>(
+        &self,
+        object: &K,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) -> Result<(), EventError> {
         let reference = object.object_ref(&());
         let event = Event {
             type_,
             reason: reason.to_string(),
             note: Some(truncate(note, MAX_NOTE_BYTES)),
-            action: reason.to_string(),
+            action: action.to_string(),
             secondary: None,
         };
         self.recorder

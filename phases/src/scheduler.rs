@@ -273,7 +273,7 @@ where
             // An Event that cannot be written must not undo the transition.
             if let Err(error) = ctx
                 .recorder()
-                .normal(object.as_ref(), "PhaseChanged", note)
+                .publish_action(object.as_ref(), false, "PhaseChanged", next.name(), note)
                 .await
             {
                 tracing::warn!(%error, "the PhaseChanged Event was not written");

@@ -8,6 +8,7 @@
 //! pub struct CanaryStatus {
 //!     pub phase: Option<String>,
 //!     pub observed_generation: Option<i64>,
+//!     #[serde(default, skip_serializing_if = "Option::is_none")] // optional despite schema_with
 //!     #[schemars(schema_with = "kubeapp_phases::status::details_schema")]
 //!     pub details: Option<serde_json::Value>,
 //!     #[serde(default)]

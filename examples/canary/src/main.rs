@@ -1,0 +1,122 @@
+//! A phases operator: each `Canary` walks Initializing -> Waiting -> Evaluating -> Promoting or
+//! RollingBack -> Succeeded or Failed (`kubeapp::phases`, Autopilot's model). Its outputs are two
+//! Deployments (primary, canary) and a ConfigMap of traffic weights; Evaluating compares a success
+//! rate (from `--prometheus-url`, or else from a ConfigMap) with `spec.minSuccessRate`.
+//! Commands: `crd`, `rbac`, `manifests`, `run [--prometheus-url URL]`.
+
+mod rollout;
+mod success_rate;
+
+use clap::Parser;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kubeapp::phases::PhaseMetrics;
+use kubeapp::prelude::*;
+use kubeapp::simple::operator::commands::Command;
+
+use crate::success_rate::SuccessRateSource;
+
+/// A canary rollout of `image` over `stableImage`.
+#[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[kube(
+    group = "canary.kubeapp.dev",
+    version = "v1",
+    kind = "Canary",
+    namespaced,
+    status = "CanaryStatus",
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct CanarySpec {
+    /// The image in production.
+    pub stable_image: String,
+    /// The image to roll out.
+    pub image: String,
+    /// Promote when the canary's success rate is at least this (0 to 1).
+    pub min_success_rate: f64,
+    /// The PromQL giving the canary's success rate (default: 1 - 5xx ratio of its requests).
+    pub success_rate_query: Option<String>,
+}
+
+impl Canary {
+    /// The success-rate query of this canary.
+    pub fn query(&self) -> String {
+        self.spec.success_rate_query.clone().unwrap_or_else(|| {
+            let app = self.name_any();
+            format!(
+                "sum(rate(http_requests_total{{app=\"{app}\",track=\"{app}-canary\",code!~\"5..\"}}[1m])) \
+                 / sum(rate(http_requests_total{{app=\"{app}\",track=\"{app}-canary\"}}[1m]))"
+            )
+        })
+    }
+}
+
+/// What the phase machine writes.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryStatus {
+    /// The current phase.
+    pub phase: Option<String>,
+    /// The generation the phase was worked for.
+    pub observed_generation: Option<i64>,
+    /// The last evaluation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "kubeapp::phases::status::details_schema")]
+    pub details: Option<serde_json::Value>,
+    /// `PhaseKnown` when the stored phase is not one of the kind's.
+    #[serde(default)]
+    #[schemars(schema_with = "conditions::schema")]
+    pub conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+}
+
+const MANIFEST: &str = include_str!("../manifest.yaml");
+
+/// The operator's command line: the common commands, plus where success rates come from.
+#[derive(Debug, Parser)]
+#[command(about = "The canary operator (group canary.kubeapp.dev), built with kubeapp.")]
+struct Cli {
+    /// Base URL of a Prometheus-compatible query API to read success rates from; without it,
+    /// from the ConfigMap `<canary>-success-rate` (key `rate`).
+    #[arg(long, env = "PROMETHEUS_URL", global = true, value_name = "URL")]
+    prometheus_url: Option<String>,
+    /// How often an Evaluating canary without a decision is evaluated again (e.g. 30s, 5m).
+    #[arg(long, env = "EVALUATION_INTERVAL", global = true, default_value = "30s",
+          value_parser = humantime::parse_duration, value_name = "DURATION")]
+    evaluation_interval: std::time::Duration,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let source = match cli.prometheus_url.clone() {
+        Some(url) => SuccessRateSource::Prometheus(url),
+        None => SuccessRateSource::ConfigMap,
+    };
+    let owned =
+        || watcher::Config::default().labels("app.kubernetes.io/managed-by=canary-operator");
+    let operator = Operator::new(MANIFEST)
+        .crd::<Canary>()
+        .app(move |manifest| {
+            let metrics = PhaseMetrics::new(None).expect("constant, valid metric names");
+            let machine =
+                rollout::machine(source.clone(), metrics.clone(), cli.evaluation_interval);
+            let scheduler = machine.build().expect("a worker for every non-final phase");
+            AppConfig::from_manifest(manifest)
+                .metric_collector(metrics)
+                .managed_kind(
+                    ManagedKind::<Canary>::new()
+                        .reconciler(scheduler)
+                        .owns::<Deployment>(owned())
+                        .owns::<ConfigMap>(owned()),
+                )
+        });
+    match operator.execute(cli.command).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

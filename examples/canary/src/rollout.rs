@@ -1,0 +1,218 @@
+//! The canary's phases and their workers.
+//!
+//! Every worker is idempotent (it may run twice for one phase: the operator may stop after
+//! applying the outputs and before recording the next phase): it renders the complete desired
+//! outputs of its phase and decides from the object and the inputs alone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kubeapp::components::Rendered;
+use kubeapp::phases::{Named, Phase, PhaseMachine, PhaseMetrics, Transition, Work};
+use kubeapp::prelude::*;
+use serde_json::{Value, json};
+
+use crate::Canary;
+use crate::success_rate::{SuccessRate, SuccessRateSource};
+
+/// Where a canary rollout is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// Deploy the primary (stable image) and the canary (new image), 10 % of traffic to it.
+    Initializing,
+    /// Wait for the canary Deployment to be available.
+    Waiting,
+    /// Compare the canary's success rate with the threshold.
+    Evaluating,
+    /// Move the primary to the new image, all traffic to it.
+    Promoting,
+    /// All traffic back to the primary, canary scaled to zero.
+    RollingBack,
+    /// Promoted (final).
+    Succeeded,
+    /// Rolled back (final).
+    Failed,
+}
+
+impl Phase for Step {
+    const ALL: &'static [Self] = &[
+        Step::Initializing,
+        Step::Waiting,
+        Step::Evaluating,
+        Step::Promoting,
+        Step::RollingBack,
+        Step::Succeeded,
+        Step::Failed,
+    ];
+    const INITIAL: Self = Step::Initializing;
+
+    fn name(&self) -> &'static str {
+        match self {
+            Step::Initializing => "Initializing",
+            Step::Waiting => "Waiting",
+            Step::Evaluating => "Evaluating",
+            Step::Promoting => "Promoting",
+            Step::RollingBack => "RollingBack",
+            Step::Succeeded => "Succeeded",
+            Step::Failed => "Failed",
+        }
+    }
+
+    fn is_final(&self) -> bool {
+        matches!(self, Step::Succeeded | Step::Failed)
+    }
+}
+
+fn render(object: Value) -> Result<Rendered, ReconcileError> {
+    Ok(Rendered::value(object))
+}
+
+/// A Deployment `name` running `image` with `replicas`, labelled for the canary.
+fn deployment(
+    canary: &Canary,
+    name: &str,
+    image: &str,
+    replicas: i32,
+) -> Result<Rendered, ReconcileError> {
+    let app = canary.name_any();
+    render(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": canary.namespace(),
+                     "labels": {"app.kubernetes.io/managed-by": "canary-operator"}},
+        "spec": {"replicas": replicas,
+                 "selector": {"matchLabels": {"app": app, "track": name}},
+                 "template": {"metadata": {"labels": {"app": app, "track": name}},
+                              "spec": {"containers": [{"name": "app", "image": image}]}}}
+    }))
+}
+
+/// The traffic split, as the ConfigMap a mesh or ingress controller would read.
+fn weights(canary: &Canary, canary_weight: u32) -> Result<Rendered, ReconcileError> {
+    render(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": format!("{}-traffic", canary.name_any()), "namespace": canary.namespace(),
+                     "labels": {"app.kubernetes.io/managed-by": "canary-operator"}},
+        "data": {"primary": (100 - canary_weight).to_string(), "canary": canary_weight.to_string()}
+    }))
+}
+
+fn primary_name(canary: &Canary) -> String {
+    format!("{}-primary", canary.name_any())
+}
+
+fn canary_name(canary: &Canary) -> String {
+    format!("{}-canary", canary.name_any())
+}
+
+/// The outputs while the canary is tried: both Deployments, 10 % to the canary.
+fn trial(canary: &Canary) -> Result<Vec<Rendered>, ReconcileError> {
+    Ok(vec![
+        deployment(canary, &primary_name(canary), &canary.spec.stable_image, 1)?,
+        deployment(canary, &canary_name(canary), &canary.spec.image, 1)?,
+        weights(canary, 10)?,
+    ])
+}
+
+fn with(next: Step, outputs: Vec<Rendered>) -> Transition<Step> {
+    outputs
+        .into_iter()
+        .fold(Transition::to(next), Transition::output)
+}
+
+/// Whether a Deployment reports itself available (the built-in readiness rule).
+fn available(deployment: &Deployment) -> bool {
+    serde_json::to_value(deployment).is_ok_and(|value| {
+        matches!(
+            kubeapp::components::readiness(&value),
+            kubeapp::components::Readiness::Ready
+        )
+    })
+}
+
+/// The canary's phase machine; `source` is where success rates come from.
+pub fn machine(
+    source: SuccessRateSource,
+    metrics: PhaseMetrics,
+    evaluation_interval: Duration,
+) -> PhaseMachine<Canary, Step> {
+    let source = Arc::new(source);
+    PhaseMachine::new()
+        .worker(
+            Step::Initializing,
+            |work: Work<Canary, Step>, _ctx| async move {
+                Ok(with(Step::Waiting, trial(&work.object)?))
+            },
+        )
+        .input_named::<Deployment>(Step::Waiting, canary_name)
+        .worker(Step::Waiting, |work: Work<Canary, Step>, _ctx| async move {
+            let ready = work
+                .inputs
+                .get::<Named<Deployment>>()?
+                .0
+                .as_deref()
+                .is_some_and(available);
+            let next = if ready {
+                Step::Evaluating
+            } else {
+                Step::Waiting
+            };
+            Ok(with(next, trial(&work.object)?))
+        })
+        .interval(Step::Waiting, Duration::from_secs(2))
+        .input(
+            Step::Evaluating,
+            move |canary: Arc<Canary>, ctx: Context| {
+                let source = Arc::clone(&source);
+                async move { source.read(&canary, &ctx).await }
+            },
+        )
+        .worker(
+            Step::Evaluating,
+            |work: Work<Canary, Step>, _ctx| async move {
+                let canary = &work.object;
+                let outputs = trial(canary)?;
+                let Some(rate) = work.inputs.get::<SuccessRate>()?.0 else {
+                    let waiting = json!({"message": "no success rate measured yet"});
+                    return Ok(with(Step::Evaluating, outputs).details(waiting));
+                };
+                let threshold = canary.spec.min_success_rate;
+                let next = if rate >= threshold {
+                    Step::Promoting
+                } else {
+                    Step::RollingBack
+                };
+                let details = json!({"successRate": rate, "minSuccessRate": threshold});
+                Ok(with(next, outputs).details(details))
+            },
+        )
+        .interval(Step::Evaluating, evaluation_interval)
+        .worker(
+            Step::Promoting,
+            |work: Work<Canary, Step>, _ctx| async move {
+                let canary = &work.object;
+                let outputs = vec![
+                    deployment(canary, &primary_name(canary), &canary.spec.image, 1)?,
+                    weights(canary, 0)?,
+                ];
+                Ok(with(Step::Succeeded, outputs))
+            },
+        )
+        .worker(
+            Step::RollingBack,
+            |work: Work<Canary, Step>, _ctx| async move {
+                let canary = &work.object;
+                let outputs = vec![
+                    weights(canary, 0)?,
+                    deployment(canary, &canary_name(canary), &canary.spec.image, 0)?,
+                ];
+                Ok(with(Step::Failed, outputs))
+            },
+        )
+        .on_delete(|canary: Arc<Canary>, _ctx| async move {
+            // The outputs carry owner references: the garbage collector deletes them.
+            tracing::info!(canary = %canary.name_any(), "canary finalized");
+            Ok(())
+        })
+        .metrics(metrics)
+}

@@ -1,0 +1,395 @@
+//! End-to-end test of `examples/canary` (a phase machine) as its users run it: the binary's `crd`
+//! output installed into a real kube-apiserver + etcd, `run` started as a child process, then:
+//!
+//! - `good` (success rate 0.99, from the ConfigMap the test writes) walks Initializing -> Waiting
+//!   -> Evaluating -> Promoting -> Succeeded; `bad` (0.5) walks ... -> Evaluating -> RollingBack ->
+//!   Failed. testenv runs no controller-manager: **the test writes the canary Deployments'
+//!   status** (available) where Waiting waits for them. Each transition shows in `status.phase`,
+//!   in `PhaseChanged` Events and in `phase_transitions_total`; the outputs carry owner references;
+//! - `third` has no success rate yet and stays in Evaluating (its evaluation interval is an hour);
+//!   deleting its traffic ConfigMap re-creates it (the `owns` trigger: the interval cannot have);
+//! - the operator is killed (SIGKILL) while `third` is in Evaluating and restarted with
+//!   `--prometheus-url` pointing at a Prometheus-compatible query API **served by this test** (the
+//!   documented instant-query JSON; Debian's Prometheus is not used): `third` resumes at
+//!   Evaluating and reaches Succeeded without repeating a finished phase (no second
+//!   `Initializing -> Waiting` Event, the restarted operator counts no transition out of them);
+//! - deleting `good` runs the finalizer hook exactly once (one "canary finalized" log line);
+//! - SIGTERM stops it with exit code 0.
+//!
+//! The binary must be built first (`scripts/test` does: `cargo build --workspace --bins`).
+
+mod example_support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use example_support::{binary, eventually, free_port, get, output_of, send_signal};
+use http_body_util::Full;
+use hyper::body::Bytes;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kubeapp::sdk::testenv::TestEnv;
+use serde_json::json;
+
+const EXAMPLE: &str = "kubeapp-example-canary";
+
+fn canaries(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("canary.kubeapp.dev", "v1", "Canary"),
+        "canaries",
+    );
+    Api::namespaced_with(client.clone(), ns, &resource)
+}
+
+fn canary(ns: &str, name: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "canary.kubeapp.dev/v1", "kind": "Canary",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"stableImage": "shop:1", "image": "shop:2", "minSuccessRate": 0.9}
+    }))
+    .expect("a Canary")
+}
+
+fn phase(canary: &DynamicObject) -> &str {
+    canary.data["status"]["phase"].as_str().unwrap_or("")
+}
+
+/// The operator as a child process, logging into `log`.
+struct Running {
+    child: tokio::process::Child,
+    pid: u32,
+    metrics: SocketAddr,
+    log: PathBuf,
+}
+
+impl Running {
+    async fn start(example: &Path, env: &TestEnv, log: PathBuf, extra: &[&str]) -> Self {
+        let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let child = tokio::process::Command::new(example)
+            .args(["run", "--metrics-addr", &metrics.to_string()])
+            .args(["--evaluation-interval", "1h"])
+            .args(extra)
+            .env("KUBECONFIG", env.kubeconfig_path())
+            .env("RUST_LOG", "info")
+            .env_remove("WATCH_NAMESPACE")
+            .env_remove("PROMETHEUS_URL")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the canary operator");
+        let pid = child.id().expect("a pid");
+        let running = Self {
+            child,
+            pid,
+            metrics,
+            log,
+        };
+        eventually(
+            "/readyz answers 200",
+            || running.logs(),
+            || async {
+                get(metrics, "/readyz")
+                    .await
+                    .filter(|(status, _)| *status == 200)
+            },
+        )
+        .await;
+        running
+    }
+
+    fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    async fn metrics(&self) -> String {
+        get(self.metrics, "/metrics").await.expect("/metrics").1
+    }
+
+    async fn stop(mut self) {
+        send_signal(self.pid, "TERM");
+        let status = tokio::time::timeout(std::time::Duration::from_secs(60), self.child.wait())
+            .await
+            .expect("stops within a minute of SIGTERM")
+            .expect("wait for the operator");
+        assert!(status.success(), "exit status {status}\n{}", self.logs());
+    }
+
+    async fn kill(mut self) {
+        send_signal(self.pid, "KILL");
+        self.child
+            .wait()
+            .await
+            .expect("wait for the killed operator");
+    }
+}
+
+/// Writes an available status for `name`'s current generation, as the controller-manager
+/// (absent from testenv) would.
+async fn make_available(deployments: &Api<Deployment>, name: &str) {
+    let generation = deployments
+        .get(name)
+        .await
+        .expect("deployment")
+        .metadata
+        .generation;
+    let time = "2026-01-01T00:00:00Z";
+    let status = json!({"status": {
+        "observedGeneration": generation, "replicas": 1, "readyReplicas": 1,
+        "availableReplicas": 1, "updatedReplicas": 1,
+        "conditions": [
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+             "message": "ok", "lastUpdateTime": time, "lastTransitionTime": time},
+            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
+             "message": "ok", "lastUpdateTime": time, "lastTransitionTime": time}]}});
+    deployments
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("write the Deployment's status (playing the controller-manager)");
+}
+
+async fn success_rate(config_maps: &Api<ConfigMap>, canary: &str, rate: &str) {
+    let map: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": format!("{canary}-success-rate")}, "data": {"rate": rate}
+    }))
+    .expect("a ConfigMap");
+    config_maps
+        .create(&PostParams::default(), &map)
+        .await
+        .expect("write the success rate");
+}
+
+/// The `PhaseChanged` Event notes about `name`.
+async fn transitions(events: &Api<Event>, name: &str) -> Vec<String> {
+    let params = ListParams::default().fields(&format!("involvedObject.name={name}"));
+    events
+        .list(&params)
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("PhaseChanged"))
+        .filter_map(|e| e.message)
+        .collect()
+}
+
+/// A Prometheus-compatible instant-query API answering 0.99 to every query; records queries.
+async fn serve_prometheus(queries: Arc<Mutex<Vec<String>>>) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let queries = Arc::clone(&queries);
+            let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
+                queries
+                    .lock()
+                    .expect("queries")
+                    .push(request.uri().to_string());
+                let body = json!({"status": "success", "data": {"resultType": "vector",
+                    "result": [{"metric": {}, "value": [1_767_225_600, "0.99"]}]}});
+                async move {
+                    Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(Bytes::from(
+                        body.to_string(),
+                    ))))
+                }
+            });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
+            );
+        }
+    });
+    address
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn canaries_walk_their_phases_resume_after_a_kill_and_finalize_once() {
+    let example = binary(EXAMPLE, EXAMPLE);
+    let env = TestEnv::start().await.expect("control plane");
+    env.install_crds_yaml(&output_of(&example, &["crd"]))
+        .await
+        .expect("the generated CRD installs");
+    let ns = env.create_namespace("canary").await.expect("namespace");
+    let client = env.client();
+    let apps = canaries(&client, &ns);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    success_rate(&config_maps, "good", "0.99").await;
+    success_rate(&config_maps, "bad", "0.5").await;
+
+    let operator = Running::start(&example, &env, env.dir().join("canary-1.log"), &[]).await;
+    let logs = || operator.logs();
+    let mut uids = Vec::new();
+    for name in ["good", "bad", "third"] {
+        let created = apps
+            .create(&PostParams::default(), &canary(&ns, name))
+            .await
+            .expect("create a Canary");
+        uids.push(created.uid().expect("uid"));
+    }
+    for name in ["good", "bad", "third"] {
+        let deployment = format!("{name}-canary");
+        let found = eventually("the canary Deployment", logs, || async {
+            deployments.get_opt(&deployment).await.ok().flatten()
+        })
+        .await;
+        assert!(
+            found
+                .owner_references()
+                .iter()
+                .any(|o| o.name == name && o.controller == Some(true)),
+            "{deployment} is owned by its Canary"
+        );
+        make_available(&deployments, &deployment).await;
+    }
+    for (name, last) in [("good", "Succeeded"), ("bad", "Failed")] {
+        eventually("a final phase", logs, || async {
+            apps.get(name).await.ok().filter(|c| phase(c) == last)
+        })
+        .await;
+    }
+    let good = transitions(&events, "good").await;
+    for step in [
+        "Initializing -> Waiting",
+        "Waiting -> Evaluating",
+        "Evaluating -> Promoting",
+        "Promoting -> Succeeded",
+    ] {
+        assert!(good.iter().any(|n| n == step), "{step} in {good:?}");
+    }
+    let bad = transitions(&events, "bad").await;
+    for step in ["Evaluating -> RollingBack", "RollingBack -> Failed"] {
+        assert!(bad.iter().any(|n| n == step), "{step} in {bad:?}");
+    }
+    let promoted = deployments.get("good-primary").await.expect("primary");
+    let image =
+        serde_json::to_value(&promoted).expect("json")["spec"]["template"]["spec"]["containers"][0]
+            ["image"]
+            .clone();
+    assert_eq!(
+        image, "shop:2",
+        "Promoting moved the primary to the new image"
+    );
+    let traffic = config_maps.get("bad-traffic").await.expect("traffic");
+    assert_eq!(
+        traffic
+            .data
+            .as_ref()
+            .and_then(|d| d.get("canary"))
+            .map(String::as_str),
+        Some("0"),
+        "RollingBack sent all traffic to the primary"
+    );
+    let metrics = operator.metrics().await;
+    for line in [
+        "phase_transitions_total{from=\"Evaluating\",kind=\"Canary\",to=\"Promoting\"} 1",
+        "phase_transitions_total{from=\"Evaluating\",kind=\"Canary\",to=\"RollingBack\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} missing from /metrics");
+    }
+
+    // `third` has no success rate: it stays in Evaluating (interval: one hour).
+    eventually("third evaluates", logs, || async {
+        apps.get("third")
+            .await
+            .ok()
+            .filter(|c| phase(c) == "Evaluating")
+    })
+    .await;
+    let old = config_maps
+        .get("third-traffic")
+        .await
+        .expect("traffic")
+        .uid();
+    config_maps
+        .delete("third-traffic", &DeleteParams::default())
+        .await
+        .expect("delete an output");
+    eventually("the deleted output is re-created", logs, || async {
+        config_maps
+            .get_opt("third-traffic")
+            .await
+            .ok()
+            .flatten()
+            .filter(|m| m.uid() != old)
+    })
+    .await;
+
+    // Killed mid-Evaluating; restarted against a Prometheus-compatible API.
+    operator.kill().await;
+    let queries = Arc::new(Mutex::new(Vec::new()));
+    let prometheus = serve_prometheus(Arc::clone(&queries)).await;
+    let url = format!("http://{prometheus}");
+    let operator = Running::start(
+        &example,
+        &env,
+        env.dir().join("canary-2.log"),
+        &["--prometheus-url", &url],
+    )
+    .await;
+    let logs = || operator.logs();
+    eventually("third resumes and succeeds", logs, || async {
+        apps.get("third")
+            .await
+            .ok()
+            .filter(|c| phase(c) == "Succeeded")
+    })
+    .await;
+    assert!(
+        queries
+            .lock()
+            .expect("queries")
+            .iter()
+            .any(|q| q.starts_with("/api/v1/query?query=") && q.contains("third")),
+        "the success rate came from the query API: {:?}",
+        queries.lock().expect("queries")
+    );
+    let third = transitions(&events, "third").await;
+    assert_eq!(
+        third
+            .iter()
+            .filter(|n| *n == "Initializing -> Waiting")
+            .count(),
+        1,
+        "no finished phase ran again: {third:?}"
+    );
+    let metrics = operator.metrics().await;
+    assert!(
+        !metrics.contains("from=\"Initializing\"") && !metrics.contains("from=\"Waiting\""),
+        "the restarted operator moved nothing out of a finished phase"
+    );
+
+    // Deleting a canary runs its finalizer hook once.
+    apps.delete("good", &DeleteParams::default())
+        .await
+        .expect("delete good");
+    eventually("good is gone", logs, || async {
+        matches!(apps.get_opt("good").await, Ok(None)).then_some(())
+    })
+    .await;
+    let finalized = operator
+        .logs()
+        .lines()
+        .filter(|l| l.contains("canary finalized") && l.contains("good"))
+        .count();
+    assert_eq!(
+        finalized,
+        1,
+        "the hook ran exactly once\n{}",
+        operator.logs()
+    );
+    operator.stop().await;
+}
