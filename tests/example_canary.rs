@@ -9,8 +9,9 @@
 //! - `third` has no success rate yet and stays in Evaluating (its evaluation interval is an hour);
 //!   deleting its traffic ConfigMap re-creates it (the `owns` trigger: the interval cannot have);
 //! - the operator is killed (SIGKILL) while `third` is in Evaluating and restarted with
-//!   `--prometheus-url` pointing at a Prometheus-compatible query API **served by this test** (the
-//!   documented instant-query JSON; Debian's Prometheus is not used): `third` resumes at
+//!   `--prometheus-url` pointing at a **real Prometheus** (Debian's `prometheus` package) that
+//!   scrapes the restarted operator's own `/metrics`; `third`'s success-rate query is
+//!   `max(up{job="canary-operator"})`, 1 once Prometheus scraped the operator: `third` resumes at
 //!   Evaluating and reaches Succeeded without repeating a finished phase (no second
 //!   `Initializing -> Waiting` Event, the restarted operator counts no transition out of them);
 //! - deleting `good` runs the finalizer hook exactly once (one "canary finalized" log line);
@@ -23,11 +24,8 @@ mod example_support;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 
 use example_support::{binary, eventually, free_port, get, output_of, send_signal};
-use http_body_util::Full;
-use hyper::body::Bytes;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::ResourceExt;
@@ -50,7 +48,8 @@ fn canary(ns: &str, name: &str) -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": "canary.kubeapp.dev/v1", "kind": "Canary",
         "metadata": {"name": name, "namespace": ns},
-        "spec": {"stableImage": "shop:1", "image": "shop:2", "minSuccessRate": 0.9}
+        "spec": {"stableImage": "shop:1", "image": "shop:2", "minSuccessRate": 0.9,
+                 "successRateQuery": "max(up{job=\"canary-operator\"})"}
     }))
     .expect("a Canary")
 }
@@ -68,11 +67,15 @@ struct Running {
 }
 
 impl Running {
-    async fn start(example: &Path, env: &TestEnv, log: PathBuf, extra: &[&str]) -> Self {
-        let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    async fn start(
+        example: &Path,
+        env: &TestEnv,
+        log: PathBuf,
+        metrics: SocketAddr,
+        extra: &[&str],
+    ) -> Self {
         let child = tokio::process::Command::new(example)
             .args(["run", "--metrics-addr", &metrics.to_string()])
-            .args(["--evaluation-interval", "1h"])
             .args(extra)
             .env("KUBECONFIG", env.kubeconfig_path())
             .env("RUST_LOG", "info")
@@ -180,38 +183,35 @@ async fn transitions(events: &Api<Event>, name: &str) -> Vec<String> {
         .collect()
 }
 
-/// A Prometheus-compatible instant-query API answering 0.99 to every query; records queries.
-async fn serve_prometheus(queries: Arc<Mutex<Vec<String>>>) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let address = listener.local_addr().expect("address");
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                return;
-            };
-            let queries = Arc::clone(&queries);
-            let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
-                queries
-                    .lock()
-                    .expect("queries")
-                    .push(request.uri().to_string());
-                let body = json!({"status": "success", "data": {"resultType": "vector",
-                    "result": [{"metric": {}, "value": [1_767_225_600, "0.99"]}]}});
-                async move {
-                    Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(Bytes::from(
-                        body.to_string(),
-                    ))))
-                }
-            });
-            tokio::spawn(
-                hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
-            );
-        }
-    });
-    address
+/// A real Prometheus (Debian's package) scraping `target` every second, listening on `port`.
+fn start_prometheus(dir: &Path, port: u16, target: SocketAddr) -> std::process::Child {
+    let binary = std::env::var("PROMETHEUS").unwrap_or_else(|_| "prometheus".into());
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
+             scrape_configs:\n  - job_name: canary-operator\n    static_configs:\n      \
+             - targets: ['{target}']\n"
+        ),
+    )
+    .expect("write the Prometheus config");
+    std::process::Command::new(&binary)
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("tsdb").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("prometheus.log")).expect("log file"))
+        .spawn()
+        .unwrap_or_else(|error| {
+            panic!(
+                "cannot run {binary} ({error}): install it with `apt-get install prometheus` \
+                 (.ci/run does), or set PROMETHEUS to its path"
+            )
+        })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -230,7 +230,15 @@ async fn canaries_walk_their_phases_resume_after_a_kill_and_finalize_once() {
     success_rate(&config_maps, "good", "0.99").await;
     success_rate(&config_maps, "bad", "0.5").await;
 
-    let operator = Running::start(&example, &env, env.dir().join("canary-1.log"), &[]).await;
+    let metrics_1 = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let operator = Running::start(
+        &example,
+        &env,
+        env.dir().join("canary-1.log"),
+        metrics_1,
+        &["--evaluation-interval", "1h"],
+    )
+    .await;
     let logs = || operator.logs();
     let mut uids = Vec::new();
     for name in ["good", "bad", "third"] {
@@ -328,35 +336,36 @@ async fn canaries_walk_their_phases_resume_after_a_kill_and_finalize_once() {
     })
     .await;
 
-    // Killed mid-Evaluating; restarted against a Prometheus-compatible API.
+    // Killed mid-Evaluating; restarted against a real Prometheus scraping it. Until the first
+    // scrape the query has no result and `third` keeps evaluating, every 2 s now.
     operator.kill().await;
-    let queries = Arc::new(Mutex::new(Vec::new()));
-    let prometheus = serve_prometheus(Arc::clone(&queries)).await;
-    let url = format!("http://{prometheus}");
+    let metrics_2 = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let prometheus_port = free_port();
+    let prometheus_dir = env.dir().join("prometheus");
+    std::fs::create_dir_all(&prometheus_dir).expect("dir");
+    let mut prometheus = start_prometheus(&prometheus_dir, prometheus_port, metrics_2);
+    let url = format!("http://127.0.0.1:{prometheus_port}");
     let operator = Running::start(
         &example,
         &env,
         env.dir().join("canary-2.log"),
-        &["--prometheus-url", &url],
+        metrics_2,
+        &["--prometheus-url", &url, "--evaluation-interval", "2s"],
     )
     .await;
     let logs = || operator.logs();
-    eventually("third resumes and succeeds", logs, || async {
+    let resumed = eventually("third resumes and succeeds", logs, || async {
         apps.get("third")
             .await
             .ok()
             .filter(|c| phase(c) == "Succeeded")
     })
     .await;
-    assert!(
-        queries
-            .lock()
-            .expect("queries")
-            .iter()
-            .any(|q| q.starts_with("/api/v1/query?query=") && q.contains("third")),
-        "the success rate came from the query API: {:?}",
-        queries.lock().expect("queries")
+    assert_eq!(
+        resumed.data["status"]["details"]["successRate"], 1.0,
+        "the rate is Prometheus' answer (up of the scraped operator)"
     );
+    let _ = prometheus.kill();
     let third = transitions(&events, "third").await;
     assert_eq!(
         third

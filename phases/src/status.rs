@@ -47,9 +47,15 @@ pub(crate) fn after_work(
     let mut changed = current["phase"].as_str() != Some(phase);
     changed |= current["observedGeneration"].as_i64() != generation;
     let mut body = json!({"phase": phase, "observedGeneration": generation});
-    if let Some(details) = details {
-        changed |= &current["details"] != details;
-        body["details"] = details.clone();
+    match details {
+        Some(details) => {
+            changed |= &current["details"] != details;
+            body["details"] = details.clone();
+        }
+        // Server-side apply removes the fields we applied before and leave out now: keeping the
+        // details means applying them again.
+        None if !current["details"].is_null() => body["details"] = current["details"].clone(),
+        None => {}
     }
     if let Some(outputs) = outputs {
         let outputs = serde_json::to_value(outputs).unwrap_or(Value::Null);
@@ -146,6 +152,8 @@ mod tests {
         let details = json!({"successRate": 0.99});
         let with = after_work(&first, "Waiting", Some(1), Some(&details), None).expect("details");
         assert!(after_work(&with, "Waiting", Some(1), Some(&details), None).is_none());
+        let moved = after_work(&with, "Evaluating", Some(1), None, None).expect("moved");
+        assert_eq!(moved["details"], details, "no new details keeps the old ones");
         assert!(
             after_work(&first, "Waiting", Some(1), None, Some(&[])).is_none(),
             "no outputs recorded is the same as an empty record"
