@@ -144,6 +144,11 @@ impl KubeObject for Undecodable {
 
 /// `object` as an [`Undecodable`], when it is one.
 pub fn as_undecodable(object: &SharedObject) -> Option<Arc<Undecodable>> {
+    // Checked by reference first: almost every object decodes, and a failed `Arc` downcast
+    // costs a reference count up and down.
+    if !object.as_any().is::<Undecodable>() {
+        return None;
+    }
     downcast_shared::<Undecodable>(object)
 }
 

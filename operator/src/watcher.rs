@@ -143,6 +143,10 @@ pub(crate) fn expect_type<K: KubeObject>(object: &SharedObject) -> Result<Arc<K>
 pub(crate) fn typed_or_skip<K: KubeObject>(
     object: &SharedObject,
 ) -> Result<Option<Arc<K>>, BoxError> {
+    // The expected type first: one downcast for the common case, not two.
+    if let Some(typed) = downcast_shared::<K>(object) {
+        return Ok(Some(typed));
+    }
     if let Some(undecodable) = as_undecodable(object) {
         tracing::debug!(%undecodable, "undecodable object skipped by a typed handler");
         return Ok(None);

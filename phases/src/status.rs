@@ -153,7 +153,10 @@ mod tests {
         let with = after_work(&first, "Waiting", Some(1), Some(&details), None).expect("details");
         assert!(after_work(&with, "Waiting", Some(1), Some(&details), None).is_none());
         let moved = after_work(&with, "Evaluating", Some(1), None, None).expect("moved");
-        assert_eq!(moved["details"], details, "no new details keeps the old ones");
+        assert_eq!(
+            moved["details"], details,
+            "no new details keeps the old ones"
+        );
         assert!(
             after_work(&first, "Waiting", Some(1), None, Some(&[])).is_none(),
             "no outputs recorded is the same as an empty record"

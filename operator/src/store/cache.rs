@@ -112,7 +112,11 @@ impl SharedCache {
                 InformerEvent::Delete(_) => state.objects.remove(&key),
                 InformerEvent::Resync(_) => None,
                 InformerEvent::Add(new) | InformerEvent::Update { new, .. } => {
-                    state.objects.insert(key.clone(), Arc::clone(new))
+                    // An update replaces the value in place: no key copy for the common case.
+                    match state.objects.get_mut(&key) {
+                        Some(slot) => Some(std::mem::replace(slot, Arc::clone(new))),
+                        None => state.objects.insert(key.clone(), Arc::clone(new)),
+                    }
                 }
             };
             if !matches!(event, InformerEvent::Resync(_)) {
