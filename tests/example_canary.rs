@@ -183,8 +183,18 @@ async fn transitions(events: &Api<Event>, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// A child process killed (and reaped) when dropped, also when the test fails.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A real Prometheus (Debian's package) scraping `target` every second, listening on `port`.
-fn start_prometheus(dir: &Path, port: u16, target: SocketAddr) -> std::process::Child {
+fn start_prometheus(dir: &Path, port: u16, target: SocketAddr) -> Reaped {
     let binary = std::env::var("PROMETHEUS").unwrap_or_else(|_| "prometheus".into());
     let config = dir.join("prometheus.yml");
     std::fs::write(
@@ -196,7 +206,7 @@ fn start_prometheus(dir: &Path, port: u16, target: SocketAddr) -> std::process::
         ),
     )
     .expect("write the Prometheus config");
-    std::process::Command::new(&binary)
+    let child = std::process::Command::new(&binary)
         .arg(format!("--config.file={}", config.display()))
         .arg(format!(
             "--storage.tsdb.path={}",
@@ -211,7 +221,8 @@ fn start_prometheus(dir: &Path, port: u16, target: SocketAddr) -> std::process::
                 "cannot run {binary} ({error}): install it with `apt-get install prometheus` \
                  (.ci/run does), or set PROMETHEUS to its path"
             )
-        })
+        });
+    Reaped(child)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -343,7 +354,7 @@ async fn canaries_walk_their_phases_resume_after_a_kill_and_finalize_once() {
     let prometheus_port = free_port();
     let prometheus_dir = env.dir().join("prometheus");
     std::fs::create_dir_all(&prometheus_dir).expect("dir");
-    let mut prometheus = start_prometheus(&prometheus_dir, prometheus_port, metrics_2);
+    let prometheus = start_prometheus(&prometheus_dir, prometheus_port, metrics_2);
     let url = format!("http://127.0.0.1:{prometheus_port}");
     let operator = Running::start(
         &example,
@@ -365,7 +376,7 @@ async fn canaries_walk_their_phases_resume_after_a_kill_and_finalize_once() {
         resumed.data["status"]["details"]["successRate"], 1.0,
         "the rate is Prometheus' answer (up of the scraped operator)"
     );
-    let _ = prometheus.kill();
+    drop(prometheus);
     let third = transitions(&events, "third").await;
     assert_eq!(
         third

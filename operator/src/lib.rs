@@ -43,6 +43,7 @@ pub mod apply;
 pub mod client_metrics;
 pub mod context;
 pub mod controller;
+pub mod election;
 pub mod events;
 pub mod handler;
 pub mod informer;

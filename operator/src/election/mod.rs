@@ -1,0 +1,303 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease, with client-go's semantics.
+//!
+//! [`LeaderElector::run`] competes for one Lease until stopped; [`Leadership`] says, at any
+//! instant, whether this process may act as the leader.
+//!
+//! - **Observation on the local monotonic clock.** A candidate remembers when the Lease's
+//!   `resourceVersion` last changed; another holder's claim counts until the Lease has been
+//!   unchanged for its whole `leaseDurationSeconds`. The Lease's `renewTime` is written for humans
+//!   and never compared with this machine's wall clock (clock skew between nodes would break
+//!   safety).
+//! - **Optimistic concurrency.** Every acquire, renew and release is a `replace` carrying the
+//!   `resourceVersion` that was read: of two candidates writing at once, one gets a 409 Conflict
+//!   and stays a follower.
+//! - **Stepping down at the renew deadline.** The leader renews every `retry_period`; when
+//!   `renew_deadline` passes without a successful renew (errors, timeouts, a lost race), it stops
+//!   being the leader, before the Lease can expire for the others (`renew_deadline` <
+//!   `lease_duration`). [`Leadership::is_leader`] is computed from the last successful renew and
+//!   the monotonic clock at the moment it is asked, not from a flag a task updates later: a
+//!   process paused (SIGSTOP) past its deadline answers `false` as soon as it resumes, before any
+//!   task of the elector has run.
+//! - **Release on graceful shutdown.** Stopping the elector while leading clears the holder and
+//!   sets a one-second duration (with the `resourceVersion` precondition).
+//! - **Followers watch the Lease**, so a released Lease is taken at once, not at the next retry.
+//!
+//! There is no fencing: a handler call that was in flight when leadership ended may still
+//! finish its write (Leases give no fencing token; client-go says the same). The defaults are
+//! client-go's: 15 s lease duration, 10 s renew deadline, 2 s retry period.
+//!
+//! Why written here: the one crate on kube 5 (kube-lease-manager) keeps reporting leadership
+//! when renewals fail and judges expiry from `renewTime` against the local wall clock; the crates
+//! with the right semantics are on older kube majors, and a second kube major in the build is not
+//! acceptable.
+
+mod lease;
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use kube::runtime::watcher;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use self::lease::{LeaseClient, Observed};
+
+/// How one candidate competes; see the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct ElectionConfig {
+    /// The Lease's namespace.
+    pub namespace: String,
+    /// The Lease's name (one per elected group, e.g. `{app}-leader`).
+    pub name: String,
+    /// This candidate's identity, unique among the candidates (the pod name).
+    pub identity: String,
+    /// How long a claim counts for the others after its last renew (default 15 s).
+    pub lease_duration: Duration,
+    /// How long the leader may go without a successful renew before it steps down (default
+    /// 10 s, less than the lease duration).
+    pub renew_deadline: Duration,
+    /// How often the leader renews and a follower retries (default 2 s).
+    pub retry_period: Duration,
+}
+
+impl ElectionConfig {
+    /// The Lease `namespace/name`, competed for as `identity`, with client-go's timings.
+    pub fn new(
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+        identity: impl Into<String>,
+    ) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+            identity: identity.into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+
+    /// Sets the three timings.
+    #[must_use]
+    pub fn timings(mut self, lease: Duration, renew_deadline: Duration, retry: Duration) -> Self {
+        self.lease_duration = lease;
+        self.renew_deadline = renew_deadline;
+        self.retry_period = retry;
+        self
+    }
+
+    /// Checks that `retry_period < renew_deadline < lease_duration` and the names are set.
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionError::Config`] naming the setting at fault.
+    pub fn validate(&self) -> Result<(), ElectionError> {
+        let problem = if self.name.is_empty() || self.namespace.is_empty() {
+            Some("the Lease needs a namespace and a name".to_string())
+        } else if self.identity.is_empty() {
+            Some("the candidate needs an identity (e.g. the pod name)".to_string())
+        } else if self.renew_deadline >= self.lease_duration {
+            Some(format!(
+                "the renew deadline ({:?}) must be shorter than the lease duration ({:?})",
+                self.renew_deadline, self.lease_duration
+            ))
+        } else if self.retry_period >= self.renew_deadline || self.retry_period.is_zero() {
+            Some(format!(
+                "the retry period ({:?}) must be positive and shorter than the renew deadline ({:?})",
+                self.retry_period, self.renew_deadline
+            ))
+        } else {
+            None
+        };
+        problem.map_or(Ok(()), |problem| Err(ElectionError::Config(problem)))
+    }
+}
+
+/// Why an election could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ElectionError {
+    /// The configuration is inconsistent.
+    #[error("leader election: {0}")]
+    Config(String),
+    /// The Lease could not be read or written (retried by the elector; returned only from
+    /// single calls).
+    #[error("leader election: the Lease: {0}")]
+    Api(#[source] kube::Error),
+}
+
+/// Whether this process is the leader, asked at any moment; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Leadership {
+    /// Leading until this instant (monotonic), if leading.
+    until: Arc<Mutex<Option<Instant>>>,
+    changes: watch::Receiver<bool>,
+}
+
+impl Leadership {
+    /// Whether this process holds the Lease now: a renew succeeded less than the renew deadline
+    /// ago, by the monotonic clock.
+    pub fn is_leader(&self) -> bool {
+        self.until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some_and(|until| Instant::now() < until)
+    }
+
+    /// Resolves when the elector next reports a change (gained or lost).
+    pub async fn changed(&mut self) {
+        let _ = self.changes.changed().await;
+    }
+
+    /// Resolves once this process leads.
+    pub async fn until_leading(&mut self) {
+        while !self.is_leader() {
+            self.changed().await;
+        }
+    }
+}
+
+/// One candidate; see the [module docs](self).
+pub struct LeaderElector {
+    config: ElectionConfig,
+    client: LeaseClient,
+    until: Arc<Mutex<Option<Instant>>>,
+    changes: watch::Sender<bool>,
+}
+
+impl LeaderElector {
+    /// A candidate for `config`'s Lease, using `client`.
+    ///
+    /// # Errors
+    ///
+    /// [`ElectionError::Config`] for inconsistent settings.
+    pub fn new(client: kube::Client, config: ElectionConfig) -> Result<Self, ElectionError> {
+        config.validate()?;
+        let api: Api<Lease> = Api::namespaced(client, &config.namespace);
+        Ok(Self {
+            client: LeaseClient {
+                api,
+                name: config.name.clone(),
+                identity: config.identity.clone(),
+                duration: config.lease_duration,
+            },
+            config,
+            until: Arc::default(),
+            changes: watch::Sender::new(false),
+        })
+    }
+
+    /// Whether this candidate leads, now and later.
+    pub fn leadership(&self) -> Leadership {
+        Leadership {
+            until: Arc::clone(&self.until),
+            changes: self.changes.subscribe(),
+        }
+    }
+
+    fn set(&self, until: Option<Instant>) {
+        *self.until.lock().unwrap_or_else(PoisonError::into_inner) = until;
+        self.changes.send_if_modified(|leading| {
+            let now = until.is_some();
+            let changed = *leading != now;
+            *leading = now;
+            changed
+        });
+    }
+
+    /// Competes until `stop` is cancelled; releases the Lease then if it holds it.
+    pub async fn run(self, stop: CancellationToken) {
+        let lease_changed = Arc::new(tokio::sync::Notify::new());
+        let watch_task = tokio::spawn(watch_lease(
+            self.client.api.clone(),
+            self.config.name.clone(),
+            Arc::clone(&lease_changed),
+            stop.clone(),
+        ));
+        let mut observed = Observed::default();
+        loop {
+            // Follower: retry every period, or at once when the Lease changes. Validity counts
+            // from when a write was sent (conservative: the server stored it later).
+            let mut renewed;
+            loop {
+                renewed = Instant::now();
+                match self.client.acquire_or_renew(&mut observed).await {
+                    Ok(true) => break,
+                    Ok(false) => {}
+                    Err(error) => tracing::warn!(%error, "leader election: acquiring failed"),
+                }
+                tokio::select! {
+                    () = stop.cancelled() => {
+                        watch_task.abort();
+                        return;
+                    }
+                    () = tokio::time::sleep(self.config.retry_period) => {}
+                    () = lease_changed.notified() => {}
+                }
+            }
+            self.set(Some(renewed + self.config.renew_deadline));
+            tracing::info!(identity = %self.config.identity, lease = %self.config.name, "became the leader");
+            // Leader: renew every period; step down at the deadline.
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => {
+                        self.set(None);
+                        if let Err(error) = self.client.release().await {
+                            tracing::warn!(%error, "leader election: releasing the Lease failed");
+                        }
+                        watch_task.abort();
+                        return;
+                    }
+                    () = tokio::time::sleep(self.config.retry_period) => {}
+                }
+                let deadline = renewed + self.config.renew_deadline;
+                let sent = Instant::now();
+                let attempt = tokio::time::timeout_at(
+                    deadline.into(),
+                    self.client.acquire_or_renew(&mut observed),
+                )
+                .await;
+                match attempt {
+                    Ok(Ok(true)) => {
+                        renewed = sent;
+                        self.set(Some(renewed + self.config.renew_deadline));
+                    }
+                    Ok(Ok(false)) => tracing::warn!("leader election: the Lease was taken over"),
+                    Ok(Err(error)) => tracing::warn!(%error, "leader election: renewing failed"),
+                    Err(_) => tracing::warn!("leader election: renewing timed out"),
+                }
+                // Not renewed within the deadline: stop leading before the Lease can expire for
+                // the others.
+                if Instant::now() >= renewed + self.config.renew_deadline {
+                    self.set(None);
+                    tracing::warn!(identity = %self.config.identity, "stepped down: no renew within the renew deadline");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Notifies `changed` on every change of the Lease `name` (a follower then tries at once).
+async fn watch_lease(
+    api: Api<Lease>,
+    name: String,
+    changed: Arc<tokio::sync::Notify>,
+    stop: CancellationToken,
+) {
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = watcher::watcher(api, config).boxed();
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            event = events.next() => match event {
+                Some(Ok(_)) => changed.notify_one(),
+                Some(Err(error)) => tracing::debug!(%error, "leader election: watching the Lease"),
+                None => return,
+            },
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! End-to-end tests of `kubeapp::operator::election` against a real kube-apiserver + etcd:
+//!
+//! - of three candidates exactly one leads (never two at any sampled moment), and the Lease names
+//!   it; stopping the leader releases the Lease and a follower takes it through its watch, long
+//!   before its next retry (the retry period is 40 s, the wait 20 s);
+//! - a leader whose connection is cut steps down at its renew deadline, before its Lease can
+//!   expire for the others: sampled every 10 ms, the two candidates never lead at once, and the
+//!   other one takes over once the Lease expired.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kubeapp::operator::CancellationToken;
+use kubeapp::operator::election::{ElectionConfig, LeaderElector, Leadership};
+use kubeapp::sdk::testenv::TestEnv;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+struct Candidate {
+    leadership: Leadership,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+fn start(client: kube::Client, config: ElectionConfig) -> Candidate {
+    let elector = LeaderElector::new(client, config).expect("valid settings");
+    let leadership = elector.leadership();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(elector.run(stop.clone()));
+    Candidate {
+        leadership,
+        stop,
+        task,
+    }
+}
+
+/// Polls until `pick` is true, sampling every 10 ms; fails with `what` after `within`.
+async fn until_within(what: &str, within: Duration, mut pick: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !pick() {
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn until(what: &str, pick: impl FnMut() -> bool) {
+    until_within(what, WAIT, pick).await;
+}
+
+async fn holder(leases: &Api<Lease>, name: &str) -> Option<String> {
+    leases
+        .get(name)
+        .await
+        .expect("the Lease")
+        .spec
+        .and_then(|s| s.holder_identity)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_leader_at_a_time_and_a_released_lease_is_taken_through_the_watch() {
+    let env = TestEnv::start().await.expect("control plane");
+    let ns = env.create_namespace("election").await.expect("namespace");
+    // A 40 s retry period: only the watch can bring a follower in within the 20 s below.
+    let config = |identity: &str| {
+        ElectionConfig::new(&ns, "shop-leader", identity).timings(
+            Duration::from_secs(60),
+            Duration::from_secs(50),
+            Duration::from_secs(40),
+        )
+    };
+    let candidates: Vec<Candidate> = ["a", "b", "c"]
+        .iter()
+        .map(|id| start(env.client(), config(id)))
+        .collect();
+    let leaders = |c: &[Candidate]| c.iter().filter(|c| c.leadership.is_leader()).count();
+    until("a leader", || leaders(&candidates) == 1).await;
+    for _ in 0..200 {
+        assert_eq!(leaders(&candidates), 1, "exactly one leader");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let leader = candidates
+        .iter()
+        .position(|c| c.leadership.is_leader())
+        .expect("a leader");
+    let leases: Api<Lease> = Api::namespaced(env.client(), &ns);
+    let ids = ["a", "b", "c"];
+    assert_eq!(
+        holder(&leases, "shop-leader").await.as_deref(),
+        Some(ids[leader])
+    );
+
+    let mut candidates = candidates;
+    let old = candidates.remove(leader);
+    old.stop.cancel();
+    old.task.await.expect("the elector stops");
+    assert!(!old.leadership.is_leader());
+    // Not a speed figure: without the watch nothing would happen before the 40 s retry.
+    until_within(
+        "a follower takes the released Lease through its watch",
+        Duration::from_secs(20),
+        || leaders(&candidates) == 1,
+    )
+    .await;
+    let new = candidates
+        .iter()
+        .position(|c| c.leadership.is_leader())
+        .expect("a leader");
+    let remaining: Vec<&str> = ids
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != leader)
+        .map(|(_, id)| *id)
+        .collect();
+    let lease = leases.get("shop-leader").await.expect("the Lease");
+    let spec = lease.spec.expect("spec");
+    assert_eq!(spec.holder_identity.as_deref(), Some(remaining[new]));
+    assert_eq!(spec.lease_transitions, Some(1), "one handover");
+    for candidate in candidates {
+        candidate.stop.cancel();
+        candidate.task.await.expect("stops");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_cannot_renew_steps_down_before_the_others_may_take_over() {
+    let env = TestEnv::start().await.expect("control plane");
+    let ns = env.create_namespace("election").await.expect("namespace");
+    let config = |identity: &str| {
+        ElectionConfig::new(&ns, "cut-leader", identity).timings(
+            Duration::from_secs(6),
+            Duration::from_secs(4),
+            Duration::from_secs(1),
+        )
+    };
+    // The first candidate's requests go through a switch the test can open.
+    let cut = Arc::new(AtomicBool::new(false));
+    let inner = env.client();
+    let switch = Arc::clone(&cut);
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let (inner, cut) = (inner.clone(), Arc::clone(&switch));
+        async move {
+            if cut.load(Ordering::SeqCst) {
+                return Err::<
+                    http::Response<kube::client::Body>,
+                    Box<dyn std::error::Error + Send + Sync>,
+                >("connection cut by the test".into());
+            }
+            inner.send(request).await.map_err(Into::into)
+        }
+    });
+    let first = start(kube::Client::new(service, "default"), config("first"));
+    until("the first candidate leads", || first.leadership.is_leader()).await;
+    let second = start(env.client(), config("second"));
+
+    cut.store(true, Ordering::SeqCst);
+    let cut_at = Instant::now();
+    let deadline = Instant::now() + WAIT;
+    let mut first_stepped_down = None;
+    loop {
+        let (a, b) = (first.leadership.is_leader(), second.leadership.is_leader());
+        assert!(!(a && b), "two leaders at once");
+        if !a && first_stepped_down.is_none() {
+            first_stepped_down = Some(cut_at.elapsed());
+        }
+        if b {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the second candidate never took over"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let stepped_down = first_stepped_down.expect("the first stepped down before the second led");
+    eprintln!("the cut leader stepped down {stepped_down:?} after the cut (renew deadline 4 s)");
+    for candidate in [first, second] {
+        candidate.stop.cancel();
+        candidate.task.await.expect("stops");
+    }
+}
