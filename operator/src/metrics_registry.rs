@@ -235,8 +235,18 @@ mod tests {
             .iter()
             .find(|family| family.name() == "shared_informer_events_total")
             .expect("registered");
-        assert_eq!(events.get_metric().len(), 1, "one series");
-        assert_eq!(events.get_metric()[0].get_counter().get_value(), 2.0);
+        let created: Vec<f64> = events
+            .get_metric()
+            .iter()
+            .filter(|metric| {
+                metric
+                    .get_label()
+                    .iter()
+                    .any(|label| label.name() == "event_type" && label.value() == "CREATE")
+            })
+            .map(|metric| metric.get_counter().get_value())
+            .collect();
+        assert_eq!(created, [2.0], "one CREATE series, counted by both clones");
     }
 
     #[test]
