@@ -14,7 +14,11 @@
 //! - [`finalizer`](MetricsRegistry::finalizer): the opinionated wrappers' finalizer patches
 //!   ([`FinalizerMetrics`]).
 //!
-//! It hands out clones of those sets, which count into the same series. So everything given one
+//! A set is registered the first time it is handed out, so a registry only serves the kubeapp
+//! names that something counts into: an app given no handle can still hand its private
+//! collectors to a Runner (`App::metric_collectors`) without a clash with unused ones. (An app
+//! given no handle next to apps given the Runner's would clash: give every app of a Runner its
+//! handle.) It hands out clones of those sets, which count into the same series. So everything given one
 //! handle (every app of a Runner, through `AppConfig::metrics` of `kubeapp-simple` or
 //! [`ControllerConfig::metrics`](crate::ControllerConfig::metrics)) sums into one series per kind,
 //! and two handles (two Runners, two tests in one process) share nothing. Clones of a handle share
@@ -37,7 +41,7 @@
 //! ```
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 
 use prometheus::Registry;
 
@@ -73,6 +77,8 @@ struct Inner {
     controller: ControllerMetrics,
     client: ClientMetrics,
     finalizer: FinalizerMetrics,
+    /// Whether each set was registered yet: controller, client, finalizer.
+    registered: [Once; 3],
 }
 
 impl MetricsRegistry {
@@ -88,12 +94,12 @@ impl MetricsRegistry {
 
     /// As [`new`](Self::new), registering into `registry` (one of the caller's, which may hold
     /// other collectors). A collector already registered there under one of the kubeapp names
-    /// is kept, and ours under that name is not exported (a warning is logged).
+    /// is kept, and ours under that name is not exported.
     ///
     /// # Errors
     ///
-    /// [`MetricsRegistryError::InvalidPrefix`], or [`MetricsRegistryError::Metrics`] when
-    /// `registry` refuses a collector for another reason than "already registered".
+    /// [`MetricsRegistryError::InvalidPrefix`], or [`MetricsRegistryError::Metrics`] when a
+    /// collector cannot be created.
     pub fn with_registry(
         registry: Registry,
         prefix: Option<&str>,
@@ -105,21 +111,31 @@ impl MetricsRegistry {
                 prefix: prefix.to_string(),
             });
         }
-        let controller = ControllerMetrics::unregistered(prefix)?;
-        let client = ClientMetrics::unregistered(prefix)?;
-        let finalizer = FinalizerMetrics::unregistered(prefix)?;
-        controller.register_into(&registry)?;
-        client.register_into(&registry)?;
-        finalizer.register_into(&registry)?;
         Ok(Self {
             inner: Arc::new(Inner {
+                controller: ControllerMetrics::unregistered(prefix)?,
+                client: ClientMetrics::unregistered(prefix)?,
+                finalizer: FinalizerMetrics::unregistered(prefix)?,
                 registry,
                 prefix: prefix.map(str::to_string),
-                controller,
-                client,
-                finalizer,
+                registered: [Once::new(), Once::new(), Once::new()],
             }),
         })
+    }
+
+    /// Registers a set the first time it is handed out; a refusal (a same-named metric with
+    /// other labels registered before) is logged: the counts still work, unexported.
+    fn register_once(
+        &self,
+        index: usize,
+        set: &str,
+        register: impl FnOnce(&Registry) -> Result<(), MetricsError>,
+    ) {
+        self.inner.registered[index].call_once(|| {
+            if let Err(error) = register(&self.inner.registry) {
+                tracing::warn!(set, %error, "kubeapp metrics not exported");
+            }
+        });
     }
 
     /// The Prometheus registry (what a Runner's `/metrics` serves); register collectors of your
@@ -136,18 +152,27 @@ impl MetricsRegistry {
     /// The informer and controller collectors (for
     /// [`ControllerConfig::metrics`](crate::ControllerConfig::metrics)).
     pub fn controller(&self) -> ControllerMetrics {
+        self.register_once(0, "controller", |registry| {
+            self.inner.controller.register_into(registry)
+        });
         self.inner.controller.clone()
     }
 
     /// The Kubernetes client collectors (for
     /// [`instrumented_client`](crate::client_metrics::instrumented_client)).
     pub fn client(&self) -> ClientMetrics {
+        self.register_once(1, "client", |registry| {
+            self.inner.client.register_into(registry)
+        });
         self.inner.client.clone()
     }
 
     /// The finalizer patch collectors (for
     /// [`OpinionatedOptions::metrics`](crate::OpinionatedOptions::metrics)).
     pub fn finalizer(&self) -> FinalizerMetrics {
+        self.register_once(2, "finalizer", |registry| {
+            self.inner.finalizer.register_into(registry)
+        });
         self.inner.finalizer.clone()
     }
 }

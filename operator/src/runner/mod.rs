@@ -12,9 +12,11 @@
 //!     created once per runner: hand it to the apps (`AppConfig::metrics` of `kubeapp-simple`,
 //!     or its sets to [`ControllerConfig::metrics`](crate::ControllerConfig::metrics) and
 //!     [`OpinionatedOptions::metrics`](crate::OpinionatedOptions::metrics)), as
-//!     [`Runner::informers`] is handed over, and they all count into one series per kind. The
-//!     runner's shared informers count into it from the start, and clients from
-//!     [`default_client_with_metrics`] record their requests into it. Two runners in one process
+//!     [`Runner::informers`] is handed over, and they all count into one series per kind;
+//!     clients from [`default_client_with_metrics`] record their requests into it. A set is
+//!     registered when first handed out, so an app given no handle can still have its private
+//!     collectors served (through [`App::metric_collectors`]), unless apps given the handle
+//!     already serve those names: give every app of a runner its handle. Two runners in one process
 //!     share nothing. At start the runner also registers every app's
 //!     [`App::metric_collectors`]: a collector that is already registered (the same one twice,
 //!     or two apps that share one) is accepted, never a panic or an error; any other refusal (a
@@ -208,7 +210,7 @@ impl fmt::Debug for Runner {
 
 impl Runner {
     /// A runner with no apps yet, a fresh [`MetricsRegistry`] with the prefix of
-    /// [`RunnerConfig::metrics_prefix`], and shared informers counting into it.
+    /// [`RunnerConfig::metrics_prefix`], and a fresh registry of shared informers.
     ///
     /// # Errors
     ///
@@ -225,7 +227,7 @@ impl Runner {
             )?;
         Ok(Self {
             config,
-            informers: Informers::with_metrics(metrics.controller()),
+            informers: Informers::new(),
             metrics,
             apps: Vec::new(),
             listener: None,
@@ -238,7 +240,8 @@ impl Runner {
     /// App's `AppConfig::informers`, a controller's
     /// [`ControllerConfig::informers`](crate::ControllerConfig::informers)) open one watch per
     /// kind, namespace, selectors and transform between them. Its informers count into the
-    /// runner's [`metrics`](Self::metrics).
+    /// metrics of the first controller built on it (the runner's [`metrics`](Self::metrics)
+    /// when the apps are given them).
     pub fn informers(&self) -> &Informers {
         &self.informers
     }
