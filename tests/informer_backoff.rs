@@ -10,9 +10,7 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject
 use kube::api::{Api, PostParams};
 use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::watcher::DynWatcherFns;
-use kubeapp::operator::{
-    CancellationToken, ControllerConfig, ControllerMetrics, Informer, InformerController,
-};
+use kubeapp::operator::{CancellationToken, ControllerConfig, Informer, InformerController};
 use kubeapp::sdk::testenv::TestEnv;
 use tokio::sync::mpsc;
 
@@ -79,8 +77,9 @@ async fn a_forbidden_list_is_retried_with_growing_gaps_and_syncs_once_rbac_allow
     let ns = env.create_namespace("backoff").await.expect("namespace");
     let identity = env.identity(USER, &[]).await.expect("identity");
 
-    let registry = prometheus::Registry::new();
-    let metrics = ControllerMetrics::register(&registry, Some(PREFIX)).expect("metrics");
+    let served = kubeapp::operator::MetricsRegistry::new(Some(PREFIX)).expect("metrics");
+    let registry = served.registry().clone();
+    let metrics = served.controller();
     let controller = InformerController::new(ControllerConfig::default().metrics(metrics));
     controller.add_informer(
         KIND,

@@ -12,8 +12,7 @@ use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::reconciler::ReconcilerFn;
 use kubeapp::operator::watcher::DynWatcherFns;
 use kubeapp::operator::{
-    CancellationToken, ControllerConfig, ControllerMetrics, Informer, InformerController,
-    ReconcileResult,
+    CancellationToken, ControllerConfig, Informer, InformerController, ReconcileResult,
 };
 use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;
@@ -170,10 +169,16 @@ async fn lifecycle_reaches_watchers_and_reconcilers_in_order_requeues_and_is_cou
     let ns = env.create_namespace("lifecycle").await.expect("namespace");
     let api: Api<Gadget> = Api::namespaced(env.client(), &ns);
 
-    let registry = prometheus::Registry::new();
-    let metrics = ControllerMetrics::register(&registry, Some("e2e_lifecycle")).expect("metrics");
-    // Registering twice (another app in the same runner) must be harmless.
-    ControllerMetrics::register(&registry, Some("e2e_lifecycle")).expect("metrics again");
+    let served = kubeapp::operator::MetricsRegistry::new(Some("e2e_lifecycle")).expect("metrics");
+    let registry = served.registry().clone();
+    let metrics = served.controller();
+    // Registering the set again (an app handing its collectors to the runner) is harmless.
+    for collector in metrics.collectors() {
+        assert!(matches!(
+            registry.register(collector),
+            Err(prometheus::Error::AlreadyReg)
+        ));
+    }
     let controller = InformerController::new(ControllerConfig::default().metrics(metrics));
     controller.add_informer(
         KIND,
@@ -453,8 +458,9 @@ async fn an_object_that_fails_to_deserialize_does_not_stop_the_others() {
     create_raw("good-1", 1.into()).await;
     create_raw("bad-1", "not a number".into()).await;
 
-    let registry = prometheus::Registry::new();
-    let metrics = ControllerMetrics::register(&registry, Some("e2e_decode")).expect("metrics");
+    let served = kubeapp::operator::MetricsRegistry::new(Some("e2e_decode")).expect("metrics");
+    let registry = served.registry().clone();
+    let metrics = served.controller();
     let controller = InformerController::new(ControllerConfig::default().metrics(metrics));
     controller.add_informer(
         KIND,

@@ -684,8 +684,9 @@ async fn other_controllers_finalizers_survive_every_patch_in_order_and_conflicts
     let env = Env::start("foreign").await;
     let api = env.api();
     let log = Log::new();
-    let registry = prometheus::Registry::new();
-    let metrics = FinalizerMetrics::register(&registry, Some("e2e_foreign")).expect("metrics");
+    let served = kubeapp::operator::MetricsRegistry::new(Some("e2e_foreign")).expect("metrics");
+    let registry = served.registry().clone();
+    let metrics = served.finalizer();
     let mut recorder = Recorder::new(&log);
     // Concurrent writers: during add another controller adds its finalizer, and during delete it
     // relabels the object, so our next finalizer patch meets a changed resourceVersion.
@@ -866,8 +867,7 @@ async fn reconciler_sees_exactly_one_deleted_per_uid_in_every_path_and_resynced_
     let api = env.api();
     let log = Log::new();
     let fail_created = Arc::new(Mutex::new(vec!["b".to_string()]));
-    let registry = prometheus::Registry::new();
-    let metrics = FinalizerMetrics::register(&registry, Some("e2e_reconciler")).expect("metrics");
+    let metrics = FinalizerMetrics::unregistered(Some("e2e_reconciler")).expect("metrics");
     // No conflict retries: the relabel during c's Deleted makes the removal fail, so the
     // controller retries it (only the removal, noted in the request state).
     let options = OpinionatedOptions::default()
@@ -939,8 +939,7 @@ async fn a_reconciler_writing_status_on_created_meets_no_finalizer_conflict() {
     let env = Env::start("no-conflict").await;
     let api = env.api();
     let log = Log::new();
-    let registry = prometheus::Registry::new();
-    let metrics = FinalizerMetrics::register(&registry, Some("e2e_no_conflict")).expect("metrics");
+    let metrics = FinalizerMetrics::unregistered(Some("e2e_no_conflict")).expect("metrics");
     let writer = env.api();
     let reconciler = ReconcilerFn::<Widget, _>::new({
         let log = log.clone();

@@ -541,8 +541,9 @@ async fn a_watcher_attached_to_a_kind_registered_at_run_time_gets_the_cache_once
 #[tokio::test]
 async fn a_terminal_error_is_counted_and_not_retried() {
     let env = Env::start("terminal").await;
-    let registry = prometheus::Registry::new();
-    let metrics = ControllerMetrics::register(&registry, Some("typed_terminal")).expect("metrics");
+    let served = kubeapp::operator::MetricsRegistry::new(Some("typed_terminal")).expect("metrics");
+    let registry = served.registry().clone();
+    let metrics = served.controller();
     let controller = InformerController::new(
         ControllerConfig::default()
             .metrics(metrics)

@@ -18,13 +18,13 @@
 //!   timeout). The duration runs until the response headers arrive, so a watch counts the time
 //!   to establish it, not how long it stayed open.
 //!
-//! Registration follows [`crate::metrics`]: one set of collectors per namespace prefix for the
-//! process, registered into each registry given; registering twice is harmless.
+//! Registration follows [`crate::metrics`]: a [`MetricsRegistry`](crate::MetricsRegistry) (a
+//! Runner's) creates one set with its prefix and hands it out
+//! ([`MetricsRegistry::client`](crate::MetricsRegistry::client)); [`ClientMetrics::unregistered`]
+//! makes a private set, exported nowhere. There are no process-wide collectors.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Mutex, OnceLock, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -32,7 +32,7 @@ use http::{Method, Request, Response};
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
 use tower::{Layer, Service};
 
-use crate::metrics::{LATENCY_BUCKETS, MetricsError};
+use crate::metrics::{LATENCY_BUCKETS, MetricsError, register_all};
 
 const LABELS: [&str; 4] = ["status_code", "verb", "kind", "subresource"];
 
@@ -44,7 +44,12 @@ pub struct ClientMetrics {
 }
 
 impl ClientMetrics {
-    fn create(namespace: Option<&str>) -> Result<Self, MetricsError> {
+    /// Fresh collectors registered nowhere, their names prefixed `{namespace}_` when given.
+    ///
+    /// # Errors
+    ///
+    /// When `namespace` is not a valid metric name prefix.
+    pub fn unregistered(namespace: Option<&str>) -> Result<Self, MetricsError> {
         let err = |name: &str| {
             let name = name.to_string();
             move |source| MetricsError { name, source }
@@ -72,49 +77,21 @@ impl ClientMetrics {
         Ok(Self { requests, duration })
     }
 
-    /// The process-wide collectors for `namespace`, registered into `registry`.
-    ///
-    /// # Errors
-    ///
-    /// When `namespace` is not a valid prefix, or `registry` refuses a collector for another reason
-    /// than "already registered".
-    pub fn register(registry: &Registry, namespace: Option<&str>) -> Result<Self, MetricsError> {
-        static SHARED: OnceLock<Mutex<HashMap<String, ClientMetrics>>> = OnceLock::new();
-        let metrics = {
-            let mut shared = SHARED
-                .get_or_init(Mutex::default)
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            match shared.get(namespace.unwrap_or("")) {
-                Some(metrics) => metrics.clone(),
-                None => {
-                    let metrics = Self::create(namespace)?;
-                    shared.insert(namespace.unwrap_or("").to_string(), metrics.clone());
-                    metrics
-                }
-            }
-        };
-        for (name, collector) in [
-            (
-                "kubernetes_client_requests_total",
-                Box::new(metrics.requests.clone()) as Box<dyn prometheus::core::Collector>,
-            ),
-            (
-                "kubernetes_client_request_duration_seconds",
-                Box::new(metrics.duration.clone()),
-            ),
-        ] {
-            match registry.register(collector) {
-                Ok(()) | Err(prometheus::Error::AlreadyReg) => {}
-                Err(source) => {
-                    return Err(MetricsError {
-                        name: name.to_string(),
-                        source,
-                    });
-                }
-            }
-        }
-        Ok(metrics)
+    /// Registers both collectors into `registry` ("already registered" is accepted).
+    pub(crate) fn register_into(&self, registry: &Registry) -> Result<(), MetricsError> {
+        register_all(
+            registry,
+            [
+                (
+                    "kubernetes_client_requests_total",
+                    Box::new(self.requests.clone()) as Box<dyn prometheus::core::Collector>,
+                ),
+                (
+                    "kubernetes_client_request_duration_seconds",
+                    Box::new(self.duration.clone()),
+                ),
+            ],
+        )
     }
 
     /// Requests counted so far with these labels (for tests and diagnostics).
@@ -350,7 +327,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_layer_counts_requests_with_their_status() {
-        let metrics = ClientMetrics::create(Some("layer_test")).expect("metrics");
+        let metrics = ClientMetrics::unregistered(Some("layer_test")).expect("metrics");
         let inner = tower::service_fn(|request: Request<()>| async move {
             let status = if request.uri().path().ends_with("/missing") {
                 404
@@ -380,7 +357,8 @@ mod tests {
     #[test]
     fn registering_twice_is_harmless() {
         let registry = Registry::new();
-        ClientMetrics::register(&registry, Some("twice")).expect("first");
-        ClientMetrics::register(&registry, Some("twice")).expect("second");
+        let metrics = ClientMetrics::unregistered(Some("twice")).expect("metrics");
+        metrics.register_into(&registry).expect("first");
+        metrics.register_into(&registry).expect("second");
     }
 }

@@ -34,6 +34,8 @@
 //! - [`runner`]: the [`Runner`] runs apps, serves `/metrics`, `/livez`, `/readyz` and (with TLS
 //!   configured) the [`webhook`] server, and shuts down gracefully on SIGTERM/SIGINT.
 //! - [`client_metrics`]: a `kube::Client` whose requests are counted and timed.
+//! - [`metrics_registry`]: the [`MetricsRegistry`] a Runner owns and hands to its apps: one
+//!   prefix, each kubeapp collector set created once, no process-wide collectors.
 //! - [`apply`]: what a handler writes with: server-side apply under a field manager with owner
 //!   references ([`Applier`]), `status` written only when it changed ([`StatusWriter`]), and
 //!   standard conditions; [`events`]: Kubernetes Events about an object ([`EventRecorder`]).
@@ -50,6 +52,7 @@ pub mod informer;
 pub mod informers;
 pub mod kind;
 pub mod metrics;
+pub mod metrics_registry;
 pub mod object;
 pub mod opinionated;
 pub mod reconciler;
@@ -74,6 +77,7 @@ pub use kind::{
     apply_cleanup, reconciler_fn,
 };
 pub use metrics::ControllerMetrics;
+pub use metrics_registry::{MetricsRegistry, MetricsRegistryError};
 pub use object::{KubeObject, ObjectKey};
 pub use opinionated::{OpinionatedOptions, OpinionatedReconciler, OpinionatedWatcher};
 pub use reconciler::{

@@ -24,18 +24,20 @@
 //! `result` of a retry: `success` (done), `requeue` (ran and asked to run again later), `retry`
 //! (failed, will retry), `failed` (failed and the policy gave up).
 //!
-//! # Registration is shared and idempotent
+//! # Registration: one set per registry, no process globals
 //!
-//! The `prometheus` crate does not hand back the collector already registered under a name, so
-//! [`ControllerMetrics::register`] keeps one set of collectors per namespace prefix for the whole
-//! process and registers that set into each registry it is given: registering twice into one
-//! registry is a no-op, and two controllers (or two apps) that register with the same prefix share
-//! the same series. A registry that already holds a *foreign* collector under one of these names
-//! keeps it (prometheus reports both cases alike), so ours is not exported there: use another
-//! prefix in that case.
+//! A [`MetricsRegistry`](crate::MetricsRegistry) (a [`Runner`](crate::Runner) owns one) creates
+//! these collectors once, with its one prefix, registers them into its Prometheus registry and
+//! hands out clones ([`MetricsRegistry::controller`](crate::MetricsRegistry::controller)): the
+//! controllers and apps given one handle share the same series, and two handles in one process
+//! share nothing. [`ControllerMetrics::unregistered`] makes a private set, exported nowhere (what
+//! a controller configured without metrics counts into); its [`collectors`](ControllerMetrics::collectors)
+//! can be registered into a registry of the caller's choosing. Registering a set twice into one
+//! registry is accepted, never a panic. A registry that already holds a *foreign* collector
+//! under one of these names keeps it (prometheus reports both cases alike), so ours is not
+//! exported there: use another prefix in that case.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::Arc;
 
 use prometheus::{
     Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
@@ -59,6 +61,36 @@ pub struct MetricsError {
     /// The prometheus error.
     #[source]
     pub source: prometheus::Error,
+}
+
+/// Registers named collectors into `registry`. "Already registered" is accepted (the same set
+/// registered again, or a foreign collector under that name, which is then kept: logged).
+///
+/// # Errors
+///
+/// The first refusal for another reason (a same-named metric with other labels).
+pub(crate) fn register_all<'a>(
+    registry: &Registry,
+    collectors: impl IntoIterator<Item = (&'a str, Box<dyn prometheus::core::Collector>)>,
+) -> Result<(), MetricsError> {
+    for (name, collector) in collectors {
+        match registry.register(collector) {
+            Ok(()) => {}
+            Err(prometheus::Error::AlreadyReg) => {
+                tracing::debug!(
+                    metric = name,
+                    "already registered (this set or another collector of that name)"
+                );
+            }
+            Err(source) => {
+                return Err(MetricsError {
+                    name: name.to_string(),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The collectors of the informers and the controller; see the [module docs](self).
@@ -205,34 +237,6 @@ impl ControllerMetrics {
         })
     }
 
-    /// The process-wide collectors for `namespace`, registered into `registry`; see the
-    /// [module docs](self) for why they are shared.
-    ///
-    /// # Errors
-    ///
-    /// When `namespace` is not a valid prefix, or `registry` refuses a collector for another reason
-    /// than "already registered".
-    pub fn register(registry: &Registry, namespace: Option<&str>) -> Result<Self, MetricsError> {
-        static SHARED: OnceLock<Mutex<HashMap<String, ControllerMetrics>>> = OnceLock::new();
-        let metrics = {
-            let mut shared = SHARED
-                .get_or_init(Mutex::default)
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            let key = namespace.unwrap_or("").to_string();
-            match shared.get(&key) {
-                Some(metrics) => metrics.clone(),
-                None => {
-                    let metrics = Self::unregistered(namespace)?;
-                    shared.insert(key, metrics.clone());
-                    metrics
-                }
-            }
-        };
-        metrics.register_into(registry)?;
-        Ok(metrics)
-    }
-
     /// Every collector, for a registry of the caller's choosing (an app's
     /// `metric_collectors()`); clones share their counts with `self`.
     pub fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
@@ -310,22 +314,9 @@ impl ControllerMetrics {
         ]
     }
 
-    fn register_into(&self, registry: &Registry) -> Result<(), MetricsError> {
-        for (name, collector) in self.named_collectors() {
-            match registry.register(collector) {
-                Ok(()) => {}
-                Err(prometheus::Error::AlreadyReg) => {
-                    tracing::debug!(metric = name, "already registered; reusing it");
-                }
-                Err(source) => {
-                    return Err(MetricsError {
-                        name: name.to_string(),
-                        source,
-                    });
-                }
-            }
-        }
-        Ok(())
+    /// Registers every collector into `registry` (see [`register_all`]).
+    pub(crate) fn register_into(&self, registry: &Registry) -> Result<(), MetricsError> {
+        register_all(registry, self.named_collectors())
     }
 
     /// Label-resolved handles for one kind, so the hot path does no label lookups.
@@ -416,10 +407,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn registering_twice_reuses_the_collectors() {
+    fn registering_a_set_twice_is_harmless_and_clones_share_counts() {
         let registry = Registry::new();
-        let first = ControllerMetrics::register(&registry, Some("twice")).expect("first");
-        let second = ControllerMetrics::register(&registry, Some("twice")).expect("second");
+        let first = ControllerMetrics::unregistered(Some("twice")).expect("metrics");
+        first.register_into(&registry).expect("first");
+        let second = first.clone();
+        second.register_into(&registry).expect("second");
         first
             .for_kind("k")
             .action(ReconcileAction::Created)
@@ -454,7 +447,8 @@ mod tests {
         registry
             .register(Box::new(foreign.clone()))
             .expect("register");
-        ControllerMetrics::register(&registry, Some("clash")).expect("no error, no panic");
+        crate::MetricsRegistry::with_registry(registry.clone(), Some("clash"))
+            .expect("no error, no panic");
         foreign.with_label_values(&["v"]).inc();
         let families = registry.gather();
         let kept = families

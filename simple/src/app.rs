@@ -29,10 +29,13 @@
 //! - [`App::health_checks`](kubeapp_sdk::app::App::health_checks) has one check,
 //!   `informers-synced`, which passes only when every informer has delivered its first complete
 //!   list, and otherwise names the kinds that have not.
-//! - [`App::metric_collectors`](kubeapp_sdk::app::App::metric_collectors) hands out the
-//!   controller's and the finalizer patches' collectors. They are the process-wide collectors of
-//!   the configured metrics namespace, so several apps in one Runner share (and sum into) them
-//!   rather than hiding each other's counts.
+//! - The controller and the opinionated wrappers count into the
+//!   [`MetricsRegistry`](kubeapp_operator::MetricsRegistry) of
+//!   [`AppConfig::metrics`](crate::AppConfig::metrics) (a Runner's: its one prefix, and every app
+//!   given it sums into the same series), else into private collectors of the app's own.
+//!   [`App::metric_collectors`](kubeapp_sdk::app::App::metric_collectors) hands out those
+//!   collectors and the app's own ones (a Runner registers them; those it already holds are
+//!   accepted).
 //! - `validate`, `mutate` and `convert` route by group and kind to the managed kind's validator,
 //!   mutator or converter; a kind without one (or an unknown kind) answers the sdk's
 //!   `NotImplemented`.
@@ -85,21 +88,20 @@ impl App {
     ///
     /// # Errors
     ///
-    /// Every validation problem, an invalid finalizer name, or an invalid metrics namespace.
+    /// Every validation problem, or an invalid finalizer name.
     pub fn new(config: AppConfig, client: Client) -> Result<Self, AppConfigError> {
         config.validate()?;
         let metrics_error = |source| AppConfigError::Metrics {
             app: config.name.clone(),
             source,
         };
-        let namespace = config.metrics_namespace.as_deref();
-        // The process-wide collectors of the namespace (registered into a throwaway registry):
-        // shared by every app, so two apps in one Runner do not hide each other's counts.
-        let scratch = prometheus::Registry::new();
-        let controller_metrics =
-            ControllerMetrics::register(&scratch, namespace).map_err(metrics_error)?;
-        let finalizer_metrics =
-            FinalizerMetrics::register(&scratch, namespace).map_err(metrics_error)?;
+        let (controller_metrics, finalizer_metrics) = match &config.metrics {
+            Some(metrics) => (metrics.controller(), metrics.finalizer()),
+            None => (
+                ControllerMetrics::unregistered(None).map_err(metrics_error)?,
+                FinalizerMetrics::unregistered(None).map_err(metrics_error)?,
+            ),
+        };
         let mut controller_config = config
             .controller
             .clone()

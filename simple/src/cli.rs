@@ -6,6 +6,7 @@
 //! | Flag | Environment | Default | Goes to |
 //! |------|-------------|---------|---------|
 //! | `--metrics-addr <ADDR>` | `METRICS_ADDR` | `0.0.0.0:9090` | [`RunnerConfig::metrics_addr`] |
+//! | `--metrics-prefix <PREFIX>` | `METRICS_PREFIX` | none | [`RunnerConfig::metrics_prefix`] |
 //! | `--namespace <NAMESPACE>` | `WATCH_NAMESPACE` | all namespaces | [`OperatorArgs::namespace`], for your informers |
 //! | `--log-format <FORMAT>` | `LOG_FORMAT` | `text` | [`TelemetryConfig::log_format`] |
 //! | `--otlp-endpoint <URL>` | `OTLP_ENDPOINT` | none | [`Otlp::Endpoint`] |
@@ -70,6 +71,10 @@ pub struct OperatorArgs {
         default_value = "0.0.0.0:9090"
     )]
     pub metrics_addr: SocketAddr,
+    /// A prefix for the name of every kubeapp metric served on /metrics (`PREFIX_informer_events_total`,
+    /// ...): letters, digits, `_` and `:`, not starting with a digit.
+    #[arg(long, env = "METRICS_PREFIX", value_name = "PREFIX")]
+    pub metrics_prefix: Option<String>,
     /// Watch this namespace only (default: all namespaces).
     #[arg(long, env = "WATCH_NAMESPACE", value_name = "NAMESPACE")]
     pub namespace: Option<String>,
@@ -182,17 +187,22 @@ impl OperatorArgs {
         }
     }
 
-    /// The Runner's configuration: metrics address, shutdown timeout and delay, and the webhook
-    /// server when its certificate and key are given (see [`webhook_config`](Self::webhook_config)).
+    /// The Runner's configuration: metrics address and prefix, shutdown timeout and delay, and the
+    /// webhook server when its certificate and key are given (see
+    /// [`webhook_config`](Self::webhook_config)). An invalid prefix is refused by
+    /// `Runner::new`.
     ///
     /// # Errors
     ///
     /// [`OperatorArgsError::IncompleteWebhookTls`] when only one of the certificate and key is given.
     pub fn runner_config(&self) -> Result<RunnerConfig, OperatorArgsError> {
-        let config = RunnerConfig::default()
+        let mut config = RunnerConfig::default()
             .metrics_addr(self.metrics_addr)
             .shutdown_timeout(self.shutdown_timeout)
             .shutdown_delay(self.shutdown_delay);
+        if let Some(prefix) = &self.metrics_prefix {
+            config = config.metrics_prefix(prefix.clone());
+        }
         Ok(match self.webhook_config()? {
             Some(webhook) => config.webhook(webhook),
             None => config,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use kubeapp_operator::apply::KindScope;
 use kubeapp_operator::metrics::MetricsError;
 use kubeapp_operator::opinionated::FinalizerNameError;
-use kubeapp_operator::{ControllerConfig, Informers, OpinionatedOptions};
+use kubeapp_operator::{ControllerConfig, Informers, MetricsRegistry, OpinionatedOptions};
 use kubeapp_sdk::app::AppError;
 use kubeapp_sdk::manifest::ManifestData;
 use kubeapp_sdk::rbac::RbacBuilder;
@@ -28,7 +28,7 @@ pub struct AppConfig {
     pub(crate) controller: ControllerConfig,
     pub(crate) opinionated: OpinionatedOptions,
     pub(crate) in_progress_finalizer: Option<String>,
-    pub(crate) metrics_namespace: Option<String>,
+    pub(crate) metrics: Option<MetricsRegistry>,
     pub(crate) collectors: Vec<CollectorFactory>,
     pub(crate) informers: Option<Informers>,
     pub(crate) namespace: Option<String>,
@@ -54,7 +54,7 @@ impl AppConfig {
             controller: ControllerConfig::default(),
             opinionated: OpinionatedOptions::default(),
             in_progress_finalizer: None,
-            metrics_namespace: None,
+            metrics: None,
             collectors: Vec::new(),
             informers: None,
             namespace: None,
@@ -95,7 +95,7 @@ impl AppConfig {
     }
 
     /// The controller's settings: retry policy, dequeue policy, workers, event timeout, shutdown
-    /// grace. Its metrics are replaced by the app's (see [`metrics_namespace`](Self::metrics_namespace)).
+    /// grace. Its metrics are replaced by the app's (see [`metrics`](Self::metrics)).
     #[must_use]
     pub fn controller(mut self, config: ControllerConfig) -> Self {
         self.controller = config;
@@ -138,10 +138,15 @@ impl AppConfig {
         self
     }
 
-    /// A prefix for the app's metric names (`ns_informer_events_total`); none by default.
+    /// The metrics the app's controller and opinionated wrappers count into (default: private
+    /// collectors of the app's own, handed out by
+    /// [`App::metric_collectors`](kubeapp_sdk::app::App::metric_collectors)). Apps given the same
+    /// handle, e.g. every app of a [`Runner`](kubeapp_operator::Runner) given
+    /// [`Runner::metrics`](kubeapp_operator::Runner::metrics), count into one series per kind,
+    /// named with that handle's one prefix.
     #[must_use]
-    pub fn metrics_namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.metrics_namespace = Some(namespace.into());
+    pub fn metrics(mut self, metrics: MetricsRegistry) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -237,7 +242,7 @@ impl fmt::Debug for AppConfig {
             .field("manifest", &self.manifest.as_ref().map(|m| &m.app_name))
             .field("kinds", &self.kinds)
             .field("controller", &self.controller)
-            .field("metrics_namespace", &self.metrics_namespace)
+            .field("metrics", &self.metrics)
             .field("collectors", &self.collectors.len())
             .finish_non_exhaustive()
     }
@@ -265,7 +270,7 @@ pub enum AppConfigError {
         /// What is wrong with the name.
         source: FinalizerNameError,
     },
-    /// The metric collectors could not be created (an invalid metrics namespace).
+    /// The app's private metric collectors could not be created.
     #[error("app {app}: {source}")]
     Metrics {
         /// The app's name.

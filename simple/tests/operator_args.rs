@@ -27,8 +27,9 @@ struct Cli {
 }
 
 /// Every environment variable `OperatorArgs` reads.
-const VARIABLES: [&str; 10] = [
+const VARIABLES: [&str; 11] = [
     "METRICS_ADDR",
+    "METRICS_PREFIX",
     "WATCH_NAMESPACE",
     "LOG_FORMAT",
     "OTLP_ENDPOINT",
@@ -107,6 +108,7 @@ fn the_flattened_command_is_consistent() {
 fn defaults_without_flags_or_environment() {
     let args = with_env(&[], || parse(&[])).expect("no flags parse");
     assert_eq!(args.metrics_addr, addr("0.0.0.0:9090"));
+    assert_eq!(args.metrics_prefix, None);
     assert_eq!(args.namespace, None);
     assert_eq!(args.log_format, LogFormat::Text);
     assert_eq!(args.otlp_endpoint, None);
@@ -119,6 +121,7 @@ fn defaults_without_flags_or_environment() {
 
     let runner = args.runner_config().expect("no webhook is fine");
     assert_eq!(runner.metrics_addr, addr("0.0.0.0:9090"));
+    assert_eq!(runner.metrics_prefix, None);
     assert_eq!(runner.shutdown_timeout, Duration::from_secs(30));
     assert_eq!(runner.shutdown_delay, Duration::ZERO);
     assert!(runner.webhook.is_none());
@@ -134,6 +137,7 @@ fn defaults_without_flags_or_environment() {
 fn every_flag_falls_back_to_its_environment_variable_and_a_flag_beats_it() {
     let from_env = [
         ("METRICS_ADDR", "127.0.0.1:9100"),
+        ("METRICS_PREFIX", "from_env"),
         ("WATCH_NAMESPACE", "team-a"),
         ("LOG_FORMAT", "json"),
         ("OTLP_ENDPOINT", "http://collector:4318"),
@@ -153,6 +157,7 @@ fn every_flag_falls_back_to_its_environment_variable_and_a_flag_beats_it() {
 
     let args = with_env(&from_env, || parse(&[])).expect("the environment parses");
     assert_eq!(args.metrics_addr, addr("127.0.0.1:9100"));
+    assert_eq!(args.metrics_prefix.as_deref(), Some("from_env"));
     assert_eq!(args.namespace.as_deref(), Some("team-a"));
     assert_eq!(args.log_format, LogFormat::Json);
     assert_eq!(args.otlp_endpoint.as_deref(), Some("http://collector:4318"));
@@ -172,6 +177,8 @@ fn every_flag_falls_back_to_its_environment_variable_and_a_flag_beats_it() {
     let flags = [
         "--metrics-addr",
         "127.0.0.2:9200",
+        "--metrics-prefix",
+        "from_flag",
         "--namespace",
         "team-b",
         "--log-format",
@@ -193,6 +200,7 @@ fn every_flag_falls_back_to_its_environment_variable_and_a_flag_beats_it() {
     ];
     let args = with_env(&from_env, || parse(&flags)).expect("flags parse");
     assert_eq!(args.metrics_addr, addr("127.0.0.2:9200"));
+    assert_eq!(args.metrics_prefix.as_deref(), Some("from_flag"));
     assert_eq!(args.namespace.as_deref(), Some("team-b"));
     assert_eq!(args.log_format, LogFormat::Text);
     assert_eq!(args.otlp_endpoint.as_deref(), Some("http://other:4317"));
@@ -208,6 +216,27 @@ fn every_flag_falls_back_to_its_environment_variable_and_a_flag_beats_it() {
         Some(Path::new("/flag/tls.key"))
     );
     assert_eq!(args.webhook_addr, addr("127.0.0.2:9444"));
+}
+
+#[test]
+fn the_metrics_prefix_falls_back_to_metrics_prefix_and_reaches_the_runner_config() {
+    let from_env = with_env(&[("METRICS_PREFIX", "shop")], || parse(&[])).expect("parses");
+    assert_eq!(from_env.metrics_prefix.as_deref(), Some("shop"));
+    let runner = from_env.runner_config().expect("no webhook is fine");
+    assert_eq!(runner.metrics_prefix.as_deref(), Some("shop"));
+
+    let flag = with_env(&[("METRICS_PREFIX", "shop")], || {
+        parse(&["--metrics-prefix", "store"])
+    })
+    .expect("parses");
+    let runner = flag.runner_config().expect("no webhook is fine");
+    assert_eq!(runner.metrics_prefix.as_deref(), Some("store"));
+
+    let help = Cli::command().render_long_help().to_string();
+    assert!(
+        help.contains("--metrics-prefix <PREFIX>") && help.contains("METRICS_PREFIX"),
+        "{help}"
+    );
 }
 
 /// Asserts a parse failed on a bad value, and that the first line of the message names `flag`

@@ -148,8 +148,8 @@ pub async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// A client for `kubeconfig` whose requests are counted under the metrics prefix `prefix` (one
-/// prefix per test: the collectors are process-wide per prefix).
+/// A client for `kubeconfig` whose requests are counted, under the metrics prefix `prefix`, in
+/// collectors of its own.
 pub async fn counted_client(
     kubeconfig: &kube::config::Kubeconfig,
     prefix: &str,
@@ -158,8 +158,7 @@ pub async fn counted_client(
     kubeapp::operator::client_metrics::ClientMetrics,
 ) {
     use kubeapp::operator::client_metrics::{ClientMetrics, instrumented_client};
-    let metrics = ClientMetrics::register(&prometheus::Registry::new(), Some(prefix))
-        .expect("client metrics");
+    let metrics = ClientMetrics::unregistered(Some(prefix)).expect("client metrics");
     let config = kube::Config::from_custom_kubeconfig(
         kubeconfig.clone(),
         &kube::config::KubeConfigOptions::default(),

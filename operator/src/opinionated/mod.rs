@@ -154,8 +154,10 @@
 //! # Metrics and spans
 //!
 //! [`FinalizerMetrics`] counts patch requests (by operation and result), conflicts and
-//! undecodable objects (by outcome, see [above](#objects-that-do-not-decode)); register
-//! it with [`FinalizerMetrics::register`] and pass it in [`OpinionatedOptions::metrics`]. Each
+//! undecodable objects (by outcome, see [above](#objects-that-do-not-decode)); take it from a
+//! [`MetricsRegistry`](crate::MetricsRegistry) ([`finalizer`](crate::MetricsRegistry::finalizer),
+//! a Runner's to have it served) and pass it in [`OpinionatedOptions::metrics`]. Without one, a
+//! wrapper counts into private collectors, exported nowhere. Each
 //! wrapper call runs in a span (`opinionated-watcher-add|update|delete`, `opinionated-reconcile`)
 //! that records the decision taken, with a child span `opinionated-finalizer-patch` per patch;
 //! failures set `otel.status_code = "ERROR"`.

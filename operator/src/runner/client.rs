@@ -7,6 +7,7 @@ use kube::config::InferConfigError;
 
 use crate::client_metrics::{ClientMetrics, instrumented_client};
 use crate::metrics::MetricsError;
+use crate::metrics_registry::MetricsRegistry;
 
 /// The service-account directory an in-cluster configuration is read from.
 const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -43,11 +44,9 @@ pub enum ClientError {
 /// service-account token). The error says what was tried and why each source failed.
 ///
 /// The client counts and times its requests (`kubernetes_client_requests_total`,
-/// `kubernetes_client_request_duration_seconds`, see [`crate::client_metrics`]) in the
-/// process-wide collectors without a metrics namespace, which every [`Runner`](super::Runner)
-/// without a namespace serves on `/metrics`. (With a metrics namespace, build the client with
-/// [`instrumented_client`](crate::client_metrics::instrumented_client) and
-/// `ClientMetrics::register(runner.registry(), Some(namespace))`.)
+/// `kubernetes_client_request_duration_seconds`, see [`crate::client_metrics`]) into collectors of
+/// its own, exported nowhere: for a client whose requests show on a Runner's `/metrics`, use
+/// [`default_client_with_metrics`] with [`Runner::metrics`](super::Runner::metrics).
 ///
 /// Needs a Tokio runtime (the client spawns its connection handling).
 ///
@@ -58,7 +57,39 @@ pub enum ClientError {
 /// # Ok(())
 /// # }
 /// ```
+///
+/// # Errors
+///
+/// [`ClientError`]: no configuration found (naming what was tried), or no client built from it.
 pub async fn default_client() -> Result<kube::Client, ClientError> {
+    client_from_environment(ClientMetrics::unregistered(None)?).await
+}
+
+/// [`default_client`], counting its requests into the client collectors of `metrics` (a
+/// Runner's [`metrics`](super::Runner::metrics), so they are served on its `/metrics` under its
+/// prefix).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use kubeapp_operator::runner::{Runner, RunnerConfig, default_client_with_metrics};
+///
+/// let runner = Runner::new(RunnerConfig::default())?;
+/// let client = default_client_with_metrics(runner.metrics()).await?;
+/// # drop(client);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Errors
+///
+/// As [`default_client`].
+pub async fn default_client_with_metrics(
+    metrics: &MetricsRegistry,
+) -> Result<kube::Client, ClientError> {
+    client_from_environment(metrics.client()).await
+}
+
+async fn client_from_environment(metrics: ClientMetrics) -> Result<kube::Client, ClientError> {
     let config = kube::Config::infer().await.map_err(|source| {
         let tried = tried_sources(
             std::env::var_os("KUBECONFIG"),
@@ -70,7 +101,6 @@ pub async fn default_client() -> Result<kube::Client, ClientError> {
     })?;
     let cluster_url = config.cluster_url.to_string();
     tracing::debug!(%cluster_url, "Kubernetes configuration found");
-    let metrics = ClientMetrics::register(&prometheus::Registry::new(), None)?;
     instrumented_client(config, metrics).map_err(|source| ClientError::Client {
         cluster_url,
         source,

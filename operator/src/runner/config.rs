@@ -1,4 +1,4 @@
-//! [`RunnerConfig`]: addresses, timeouts, metrics prefix and webhook settings of a [`Runner`](super::Runner).
+//! [`RunnerConfig`]: addresses, timeouts, the metrics prefix and webhook settings of a [`Runner`](super::Runner).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -14,8 +14,8 @@ use crate::webhook::WebhookConfig;
 /// let config = RunnerConfig::default()
 ///     .metrics_addr(([0, 0, 0, 0], 8080).into())
 ///     .shutdown_timeout(Duration::from_secs(60))
-///     .metrics_namespace("myapp");
-/// assert_eq!(config.metrics_namespace.as_deref(), Some("myapp"));
+///     .metrics_prefix("myapp");
+/// assert_eq!(config.metrics_prefix.as_deref(), Some("myapp"));
 /// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -32,8 +32,11 @@ pub struct RunnerConfig {
     /// delay (e.g. 5 s, well inside the pod's `terminationGracePeriodSeconds`) those admission
     /// calls are still served. See the [runner docs](super#stopping) for the whole sequence.
     pub shutdown_delay: Duration,
-    /// A prefix for every exported metric name (`{namespace}_{name}`). Default none.
-    pub metrics_namespace: Option<String>,
+    /// The one prefix of every kubeapp metric the runner serves (`{prefix}_{name}`): the
+    /// controller, client and finalizer collectors of its
+    /// [`MetricsRegistry`](crate::MetricsRegistry), which its apps count into. Collectors of your
+    /// own keep the names you give them. Default none.
+    pub metrics_prefix: Option<String>,
     /// How long one health check may take before `/readyz` counts it as failed. Default 5 s.
     pub health_check_timeout: Duration,
     /// The HTTPS webhook server (`/validate`, `/mutate`, `/convert` of the apps), when set.
@@ -47,7 +50,7 @@ impl Default for RunnerConfig {
             metrics_addr: SocketAddr::from(([0, 0, 0, 0], 9090)),
             shutdown_timeout: Duration::from_secs(30),
             shutdown_delay: Duration::ZERO,
-            metrics_namespace: None,
+            metrics_prefix: None,
             health_check_timeout: Duration::from_secs(5),
             webhook: None,
         }
@@ -76,10 +79,10 @@ impl RunnerConfig {
         self
     }
 
-    /// Sets [`metrics_namespace`](Self::metrics_namespace).
+    /// Sets [`metrics_prefix`](Self::metrics_prefix).
     #[must_use]
-    pub fn metrics_namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.metrics_namespace = Some(namespace.into());
+    pub fn metrics_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.metrics_prefix = Some(prefix.into());
         self
     }
 

@@ -9,13 +9,14 @@ use kubeapp_sdk::app::AppError;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RunnerError {
-    /// The metrics namespace prefix is not a valid Prometheus name.
+    /// The metrics prefix ([`RunnerConfig::metrics_prefix`](super::RunnerConfig::metrics_prefix))
+    /// is not the start of a valid Prometheus name.
     #[error(
-        "invalid metrics namespace {namespace:?}: use letters, digits, `_` and `:`, not starting with a digit"
+        "invalid metrics prefix {prefix:?}: use letters, digits, `_` and `:`, not starting with a digit"
     )]
-    InvalidNamespace {
+    InvalidMetricsPrefix {
         /// The rejected prefix.
-        namespace: String,
+        prefix: String,
     },
     /// The HTTP server could not listen on its address.
     #[error("listening on {addr}: {source}")]
@@ -47,7 +48,7 @@ pub enum RunnerError {
         /// What it declares, e.g. `Widget: validation, conversion`.
         declared: String,
     },
-    /// The runner's own collectors (the Kubernetes client metrics) could not be registered.
+    /// The runner's kubeapp collectors (controller, client, finalizer) could not be created.
     #[error("registering the runner's metrics: {0}")]
     RunnerMetrics(#[source] crate::metrics::MetricsError),
     /// The webhook server could not start (certificate files, address).

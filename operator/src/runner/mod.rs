@@ -7,13 +7,21 @@
 //!   [`App::run`] concurrently, each on its own task, with one shared stop token.
 //! - **HTTP** on [`RunnerConfig::metrics_addr`] (default `0.0.0.0:9090`), plain HTTP/1.1:
 //!   - `GET /metrics`: the Prometheus text format of the runner's [`Registry`]
-//!     ([`Runner::registry`]). Controllers and apps register their collectors into it; at start the
-//!     runner also registers every app's [`App::metric_collectors`]. A collector that is already
-//!     registered (the same one twice, or two apps that share one) is accepted, never a panic or an
-//!     error; any other refusal (a same-named metric with other labels) fails the start with
-//!     [`RunnerError::Metrics`] naming the app. The registry always holds the Kubernetes client
-//!     metrics (`kubernetes_client_requests_total`, `kubernetes_client_request_duration_seconds`)
-//!     that clients from [`default_client`] record into.
+//!     ([`Runner::registry`]), owned by its [`MetricsRegistry`] ([`Runner::metrics`]). That
+//!     handle holds the kubeapp collectors (controller, Kubernetes client, finalizer patches),
+//!     created once per runner: hand it to the apps (`AppConfig::metrics` of `kubeapp-simple`,
+//!     or its sets to [`ControllerConfig::metrics`](crate::ControllerConfig::metrics) and
+//!     [`OpinionatedOptions::metrics`](crate::OpinionatedOptions::metrics)), as
+//!     [`Runner::informers`] is handed over, and they all count into one series per kind;
+//!     clients from [`default_client_with_metrics`] record their requests into it. A set is
+//!     registered when first handed out, so an app given no handle can still have its private
+//!     collectors served (through [`App::metric_collectors`]), unless apps given the handle
+//!     already serve those names: give every app of a runner its handle. Two runners in one process
+//!     share nothing. At start the runner also registers every app's
+//!     [`App::metric_collectors`]: a collector that is already registered (the same one twice,
+//!     or two apps that share one) is accepted, never a panic or an error; any other refusal (a
+//!     same-named metric with other labels) fails the start with [`RunnerError::Metrics`] naming
+//!     the app.
 //!   - `GET /livez`: `200 ok` while the runner runs (the server only lives as long as the runner's
 //!     loops do).
 //!   - `GET /readyz`: evaluated **on every request**, nothing is cached. It calls every app's
@@ -23,10 +31,11 @@
 //!     check, `app/check: ok` or `app/check: error: <reason>`, then `ready` or `not ready`.
 //!     During a graceful shutdown it answers `503` with a first line `runner: error: shutting down`,
 //!     so traffic drains before the process exits.
-//! - **Metric names** can take a prefix: with [`RunnerConfig::metrics_namespace`] set to `ns`, the
-//!   registry is created with that prefix and *every* metric it exports is named `ns_<name>`,
-//!   whoever registered it. Collectors that already carry a prefix of their own get both (so
-//!   register the controller's metrics without a namespace into a prefixed runner registry).
+//! - **One metrics prefix**: with [`RunnerConfig::metrics_prefix`] set to `ns`, every kubeapp
+//!   metric the runner serves is named `ns_<name>` (`ns_informer_events_total`,
+//!   `ns_kubernetes_client_requests_total`, `ns_opinionated_finalizer_patches_total`, ...).
+//!   Collectors of your own (an app's own, or registered into [`Runner::registry`]) keep the
+//!   names you give them.
 //!
 //! - **Webhooks** (HTTPS, [`RunnerConfig::webhook`]) are served when configured, and required
 //!   when any app declares webhooks ([`App::declared_webhooks`]): the start then fails with
@@ -93,8 +102,9 @@
 //! # Kubernetes client
 //!
 //! The runner itself never talks to Kubernetes. Apps get their client from the caller;
-//! [`default_client`] finds one the way `kube` does (kubeconfig from `KUBECONFIG` or
-//! `~/.kube/config`, else in-cluster) and says what it tried when it fails.
+//! [`default_client_with_metrics`] finds one the way `kube` does (kubeconfig from `KUBECONFIG` or
+//! `~/.kube/config`, else in-cluster), counts its requests into the runner's metrics, and says
+//! what it tried when it fails ([`default_client`] does the same with private metrics).
 //!
 //! # Example
 //!
@@ -154,6 +164,7 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::metrics_registry::{MetricsRegistry, MetricsRegistryError};
 use crate::webhook::WebhookServer;
 use kubeapp_sdk::app::App;
 use prometheus::Registry;
@@ -161,9 +172,8 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::client_metrics::ClientMetrics;
 use crate::informers::Informers;
-pub use client::{ClientError, default_client};
+pub use client::{ClientError, default_client, default_client_with_metrics};
 pub use config::RunnerConfig;
 pub use error::RunnerError;
 
@@ -177,7 +187,7 @@ use shutdown::{AppOutcome, AppTasks, Signals, StopSource};
 /// [module docs](self).
 pub struct Runner {
     config: RunnerConfig,
-    registry: Registry,
+    metrics: MetricsRegistry,
     informers: Informers,
     apps: Vec<Arc<dyn App>>,
     listener: Option<TcpListener>,
@@ -199,32 +209,26 @@ impl fmt::Debug for Runner {
 }
 
 impl Runner {
-    /// A runner with no apps yet, and a fresh registry (prefixed when
-    /// [`RunnerConfig::metrics_namespace`] is set).
+    /// A runner with no apps yet, a fresh [`MetricsRegistry`] with the prefix of
+    /// [`RunnerConfig::metrics_prefix`], and a fresh registry of shared informers.
     ///
     /// # Errors
     ///
-    /// [`RunnerError::InvalidNamespace`] when the namespace is not a valid metric name prefix.
+    /// [`RunnerError::InvalidMetricsPrefix`] when the prefix is not a valid metric name prefix.
     pub fn new(config: RunnerConfig) -> Result<Self, RunnerError> {
-        let registry = match &config.metrics_namespace {
-            None => Registry::new(),
-            Some(namespace) => {
-                let invalid = || RunnerError::InvalidNamespace {
-                    namespace: namespace.clone(),
-                };
-                if !valid_metric_prefix(namespace) {
-                    return Err(invalid());
-                }
-                Registry::new_custom(Some(namespace.clone()), None).map_err(|_| invalid())?
-            }
-        };
-        // The client metrics every `default_client` records into: served by every runner, so an
-        // operator's API requests show on /metrics without any setup.
-        ClientMetrics::register(&registry, None).map_err(RunnerError::RunnerMetrics)?;
+        let metrics =
+            MetricsRegistry::new(config.metrics_prefix.as_deref()).map_err(
+                |error| match error {
+                    MetricsRegistryError::InvalidPrefix { prefix } => {
+                        RunnerError::InvalidMetricsPrefix { prefix }
+                    }
+                    MetricsRegistryError::Metrics(source) => RunnerError::RunnerMetrics(source),
+                },
+            )?;
         Ok(Self {
             config,
-            registry,
             informers: Informers::new(),
+            metrics,
             apps: Vec::new(),
             listener: None,
             webhook: None,
@@ -236,9 +240,17 @@ impl Runner {
     /// App's `AppConfig::informers`, a controller's
     /// [`ControllerConfig::informers`](crate::ControllerConfig::informers)) open one watch per
     /// kind, namespace, selectors and transform between them. Its informers count into the
-    /// metrics of the first controller built on it.
+    /// metrics of the first controller built on it (the runner's [`metrics`](Self::metrics)
+    /// when the apps are given them).
     pub fn informers(&self) -> &Informers {
         &self.informers
+    }
+
+    /// The runner's metrics: hand it to its apps (a simple App's `AppConfig::metrics`) so that
+    /// they count into the series `/metrics` serves, under the runner's one prefix; see the
+    /// [module docs](self).
+    pub fn metrics(&self) -> &MetricsRegistry {
+        &self.metrics
     }
 
     /// Adds an app by value (no `Arc` at the call site; chained).
@@ -275,10 +287,10 @@ impl Runner {
         self
     }
 
-    /// The registry `/metrics` exports. Register controllers' collectors into it (a
-    /// [`Registry`] is a cheap handle: clone it to keep one).
+    /// The registry `/metrics` exports (that of [`metrics`](Self::metrics)). Register
+    /// collectors of your own into it (a [`Registry`] is a cheap handle: clone it to keep one).
     pub fn registry(&self) -> &Registry {
-        &self.registry
+        self.metrics.registry()
     }
 
     /// The configuration.
@@ -362,7 +374,7 @@ impl Runner {
         let addr = self.bind().await?;
         let Self {
             config,
-            registry,
+            metrics,
             // Dropped here: the apps' controllers hold what they registered in it.
             informers: _,
             apps,
@@ -381,7 +393,12 @@ impl Runner {
             check_timeout: config.health_check_timeout,
         });
         let server_stop = CancellationToken::new();
-        let mut servers = start_servers(listener, registry, Arc::clone(&health), &server_stop);
+        let mut servers = start_servers(
+            listener,
+            metrics.registry().clone(),
+            Arc::clone(&health),
+            &server_stop,
+        );
         // Stopped with the apps, after the shutdown delay; drains within its own timeout.
         let webhook_stop = server_stop.child_token();
         let mut server_grace = servers::SERVER_GRACE;
@@ -520,7 +537,7 @@ impl Runner {
     fn register_app_collectors(&self) -> Result<(), RunnerError> {
         for app in &self.apps {
             for collector in app.metric_collectors() {
-                match self.registry.register(collector) {
+                match self.registry().register(collector) {
                     Ok(()) | Err(prometheus::Error::AlreadyReg) => {}
                     Err(source) => {
                         return Err(RunnerError::Metrics {
@@ -549,15 +566,6 @@ fn note_stopped(app: String, outcome: AppOutcome, failure: &mut Option<RunnerErr
     failure.get_or_insert(error);
 }
 
-/// Whether `prefix` is a valid Prometheus metric name (it becomes the start of every name).
-fn valid_metric_prefix(prefix: &str) -> bool {
-    let mut chars = prefix.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -569,19 +577,19 @@ mod tests {
         let config = RunnerConfig::default();
         assert_eq!(config.metrics_addr, SocketAddr::from(([0, 0, 0, 0], 9090)));
         assert_eq!(config.shutdown_timeout, Duration::from_secs(30));
-        assert_eq!(config.metrics_namespace, None);
+        assert_eq!(config.metrics_prefix, None);
     }
 
     #[test]
-    fn an_invalid_metrics_namespace_is_refused() {
-        for namespace in ["", "9lives", "with-dash", "sp ace"] {
-            let err = Runner::new(RunnerConfig::default().metrics_namespace(namespace))
-                .expect_err(namespace);
+    fn an_invalid_metrics_prefix_is_refused() {
+        for prefix in ["", "9lives", "with-dash", "sp ace"] {
+            let err =
+                Runner::new(RunnerConfig::default().metrics_prefix(prefix)).expect_err(prefix);
             assert!(
-                matches!(&err, RunnerError::InvalidNamespace { namespace: n } if n == namespace),
+                matches!(&err, RunnerError::InvalidMetricsPrefix { prefix: p } if p == prefix),
                 "{err:?}"
             );
         }
-        assert!(Runner::new(RunnerConfig::default().metrics_namespace("my_app:x")).is_ok());
+        assert!(Runner::new(RunnerConfig::default().metrics_prefix("my_app:x")).is_ok());
     }
 }

@@ -13,8 +13,8 @@
 //!   (Secret `{name}-webhook-tls`, e.g. from cert-manager) and the webhook configurations;
 //! - `run`: logs and traces from [`OperatorArgs`] (flushed on exit), the client from the
 //!   environment (in-cluster or kubeconfig), one [`Runner`] serving `/metrics`, `/livez`,
-//!   `/readyz` (and the webhooks), the app built with the Runner's shared informers and
-//!   `--namespace`, until SIGTERM or SIGINT.
+//!   `/readyz` (and the webhooks), the app built with the Runner's shared informers and metrics
+//!   (`--metrics-prefix`) and `--namespace`, until SIGTERM or SIGINT.
 //!
 //! Every failure is one message on stderr naming what failed (the manifest, a flag and its
 //! variable, the apiserver), and exit code 1; a usage error exits 2 with clap's message.
@@ -44,7 +44,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _};
 use kube::CustomResourceExt;
-use kubeapp_operator::runner::{ClientError, RunnerError, default_client};
+use kubeapp_operator::runner::{ClientError, RunnerError, default_client_with_metrics};
 use kubeapp_operator::{BoxError, Runner};
 use kubeapp_sdk::crd::{CrdBuilder, CrdError};
 use kubeapp_sdk::deploy::{DeployError, OperatorDeployment, WebhookServing};
@@ -419,11 +419,12 @@ impl Operator {
     ) -> Result<(), OperatorError> {
         webhooks::require_server(&manifest, args)?;
         let runner_config = args.runner_config()?;
-        let client = default_client().await?;
         let runner = Runner::new(runner_config)?;
+        let client = default_client_with_metrics(runner.metrics()).await?;
         let mut config = (self.app)(manifest, Some(args))
             .namespace(args.namespace.clone())
-            .informers(runner.informers().clone());
+            .informers(runner.informers().clone())
+            .metrics(runner.metrics().clone());
         // In-flight handler calls may run on for 90% of --shutdown-timeout, so the app has
         // returned cleanly before the Runner gives up on it.
         let grace = args

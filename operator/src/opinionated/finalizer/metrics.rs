@@ -1,11 +1,8 @@
 //! The collectors of finalizer patches.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock, PoisonError};
-
 use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
 
-use crate::metrics::MetricsError;
+use crate::metrics::{MetricsError, register_all};
 
 /// Counters of the opinionated wrappers' finalizer patches.
 ///
@@ -15,8 +12,10 @@ use crate::metrics::MetricsError;
 /// | `opinionated_finalizer_conflicts_total` | counter, patches refused with 409 Conflict | `kind` |
 /// | `opinionated_undecodable_objects_total` | counter, undecodable objects met (see [`opinionated`](crate::opinionated#objects-that-do-not-decode)) | `kind`, `outcome` (handled, released, held, ignored, gone) |
 ///
-/// Like [`ControllerMetrics`](crate::ControllerMetrics), one set of collectors exists per
-/// namespace prefix in the process, and registering it into a registry again is a no-op.
+/// Like [`ControllerMetrics`](crate::ControllerMetrics), a
+/// [`MetricsRegistry`](crate::MetricsRegistry) creates one set with its prefix and hands it out
+/// ([`MetricsRegistry::finalizer`](crate::MetricsRegistry::finalizer)); there is no process-wide
+/// set.
 #[derive(Clone, Debug)]
 pub struct FinalizerMetrics {
     pub(crate) patches: IntCounterVec,
@@ -25,7 +24,11 @@ pub struct FinalizerMetrics {
 }
 
 impl FinalizerMetrics {
-    /// Fresh collectors registered nowhere.
+    /// Fresh collectors registered nowhere, their names prefixed `{namespace}_` when given.
+    ///
+    /// # Errors
+    ///
+    /// When `namespace` is not a valid metric name prefix.
     pub fn unregistered(namespace: Option<&str>) -> Result<Self, MetricsError> {
         let ns = namespace.unwrap_or("");
         let counter = |name: &str, help: &str, labels: &[&str]| {
@@ -55,51 +58,23 @@ impl FinalizerMetrics {
         })
     }
 
-    /// The process-wide collectors for `namespace`, registered into `registry`; registering
-    /// twice is harmless.
-    pub fn register(registry: &Registry, namespace: Option<&str>) -> Result<Self, MetricsError> {
-        static SHARED: OnceLock<Mutex<HashMap<String, FinalizerMetrics>>> = OnceLock::new();
-        let metrics = {
-            let mut shared = SHARED
-                .get_or_init(Mutex::default)
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            let key = namespace.unwrap_or("").to_string();
-            match shared.get(&key) {
-                Some(metrics) => metrics.clone(),
-                None => {
-                    let metrics = Self::unregistered(namespace)?;
-                    shared.insert(key, metrics.clone());
-                    metrics
-                }
-            }
-        };
+    /// Registers the collectors into `registry` ("already registered" is accepted).
+    pub(crate) fn register_into(&self, registry: &Registry) -> Result<(), MetricsError> {
         let collectors: [(&str, Box<dyn prometheus::core::Collector>); 3] = [
             (
                 "opinionated_finalizer_patches_total",
-                Box::new(metrics.patches.clone()),
+                Box::new(self.patches.clone()),
             ),
             (
                 "opinionated_finalizer_conflicts_total",
-                Box::new(metrics.conflicts.clone()),
+                Box::new(self.conflicts.clone()),
             ),
             (
                 "opinionated_undecodable_objects_total",
-                Box::new(metrics.undecodable.clone()),
+                Box::new(self.undecodable.clone()),
             ),
         ];
-        for (name, collector) in collectors {
-            match registry.register(collector) {
-                Ok(()) | Err(prometheus::Error::AlreadyReg) => {}
-                Err(source) => {
-                    return Err(MetricsError {
-                        name: name.to_string(),
-                        source,
-                    });
-                }
-            }
-        }
-        Ok(metrics)
+        register_all(registry, collectors)
     }
 
     /// All collectors, for a registry of the caller's choosing (an app's
@@ -134,11 +109,8 @@ impl FinalizerMetrics {
     }
 }
 
-/// Collectors registered nowhere, for wrappers configured without metrics.
+/// Private collectors registered nowhere, for a wrapper configured without metrics.
 #[allow(clippy::expect_used)] // Fixed, valid metric names and no prefix: construction cannot fail.
 pub(crate) fn default_metrics() -> FinalizerMetrics {
-    static DEFAULT: OnceLock<FinalizerMetrics> = OnceLock::new();
-    DEFAULT
-        .get_or_init(|| FinalizerMetrics::unregistered(None).expect("valid metric names"))
-        .clone()
+    FinalizerMetrics::unregistered(None).expect("valid metric names")
 }

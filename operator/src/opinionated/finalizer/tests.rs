@@ -254,8 +254,10 @@ fn conflict_backoff_doubles_up_to_the_maximum() {
 #[test]
 fn registering_the_finalizer_metrics_twice_is_harmless() {
     let registry = Registry::new();
-    let first = FinalizerMetrics::register(&registry, Some("fin_twice")).expect("first");
-    let second = FinalizerMetrics::register(&registry, Some("fin_twice")).expect("second");
+    let first = FinalizerMetrics::unregistered(Some("fin_twice")).expect("metrics");
+    first.register_into(&registry).expect("first");
+    let second = first.clone();
+    second.register_into(&registry).expect("second");
     first.conflicts.with_label_values(&["k"]).inc();
     second.conflicts.with_label_values(&["k"]).inc();
     assert_eq!(first.conflicts("k"), 2);
