@@ -98,8 +98,10 @@ async fn main() -> std::process::ExitCode {
         || watcher::Config::default().labels("app.kubernetes.io/managed-by=canary-operator");
     let operator = Operator::new(MANIFEST)
         .crd::<Canary>()
-        .app(move |manifest| {
-            let metrics = PhaseMetrics::new(None).expect("constant, valid metric names");
+        .app_with_args(move |manifest, args| {
+            // Under the same --metrics-prefix as the Runner's own metrics.
+            let prefix = args.and_then(|args| args.metrics_prefix.as_deref());
+            let metrics = PhaseMetrics::new(prefix).expect("a prefix the Runner accepted");
             let machine =
                 rollout::machine(source.clone(), metrics.clone(), cli.evaluation_interval);
             let scheduler = machine.build().expect("a worker for every non-final phase");

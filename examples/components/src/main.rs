@@ -128,8 +128,10 @@ async fn main() -> std::process::ExitCode {
     let owned = || watcher::Config::default().labels(MANAGED_BY);
     Operator::new(MANIFEST)
         .crd::<WebApp>()
-        .app(move |manifest| {
-            let metrics = ComponentMetrics::new(None).expect("constant, valid metric names");
+        .app_with_args(move |manifest, args| {
+            // Under the same --metrics-prefix as the Runner's own metrics.
+            let prefix = args.and_then(|args| args.metrics_prefix.as_deref());
+            let metrics = ComponentMetrics::new(prefix).expect("a prefix the Runner accepted");
             let components = ComponentsReconciler::new(graph())
                 .with_status()
                 .metrics(metrics.clone());
