@@ -181,3 +181,193 @@ async fn a_leader_that_cannot_renew_steps_down_before_the_others_may_take_over()
         candidate.task.await.expect("stops");
     }
 }
+
+/// One replica: an elector (its client may be cut) and a controller reconciling the labelled
+/// ConfigMaps of `ns` while it leads, logging `"{replica} {name}"` per reconcile and
+/// `"{replica} cancelled {name}"` when a `slow` object's call sees its context cancelled.
+struct Replica {
+    candidate: Candidate,
+    controller_stop: CancellationToken,
+    controller: tokio::task::JoinHandle<Result<(), kubeapp::operator::ControllerError>>,
+}
+
+fn replica(
+    env: &TestEnv,
+    ns: &str,
+    id: &'static str,
+    election_client: kube::Client,
+    log: kubeapp_test_log::Log,
+) -> Replica {
+    use kube::ResourceExt;
+    use kubeapp::operator::{
+        Context, ControllerConfig, InformerController, InformerOptions, ReconcileRequest,
+        ReconcileResult,
+    };
+    let config = ElectionConfig::new(ns, "replicas", id).timings(
+        Duration::from_secs(6),
+        Duration::from_secs(4),
+        Duration::from_secs(1),
+    );
+    let candidate = start(election_client, config);
+    let controller = InformerController::new(ControllerConfig::default().name(id));
+    let config_maps = controller.kind(
+        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(env.client(), ns),
+        kube::runtime::watcher::Config::default().labels("replicas=test"),
+        InformerOptions::default(),
+    );
+    let handle = config_maps.reconcile_fn(
+        move |request: ReconcileRequest<k8s_openapi::api::core::v1::ConfigMap>, ctx: Context| {
+            let log = log.clone();
+            async move {
+                let name = request.object.name_any();
+                log.push(format!("{id} {name}"));
+                if name.starts_with("slow") {
+                    ctx.cancelled().await;
+                    log.push(format!("{id} cancelled {name}"));
+                }
+                Ok(ReconcileResult::done())
+            }
+        },
+    );
+    let controller_stop = CancellationToken::new();
+    let leadership = candidate.leadership.clone();
+    let task = tokio::spawn({
+        let stop = controller_stop.clone();
+        async move {
+            let _handle = handle;
+            controller.run_while_leading(stop, leadership).await
+        }
+    });
+    Replica {
+        candidate,
+        controller_stop,
+        controller: task,
+    }
+}
+
+mod kubeapp_test_log {
+    use std::sync::{Arc, Mutex};
+
+    /// A shared log of lines.
+    #[derive(Clone, Default)]
+    pub struct Log(Arc<Mutex<Vec<String>>>);
+
+    impl Log {
+        pub fn push(&self, line: String) {
+            self.0.lock().expect("log").push(line);
+        }
+        pub fn count(&self, pick: impl Fn(&str) -> bool) -> usize {
+            self.0
+                .lock()
+                .expect("log")
+                .iter()
+                .filter(|l| pick(l))
+                .count()
+        }
+    }
+}
+
+async fn create_labelled(client: &kube::Client, ns: &str, name: &str) {
+    let map: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "labels": {"replicas": "test"}}
+    }))
+    .expect("a ConfigMap");
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), ns)
+        .create(&kube::api::PostParams::default(), &map)
+        .await
+        .expect("create");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_reconciles_a_new_leader_gets_every_cached_object_and_a_lost_term_cancels_its_handlers()
+ {
+    let env = TestEnv::start().await.expect("control plane");
+    let ns = env.create_namespace("replicas").await.expect("namespace");
+    let log = kubeapp_test_log::Log::default();
+    // The first replica's elector can be cut off from the apiserver.
+    let cut = Arc::new(AtomicBool::new(false));
+    let inner = env.client();
+    let switch = Arc::clone(&cut);
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let (inner, cut) = (inner.clone(), Arc::clone(&switch));
+        async move {
+            if cut.load(Ordering::SeqCst) {
+                return Err::<
+                    http::Response<kube::client::Body>,
+                    Box<dyn std::error::Error + Send + Sync>,
+                >("connection cut by the test".into());
+            }
+            inner.send(request).await.map_err(Into::into)
+        }
+    });
+    let first = replica(
+        &env,
+        &ns,
+        "first",
+        kube::Client::new(service, "default"),
+        log.clone(),
+    );
+    until("the first replica leads", || {
+        first.candidate.leadership.is_leader()
+    })
+    .await;
+    let second = replica(&env, &ns, "second", env.client(), log.clone());
+
+    let client = env.client();
+    for i in 0..20 {
+        create_labelled(&client, &ns, &format!("cm-{i}")).await;
+    }
+    until("the leader reconciles all 20", || {
+        log.count(|l| l.starts_with("first cm-")) >= 20
+    })
+    .await;
+    // A reconcile that waits for its context: it is in flight when leadership ends.
+    create_labelled(&client, &ns, "slow-1").await;
+    until("the slow reconcile runs", || {
+        log.count(|l| l == "first slow-1") == 1
+    })
+    .await;
+    assert_eq!(
+        log.count(|l| l.starts_with("second ")),
+        0,
+        "the follower reconciles nothing"
+    );
+
+    cut.store(true, Ordering::SeqCst);
+    until(
+        "the lost term cancels the in-flight handler's context",
+        || log.count(|l| l == "first cancelled slow-1") == 1,
+    )
+    .await;
+    until("the second replica takes over", || {
+        second.candidate.leadership.is_leader()
+    })
+    .await;
+    assert!(!first.candidate.leadership.is_leader());
+    // The new leader gets every cached object (as Adds), with no new write by anyone.
+    until("the new leader reconciles every cached object", || {
+        log.count(|l| l.starts_with("second cm-")) >= 20
+    })
+    .await;
+    let first_calls = log.count(|l| l.starts_with("first "));
+    create_labelled(&client, &ns, "cm-after").await;
+    until("the new leader reconciles a new object", || {
+        log.count(|l| l == "second cm-after") == 1
+    })
+    .await;
+    assert_eq!(
+        log.count(|l| l.starts_with("first ")),
+        first_calls,
+        "the old leader started no handler call after losing the Lease"
+    );
+    for replica in [first, second] {
+        replica.controller_stop.cancel();
+        replica.candidate.stop.cancel();
+        replica
+            .controller
+            .await
+            .expect("the controller task")
+            .expect("the controller stops cleanly");
+        replica.candidate.task.await.expect("stops");
+    }
+}

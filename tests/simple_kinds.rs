@@ -302,3 +302,85 @@ async fn a_managed_kind_with_context_apply_cleanup_and_owns_keeps_its_child_and_
     );
     stop.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_namespace_scopes_its_kinds_watches_to_that_namespace() {
+    let env = Env::start("scoped").await;
+    let other = env
+        .env
+        .create_namespace("elsewhere")
+        .await
+        .expect("namespace");
+    // Every request path the app's client sends, recorded.
+    let paths = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let inner = env.env.client();
+    let recorded = Arc::clone(&paths);
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        recorded
+            .lock()
+            .expect("paths")
+            .push(request.uri().path().to_string());
+        let inner = inner.clone();
+        async move { inner.send(request).await }
+    });
+    let client = kube::Client::new(service, "default");
+    let seen = CallLog::new();
+    let log = seen.clone();
+    let widgets = UnmanagedKind::<Widget>::new().watcher(WatcherFns::<Widget>::new().on_add(
+        move |widget, _ctx| {
+            log.push(format!(
+                "{}/{}",
+                widget.namespace().unwrap_or_default(),
+                widget.name_any()
+            ));
+            async { Ok(()) }
+        },
+    ));
+    let app = App::new(
+        AppConfig::new("scoped")
+            .namespace(Some(env.ns.clone()))
+            .unmanaged_kind(widgets),
+        client,
+    )
+    .expect("a valid app");
+    let mut runner = local_runner();
+    runner.add_app(Arc::new(app));
+    let stop = run(runner);
+
+    let outside = Widget::new(
+        "outside",
+        WidgetSpec {
+            greeting: "hello".into(),
+        },
+    );
+    Api::<Widget>::namespaced(env.env.client(), &other)
+        .create(&PostParams::default(), &outside)
+        .await
+        .expect("a widget in another namespace");
+    env.create_widget("inside").await;
+    let inside = format!("{}/inside", env.ns);
+    seen.wait_for("the widget in the app's namespace", |l| l.contains(&inside))
+        .await;
+    let widget_paths: Vec<String> = paths
+        .lock()
+        .expect("paths")
+        .iter()
+        .filter(|p| p.ends_with("/widgets"))
+        .cloned()
+        .collect();
+    assert!(
+        !widget_paths.is_empty(),
+        "the app listed and watched widgets"
+    );
+    let scoped = format!("/namespaces/{}/widgets", env.ns);
+    assert!(
+        widget_paths.iter().all(|p| p.ends_with(&scoped)),
+        "every list and watch of widgets is in {}: {widget_paths:?}",
+        env.ns
+    );
+    assert!(
+        !seen.entries().iter().any(|e| e.contains("outside")),
+        "the other namespace's widget is not delivered"
+    );
+    stop.cancel();
+}

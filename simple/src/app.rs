@@ -79,6 +79,7 @@ pub struct App {
     finalizer_metrics: FinalizerMetrics,
     own_collectors: Vec<crate::config::CollectorFactory>,
     declared_webhooks: Vec<String>,
+    leadership: Option<kubeapp_operator::election::Leadership>,
 }
 
 impl App {
@@ -148,6 +149,7 @@ impl App {
             controller_metrics,
             finalizer_metrics,
             own_collectors: config.collectors,
+            leadership: config.leadership,
         })
     }
 
@@ -259,13 +261,18 @@ impl kubeapp_sdk::app::App for App {
 
     async fn run(&self, stop: CancellationToken) -> Result<(), AppError> {
         tracing::info!(app = %self.name, kinds = self.synced.len(), "app starting");
-        self.controller
-            .run(stop)
-            .await
-            .map_err(|source| AppError::Run {
-                app: self.name.clone(),
-                source: Box::new(source),
-            })?;
+        let run = match &self.leadership {
+            Some(leadership) => {
+                self.controller
+                    .run_while_leading(stop, leadership.clone())
+                    .await
+            }
+            None => self.controller.run(stop).await,
+        };
+        run.map_err(|source| AppError::Run {
+            app: self.name.clone(),
+            source: Box::new(source),
+        })?;
         tracing::info!(app = %self.name, "app stopped");
         Ok(())
     }

@@ -16,11 +16,16 @@
 //! | `--webhook-cert-file <PATH>` | `WEBHOOK_CERT_FILE` | none | [`WebhookConfig`] (with the key) |
 //! | `--webhook-key-file <PATH>` | `WEBHOOK_KEY_FILE` | none | [`WebhookConfig`] (with the certificate) |
 //! | `--webhook-addr <ADDR>` | `WEBHOOK_ADDR` | `0.0.0.0:8443` | [`WebhookConfig::addr`] |
-//! | `--instance <NAME>` | `POD_NAME` | none | [`OperatorArgs::instance`], the Events' `reportingInstance` |
+//! | `--instance <NAME>` | `POD_NAME` | none | [`OperatorArgs::instance`], the Events' `reportingInstance` and the leader-election identity |
+//! | `--leader-elect` | `LEADER_ELECT` | off | run the app's handlers only while this replica holds the Lease |
+//! | `--leader-election-namespace <NAMESPACE>` | `POD_NAMESPACE` | `default` | the Lease's namespace |
+//! | `--leader-election-id <NAME>` | `LEADER_ELECTION_ID` | `{app}-leader` | the Lease's name |
+//! | `--lease-duration <DURATION>` | `LEASE_DURATION` | `15s` | [`ElectionConfig::lease_duration`] |
+//! | `--renew-deadline <DURATION>` | `RENEW_DEADLINE` | `10s` | [`ElectionConfig::renew_deadline`] |
+//! | `--retry-period <DURATION>` | `RETRY_PERIOD` | `2s` | [`ElectionConfig::retry_period`] |
 //!
 //! A flag beats its environment variable. The variable names are the ones the kubeapp examples
-//! have used, so an operator switching to `OperatorArgs` keeps its deployments working. Leader
-//! election has no flags yet: kubeapp has no leader election.
+//! have used, so an operator switching to `OperatorArgs` keeps its deployments working.
 //!
 //! Without `--otlp-endpoint` (or `OTLP_ENDPOINT`), OTLP export is decided by the standard
 //! `OTEL_EXPORTER_OTLP_*` variables ([`Otlp::FromEnv`]). They are deliberately not the fallbacks
@@ -49,6 +54,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use kubeapp_operator::election::ElectionConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -133,6 +139,31 @@ pub struct OperatorArgs {
         default_value = "0.0.0.0:8443"
     )]
     pub webhook_addr: SocketAddr,
+    /// Run the app's handlers only while this replica holds the leader Lease (the others keep
+    /// their caches warm and take over when it is released or expires); needs --instance.
+    #[arg(long, env = "LEADER_ELECT")]
+    pub leader_elect: bool,
+    /// The namespace of the leader Lease.
+    #[arg(
+        long,
+        env = "POD_NAMESPACE",
+        value_name = "NAMESPACE",
+        default_value = "default"
+    )]
+    pub leader_election_namespace: String,
+    /// The name of the leader Lease (default: `{app}-leader`).
+    #[arg(long, env = "LEADER_ELECTION_ID", value_name = "NAME")]
+    pub leader_election_id: Option<String>,
+    /// How long a leader's claim counts for the others after its last renew.
+    #[arg(long, env = "LEASE_DURATION", value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub lease_duration: Duration,
+    /// How long a leader may go without renewing before it stops acting (less than
+    /// --lease-duration).
+    #[arg(long, env = "RENEW_DEADLINE", value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub renew_deadline: Duration,
+    /// How often the leader renews and a follower retries (less than --renew-deadline).
+    #[arg(long, env = "RETRY_PERIOD", value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub retry_period: Duration,
 }
 
 /// Why [`OperatorArgs`] cannot be turned into a configuration.
@@ -146,6 +177,12 @@ pub enum OperatorArgsError {
         /// The flag that is missing, e.g. `--webhook-key-file`.
         missing: &'static str,
     },
+    /// `--leader-elect` without `--instance` (`POD_NAME`): candidates need distinct identities.
+    #[error("--leader-elect needs --instance (or POD_NAME): each replica's identity in the Lease")]
+    LeaderWithoutInstance,
+    /// The leader-election timings do not fit together.
+    #[error("{0}")]
+    LeaderElection(String),
 }
 
 impl OperatorArgs {
@@ -207,6 +244,34 @@ impl OperatorArgs {
             Some(webhook) => config.webhook(webhook),
             None => config,
         })
+    }
+
+    /// The leader election of app `app`, when `--leader-elect` is given.
+    ///
+    /// # Errors
+    ///
+    /// [`OperatorArgsError::LeaderWithoutInstance`], or timings that do not fit
+    /// (`--retry-period` < `--renew-deadline` < `--lease-duration`).
+    pub fn election_config(&self, app: &str) -> Result<Option<ElectionConfig>, OperatorArgsError> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let identity = self
+            .instance
+            .clone()
+            .ok_or(OperatorArgsError::LeaderWithoutInstance)?;
+        let name = self
+            .leader_election_id
+            .clone()
+            .unwrap_or_else(|| format!("{app}-leader"));
+        let config = ElectionConfig::new(self.leader_election_namespace.clone(), name, identity)
+            .timings(self.lease_duration, self.renew_deadline, self.retry_period);
+        config.validate().map_err(|error| {
+            OperatorArgsError::LeaderElection(format!(
+                "--lease-duration, --renew-deadline, --retry-period: {error}"
+            ))
+        })?;
+        Ok(Some(config))
     }
 }
 

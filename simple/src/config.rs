@@ -1,6 +1,7 @@
 //! [`AppConfig`]: what an [`App`](crate::App) is built from, and [`AppConfigError`], why it
 //! could not be.
 
+use kubeapp_operator::election::Leadership;
 use std::fmt;
 use std::sync::Arc;
 
@@ -32,6 +33,7 @@ pub struct AppConfig {
     pub(crate) collectors: Vec<CollectorFactory>,
     pub(crate) informers: Option<Informers>,
     pub(crate) namespace: Option<String>,
+    pub(crate) leadership: Option<Leadership>,
 }
 
 /// Hands out a fresh box of one of the app's own collectors (they are cheap handles to shared
@@ -58,7 +60,18 @@ impl AppConfig {
             collectors: Vec::new(),
             informers: None,
             namespace: None,
+            leadership: None,
         }
+    }
+
+    /// Runs the app's handlers only while `leadership` says this process leads (see
+    /// [`InformerController::run_while_leading`](kubeapp_operator::InformerController::run_while_leading)):
+    /// the informers keep their caches warm meanwhile, and a new term starts with every cached
+    /// object delivered as an Add. The `cli` feature's `--leader-elect` sets it.
+    #[must_use]
+    pub fn leadership(mut self, leadership: Leadership) -> Self {
+        self.leadership = Some(leadership);
+        self
     }
 
     /// The manifest the app is checked against (see [`crate::validate`]).

@@ -27,7 +27,7 @@ struct Cli {
 }
 
 /// Every environment variable `OperatorArgs` reads.
-const VARIABLES: [&str; 11] = [
+const VARIABLES: [&str; 18] = [
     "METRICS_ADDR",
     "METRICS_PREFIX",
     "WATCH_NAMESPACE",
@@ -39,6 +39,13 @@ const VARIABLES: [&str; 11] = [
     "WEBHOOK_CERT_FILE",
     "WEBHOOK_KEY_FILE",
     "WEBHOOK_ADDR",
+    "POD_NAME",
+    "LEADER_ELECT",
+    "POD_NAMESPACE",
+    "LEADER_ELECTION_ID",
+    "LEASE_DURATION",
+    "RENEW_DEADLINE",
+    "RETRY_PERIOD",
 ];
 
 static ENV_LOCK: Mutex<()> = Mutex::new(());
@@ -147,6 +154,13 @@ fn every_flag_falls_back_to_its_environment_variable_and_a_flag_beats_it() {
         ("WEBHOOK_CERT_FILE", "/env/tls.crt"),
         ("WEBHOOK_KEY_FILE", "/env/tls.key"),
         ("WEBHOOK_ADDR", "127.0.0.1:9443"),
+        ("POD_NAME", "pod-env"),
+        ("LEADER_ELECT", "true"),
+        ("POD_NAMESPACE", "ops-env"),
+        ("LEADER_ELECTION_ID", "lease-env"),
+        ("LEASE_DURATION", "20s"),
+        ("RENEW_DEADLINE", "12s"),
+        ("RETRY_PERIOD", "3s"),
     ];
     // The list above covers every variable the module reads.
     let mut named: Vec<&str> = from_env.iter().map(|(name, _)| *name).collect();
@@ -173,6 +187,32 @@ fn every_flag_falls_back_to_its_environment_variable_and_a_flag_beats_it() {
         Some(Path::new("/env/tls.key"))
     );
     assert_eq!(args.webhook_addr, addr("127.0.0.1:9443"));
+    assert_eq!(args.instance.as_deref(), Some("pod-env"));
+    assert!(args.leader_elect);
+    let election = args
+        .election_config("shop")
+        .expect("consistent")
+        .expect("elected");
+    assert_eq!(
+        (
+            election.namespace.as_str(),
+            election.name.as_str(),
+            election.identity.as_str()
+        ),
+        ("ops-env", "lease-env", "pod-env")
+    );
+    assert_eq!(
+        (
+            election.lease_duration,
+            election.renew_deadline,
+            election.retry_period
+        ),
+        (
+            Duration::from_secs(20),
+            Duration::from_secs(12),
+            Duration::from_secs(3)
+        )
+    );
 
     let flags = [
         "--metrics-addr",
@@ -197,6 +237,18 @@ fn every_flag_falls_back_to_its_environment_variable_and_a_flag_beats_it() {
         "/flag/tls.key",
         "--webhook-addr",
         "127.0.0.2:9444",
+        "--instance",
+        "pod-flag",
+        "--leader-election-namespace",
+        "ops-flag",
+        "--leader-election-id",
+        "lease-flag",
+        "--lease-duration",
+        "30s",
+        "--renew-deadline",
+        "20s",
+        "--retry-period",
+        "5s",
     ];
     let args = with_env(&from_env, || parse(&flags)).expect("flags parse");
     assert_eq!(args.metrics_addr, addr("127.0.0.2:9200"));
@@ -216,6 +268,68 @@ fn every_flag_falls_back_to_its_environment_variable_and_a_flag_beats_it() {
         Some(Path::new("/flag/tls.key"))
     );
     assert_eq!(args.webhook_addr, addr("127.0.0.2:9444"));
+    let election = args
+        .election_config("shop")
+        .expect("consistent")
+        .expect("elected");
+    assert_eq!(
+        (
+            election.namespace.as_str(),
+            election.name.as_str(),
+            election.identity.as_str()
+        ),
+        ("ops-flag", "lease-flag", "pod-flag")
+    );
+    assert_eq!(election.retry_period, Duration::from_secs(5));
+}
+
+#[test]
+fn leader_election_needs_an_identity_and_timings_that_fit() {
+    let off = with_env(&[], || parse(&[])).expect("parses");
+    assert!(
+        off.election_config("shop").expect("fine").is_none(),
+        "off by default"
+    );
+    let defaults = with_env(&[], || parse(&["--leader-elect", "--instance", "p"]))
+        .expect("parses")
+        .election_config("shop")
+        .expect("fine")
+        .expect("elected");
+    assert_eq!(defaults.name, "shop-leader");
+    assert_eq!(defaults.namespace, "default");
+    assert_eq!(
+        (
+            defaults.lease_duration,
+            defaults.renew_deadline,
+            defaults.retry_period
+        ),
+        (
+            Duration::from_secs(15),
+            Duration::from_secs(10),
+            Duration::from_secs(2)
+        )
+    );
+    let anonymous = with_env(&[], || parse(&["--leader-elect"])).expect("parses");
+    let error = anonymous.election_config("shop").expect_err("no identity");
+    assert!(error.to_string().contains("--instance"), "{error}");
+    let inverted = with_env(&[], || {
+        parse(&[
+            "--leader-elect",
+            "--instance",
+            "p",
+            "--renew-deadline",
+            "20s",
+        ])
+    })
+    .expect("parses");
+    let error = inverted
+        .election_config("shop")
+        .expect_err("deadline too long");
+    let message = error.to_string();
+    assert!(
+        message.contains("--renew-deadline") && message.contains("lease duration"),
+        "{message}"
+    );
 }
 
 #[test]

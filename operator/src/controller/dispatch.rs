@@ -21,7 +21,7 @@ use tracing::{Instrument, Span};
 
 use tokio_util::sync::CancellationToken;
 
-use super::kind::KindRuntime;
+use super::kind::{KindRuntime, Running};
 use super::lanes::{HandlerId, LaneKey, Queued};
 use super::pending::{Pending, Retries, RetryEntry, RetryWork};
 use super::registry::Handlers;
@@ -63,6 +63,8 @@ pub(super) struct Held<'a> {
     pub(super) retries: &'a mut Retries,
     /// The controller's stop: a call failing while it stops is not retried.
     pub(super) stop: &'a CancellationToken,
+    /// The run: no handler call starts unless it is [acting](Running::acting).
+    pub(super) run: &'a Running,
 }
 
 /// Whether a handler call ran for a new event or for one of its retries.
@@ -131,6 +133,9 @@ impl KindRuntime {
             let seq = queued.seq;
             if queued.for_watchers {
                 for entry in &handlers.watchers {
+                    if !held.run.acting() {
+                        break;
+                    }
                     let handler = HandlerId::Watcher(entry.id);
                     if seq < entry.since || queued.only.is_some_and(|only| only != handler) {
                         continue;
@@ -154,6 +159,9 @@ impl KindRuntime {
             }
             if let Some((reconcile_action, object)) = &queued.reconcile {
                 for entry in &handlers.reconcilers {
+                    if !held.run.acting() {
+                        break;
+                    }
                     let handler = HandlerId::Reconciler(entry.id);
                     if seq < entry.since || queued.only.is_some_and(|only| only != handler) {
                         continue;
@@ -198,6 +206,10 @@ impl KindRuntime {
         ctx: &HandlerContext,
         handlers: &Handlers,
     ) {
+        if !held.run.acting() {
+            // Stopping or no longer leading: the next start (or term) lists everything again.
+            return;
+        }
         let Pending { handler, entry } = pending;
         let span = info_span_if_recorded!(
             "controller-retry",

@@ -50,6 +50,16 @@ pub(crate) struct Running {
     pub tracker: TaskTracker,
     /// The runtime the controller runs on (subscriptions made from outside it spawn there).
     pub runtime: tokio::runtime::Handle,
+    /// While leader-elected: whether this process holds the Lease, asked before every handler
+    /// call (see [`InformerController::run_while_leading`](super::InformerController::run_while_leading)).
+    pub gate: Option<crate::election::Leadership>,
+}
+
+impl Running {
+    /// Whether handler calls may start: not stopping, and leading if elected.
+    pub(crate) fn acting(&self) -> bool {
+        !self.stop.is_cancelled() && self.gate.as_ref().is_none_or(|gate| gate.is_leader())
+    }
 }
 
 /// The lanes and the bookkeeping of the workers and intakes, under one lock.
@@ -350,7 +360,7 @@ impl KindRuntime {
         let ctx = HandlerContext::of_kind(Arc::clone(&self.name), run.stop.clone());
         let mut handlers = HandlersCache::default();
         loop {
-            if run.stop.is_cancelled() {
+            if !run.acting() {
                 return;
             }
             let parked = self.work_ready.notified();
@@ -383,6 +393,7 @@ impl KindRuntime {
                 key: &key,
                 retries: &mut retries,
                 stop: &run.stop,
+                run: &run,
             };
             let counted = match work {
                 Work::Event(queued) => {

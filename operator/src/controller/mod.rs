@@ -72,6 +72,7 @@
 mod dispatch;
 pub(crate) mod kind;
 pub(crate) mod lanes;
+mod leading;
 mod outcome;
 mod pending;
 pub(crate) mod registry;
@@ -226,6 +227,13 @@ pub enum ControllerError {
     /// `run` was called while the controller runs or after it stopped.
     #[error("the controller already ran; make a new one")]
     AlreadyRan,
+    /// Leader election needs every kind on shared informers (`kind`, `KindHandle`, a simple
+    /// App's kinds): kinds added with `add_informer` cannot be listed again for a new term.
+    #[error(
+        "leader election needs every kind registered through InformerController::kind (shared \
+         informers); kinds added with add_informer cannot restart: {0}"
+    )]
+    NotRestartable(String),
 }
 
 enum RunState {
@@ -437,11 +445,26 @@ impl InformerController {
     /// [`ControllerError::AlreadyRan`] when the controller runs or ran already: a controller runs
     /// once.
     pub async fn run(&self, stop: CancellationToken) -> Result<(), ControllerError> {
+        self.run_term(stop, None, None, false).await
+    }
+
+    /// One run until `stop`: handler calls gated by `gate` (leader election), the grace period
+    /// `grace` instead of the configured one when given, and, when `restartable`, a controller
+    /// that may run again afterwards (its queued work dropped: the next run subscribes anew and
+    /// gets every cached object as an Add).
+    pub(crate) async fn run_term(
+        &self,
+        stop: CancellationToken,
+        gate: Option<crate::election::Leadership>,
+        grace: Option<Arc<dyn Fn() -> std::time::Duration + Send + Sync>>,
+        restartable: bool,
+    ) -> Result<(), ControllerError> {
         let run = Arc::new(Running {
             stop: stop.clone(),
             hard_stop: CancellationToken::new(),
             tracker: TaskTracker::new(),
             runtime: tokio::runtime::Handle::current(),
+            gate,
         });
         let informers = {
             let mut state = self
@@ -470,7 +493,7 @@ impl InformerController {
 
         tracing::info!("controller stopping; waiting for in-flight handlers");
         run.tracker.close();
-        let grace = self.shared.config.shutdown_grace;
+        let grace = grace.map_or(self.shared.config.shutdown_grace, |grace| grace());
         if tokio::time::timeout(grace, run.tracker.wait())
             .await
             .is_err()
@@ -489,7 +512,13 @@ impl InformerController {
             .shared
             .state
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = RunState::Stopped;
+            .unwrap_or_else(PoisonError::into_inner) = if restartable {
+            RunState::Idle {
+                informers: Vec::new(),
+            }
+        } else {
+            RunState::Stopped
+        };
         tracing::info!("controller stopped");
         Ok(())
     }

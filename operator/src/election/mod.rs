@@ -147,6 +147,12 @@ impl Leadership {
             .is_some_and(|until| Instant::now() < until)
     }
 
+    /// Until when (monotonic) this process leads, if it does: the last successful renew plus the
+    /// renew deadline.
+    pub fn valid_until(&self) -> Option<Instant> {
+        *self.until.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Resolves when the elector next reports a change (gained or lost).
     pub async fn changed(&mut self) {
         let _ = self.changes.changed().await;

@@ -80,6 +80,10 @@ pub struct ManifestArgs {
     /// webhook configurations are printed, for an operator running outside the cluster).
     #[arg(long)]
     pub image: Option<String>,
+    /// Replicas of the operator's Deployment; more than one runs them with --leader-elect (one
+    /// acts, the others stand by with warm caches) and grants the Lease permissions.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..))]
+    pub replicas: i32,
     /// Where the webhooks are reached (when the manifest declares webhooks).
     #[command(flatten)]
     pub webhook: WebhookTargetArgs,

@@ -44,8 +44,9 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _};
 use kube::CustomResourceExt;
+use kubeapp_operator::election::LeaderElector;
 use kubeapp_operator::runner::{ClientError, RunnerError, default_client_with_metrics};
-use kubeapp_operator::{BoxError, Runner};
+use kubeapp_operator::{BoxError, CancellationToken, Runner};
 use kubeapp_sdk::crd::{CrdBuilder, CrdError};
 use kubeapp_sdk::deploy::{DeployError, OperatorDeployment, WebhookServing};
 use kubeapp_sdk::manifest::{ManifestData, ManifestError, to_yaml_documents};
@@ -140,6 +141,9 @@ pub enum OperatorError {
     /// The operator's dry run failed.
     #[error("dry run: {0}")]
     DryRun(String),
+    /// Leader election could not start.
+    #[error("leader election: {0}")]
+    Election(String),
     /// `dry-run` on an operator that gave no [`Operator::dry_run`].
     #[error("dry-run: this operator renders nothing without a cluster (it has no dry run)")]
     NoDryRun,
@@ -362,12 +366,25 @@ impl Operator {
         }
         let image = args.image.clone().ok_or(OperatorError::NoImage)?;
         let app = (self.app)(manifest.clone(), None);
+        let elected = args.replicas > 1;
         let mut deployment = OperatorDeployment::new(manifest, image)
             .name(name)
             .namespace(args.namespace.clone())
+            .replicas(args.replicas)
             .env_from_field("POD_NAME", "metadata.name")
-            .rbac(move |builder| app.rbac(builder));
+            .rbac(move |builder| {
+                let builder = app.rbac(builder);
+                if elected {
+                    builder.owned::<k8s_openapi::api::coordination::v1::Lease>()
+                } else {
+                    builder
+                }
+            });
         let mut run_args = vec!["run".to_string(), "--log-format".into(), "json".into()];
+        if elected {
+            deployment = deployment.env_from_field("POD_NAMESPACE", "metadata.namespace");
+            run_args.push("--leader-elect".into());
+        }
         if let Some(webhooks) = serving {
             run_args.extend([
                 "--webhook-cert-file".to_string(),
@@ -418,6 +435,7 @@ impl Operator {
         args: &OperatorArgs,
     ) -> Result<(), OperatorError> {
         webhooks::require_server(&manifest, args)?;
+        let election = args.election_config(&manifest.app_name)?;
         let runner_config = args.runner_config()?;
         let runner = Runner::new(runner_config)?;
         let client = default_client_with_metrics(runner.metrics()).await?;
@@ -434,13 +452,30 @@ impl Operator {
         if let Some(instance) = &args.instance {
             config.controller = config.controller.clone().instance(instance.clone());
         }
+        // The elector outlives the app: it releases the Lease only after the handlers stopped.
+        let elector_stop = CancellationToken::new();
+        let elector = match election {
+            Some(election) => {
+                let elector = LeaderElector::new(client.clone(), election)
+                    .map_err(|e| OperatorError::Election(e.to_string()))?;
+                config = config.leadership(elector.leadership());
+                Some(tokio::spawn(elector.run(elector_stop.clone())))
+            }
+            None => None,
+        };
         let runner = runner.app(App::new(config, client)?);
         tracing::info!(
             metrics_addr = %args.metrics_addr,
             namespace = args.namespace.as_deref().unwrap_or("(all)"),
+            leader_elect = args.leader_elect,
             "operator starting"
         );
-        runner.run().await?;
+        let ran = runner.run().await;
+        elector_stop.cancel();
+        if let Some(elector) = elector {
+            let _ = elector.await;
+        }
+        ran?;
         tracing::info!("operator stopped");
         Ok(())
     }

@@ -39,6 +39,7 @@ fn manifest_args(webhook: WebhookTargetArgs) -> ManifestArgs {
     ManifestArgs {
         namespace: "shop-system".into(),
         image: Some("shop:1".into()),
+        replicas: 1,
         webhook,
     }
 }
@@ -175,4 +176,51 @@ async fn dry_run_calls_the_operators_rendering_and_says_when_there_is_none() {
         .execute(Command::DryRun(args))
         .await
         .expect("the rendering's summary is printed");
+}
+
+#[test]
+fn several_replicas_run_leader_elected_with_the_lease_permissions() {
+    let operator = Operator::new(WEBHOOK_MANIFEST);
+    let args = ManifestArgs {
+        replicas: 3,
+        ..manifest_args(WebhookTargetArgs {
+            webhook_ca_file: Some(ca_file("replicas")),
+            webhook_url: None,
+        })
+    };
+    let yaml = operator.manifests_yaml(&args).expect("manifests");
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&yaml).expect("YAML");
+    let deployment = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("a Deployment");
+    assert_eq!(deployment["spec"]["replicas"], 3);
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert!(
+        container["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .any(|a| a == "--leader-elect"),
+        "{container}"
+    );
+    assert!(
+        container["env"]
+            .as_array()
+            .expect("env")
+            .iter()
+            .any(|e| e["name"] == "POD_NAMESPACE"),
+        "{container}"
+    );
+    let leases = docs
+        .iter()
+        .filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role")
+        .flat_map(|d| d["rules"].as_array().cloned().unwrap_or_default())
+        .any(|rule| {
+            rule["apiGroups"][0] == "coordination.k8s.io"
+                && rule["resources"]
+                    .as_array()
+                    .is_some_and(|r| r.iter().any(|x| x == "leases"))
+        });
+    assert!(leases, "the role grants the Lease");
 }

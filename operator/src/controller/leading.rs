@@ -1,0 +1,117 @@
+//! [`InformerController::run_while_leading`]: the controller acts only while this process holds
+//! the Lease of a [`LeaderElector`](crate::election::LeaderElector).
+//!
+//! A term is one run of the controller while leading:
+//!
+//! - **Warm standby.** The shared informers keep listing and watching (and their caches stay
+//!   current) while the process follows; only the controller's subscriptions come and go.
+//! - **Gaining** starts a term: the kinds subscribe again, and a subscription first delivers every
+//!   cached object as an Add, so the opinionated wrappers run `sync` (or `add`) for objects that
+//!   changed while another replica led or none did.
+//! - **Losing** (the renew deadline passed, by the monotonic clock) ends the term at once: no new
+//!   handler call starts (every call checks [`Leadership::is_leader`] first, so a process resumed
+//!   from SIGSTOP starts nothing even before its tasks notice), the handlers' contexts are
+//!   cancelled, and calls still running are dropped without a grace period (the lease may be
+//!   someone else's by now). Queued events and pending retries of the term are dropped; the next
+//!   term lists everything again.
+//! - **Stopping** (the `stop` token) ends the term with the configured grace period, as
+//!   [`run`](InformerController::run) does.
+//!
+//! Leases give no fencing: a call that was already writing when leadership ended may still land.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{ControllerError, InformerController, RunState};
+use crate::election::Leadership;
+
+impl InformerController {
+    /// Runs the controller in terms, one per period of leadership, until `stop`; see the
+    /// [module docs](self).
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError::NotRestartable`] when a kind was added with `add_informer`;
+    /// [`ControllerError::AlreadyRan`] when the controller runs or ran.
+    pub async fn run_while_leading(
+        &self,
+        stop: CancellationToken,
+        mut leadership: Leadership,
+    ) -> Result<(), ControllerError> {
+        {
+            let state = self
+                .shared
+                .state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match &*state {
+                RunState::Idle { informers } if !informers.is_empty() => {
+                    let kinds: Vec<&str> = informers.iter().map(|(k, _)| k.as_str()).collect();
+                    return Err(ControllerError::NotRestartable(kinds.join(", ")));
+                }
+                RunState::Idle { .. } => {}
+                _ => return Err(ControllerError::AlreadyRan),
+            }
+        }
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return Ok(()),
+                () = leadership.until_leading() => {}
+            }
+            tracing::info!("leading: the controller starts a term");
+            let term = stop.child_token();
+            let lost = Arc::new(AtomicBool::new(false));
+            let watch = tokio::spawn(end_on_loss(
+                leadership.clone(),
+                term.clone(),
+                Arc::clone(&lost),
+            ));
+            let lost_now = Arc::clone(&lost);
+            let configured = self.shared.config.shutdown_grace;
+            // Lost: no grace (another replica may lead already); stopped: the configured one.
+            let grace = Arc::new(move || {
+                if lost_now.load(Ordering::Acquire) {
+                    Duration::ZERO
+                } else {
+                    configured
+                }
+            });
+            let result = self
+                .run_term(term, Some(leadership.clone()), Some(grace), true)
+                .await;
+            watch.abort();
+            result?;
+            if stop.is_cancelled() {
+                return Ok(());
+            }
+            tracing::warn!("lost the leadership: the controller's term ended");
+        }
+    }
+}
+
+/// Cancels `term` (marking `lost`) as soon as `leadership` ends.
+async fn end_on_loss(mut leadership: Leadership, term: CancellationToken, lost: Arc<AtomicBool>) {
+    loop {
+        if !leadership.is_leader() {
+            lost.store(true, Ordering::Release);
+            term.cancel();
+            return;
+        }
+        let until = leadership.valid_until();
+        tokio::select! {
+            () = leadership.changed() => {}
+            () = sleep_until(until) => {}
+            () = term.cancelled() => return,
+        }
+    }
+}
+
+async fn sleep_until(until: Option<std::time::Instant>) {
+    match until {
+        Some(until) => tokio::time::sleep_until(until.into()).await,
+        None => std::future::pending().await,
+    }
+}

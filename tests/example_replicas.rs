@@ -1,0 +1,201 @@
+//! Two replicas of `examples/minimal` run with `--leader-elect` against a real kube-apiserver +
+//! etcd, as child processes:
+//!
+//! - only the replica holding the Lease reconciles (the other's reconciler count stays 0);
+//! - the leader is paused with SIGSTOP past its Lease: the other takes the Lease and reconciles a
+//!   new Greeting; after SIGCONT the paused one starts no handler call (its reconciler count does
+//!   not move while the other one keeps working) until it holds the Lease again;
+//! - SIGTERM stops both with exit code 0, and the leader releases the Lease.
+//!
+//! The binary must be built first (`scripts/test` does: `cargo build --workspace --bins`).
+
+mod example_support;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use example_support::{binary, eventually, free_port, get, output_of, send_signal};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kubeapp::sdk::testenv::TestEnv;
+
+const MINIMAL: &str = "kubeapp-example-minimal";
+
+struct Replica {
+    name: &'static str,
+    child: tokio::process::Child,
+    pid: u32,
+    metrics: SocketAddr,
+    log: PathBuf,
+}
+
+impl Replica {
+    fn start(env: &TestEnv, ns: &str, name: &'static str) -> Self {
+        let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let log = env.dir().join(format!("{name}.log"));
+        let child = tokio::process::Command::new(binary(MINIMAL, MINIMAL))
+            .args(["run", "--metrics-addr", &metrics.to_string()])
+            .args(["--leader-elect", "--instance", name])
+            .args(["--leader-election-namespace", ns])
+            .args([
+                "--lease-duration",
+                "4s",
+                "--renew-deadline",
+                "3s",
+                "--retry-period",
+                "1s",
+            ])
+            .env("KUBECONFIG", env.kubeconfig_path())
+            .env("RUST_LOG", "info")
+            .env_remove("WATCH_NAMESPACE")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start a replica");
+        let pid = child.id().expect("a pid");
+        Self {
+            name,
+            child,
+            pid,
+            metrics,
+            log,
+        }
+    }
+
+    fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// How many reconciler calls this replica made (`None` until `/metrics` answers).
+    async fn reconciles(&self) -> Option<f64> {
+        let (status, body) = get(self.metrics, "/metrics").await?;
+        (status == 200).then(|| {
+            body.lines()
+                .filter(|l| l.starts_with("reconciler_process_duration_seconds_count"))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum()
+        })
+    }
+
+    async fn stop(mut self) {
+        send_signal(self.pid, "TERM");
+        let status = tokio::time::timeout(std::time::Duration::from_secs(60), self.child.wait())
+            .await
+            .expect("stops within a minute of SIGTERM")
+            .expect("wait");
+        assert!(
+            status.success(),
+            "{} exited with {status}\n{}",
+            self.name,
+            self.logs()
+        );
+    }
+}
+
+async fn holder(leases: &Api<Lease>) -> Option<String> {
+    leases
+        .get_opt("greeter-leader")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| l.spec?.holder_identity)
+        .filter(|h| !h.is_empty())
+}
+
+async fn greet(client: &kube::Client, ns: &str, name: &str) {
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("minimal.kubeapp.dev", "v1", "Greeting"),
+        "greetings",
+    );
+    let greeting: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "minimal.kubeapp.dev/v1", "kind": "Greeting",
+        "metadata": {"name": name, "namespace": ns}, "spec": {"message": "hi"}
+    }))
+    .expect("a Greeting");
+    Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource)
+        .create(&PostParams::default(), &greeting)
+        .await
+        .expect("create a Greeting");
+}
+
+async fn rendered(config_maps: &Api<ConfigMap>, name: &str) -> Option<()> {
+    config_maps.get_opt(name).await.ok().flatten().map(|_| ())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_reconciles_and_a_paused_leader_starts_nothing_after_it_resumes() {
+    let env = TestEnv::start().await.expect("control plane");
+    env.install_crds_yaml(&output_of(&binary(MINIMAL, MINIMAL), &["crd"]))
+        .await
+        .expect("the CRD installs");
+    let ns = env.create_namespace("replicas").await.expect("namespace");
+    let client = env.client();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let a = Replica::start(&env, &ns, "replica-a");
+    let b = Replica::start(&env, &ns, "replica-b");
+    let logs = || format!("{}\n---\n{}", a.logs(), b.logs());
+    let leader = eventually("a replica holds the Lease", logs, || holder(&leases)).await;
+    let (leading, standing_by) = if leader == a.name { (&a, &b) } else { (&b, &a) };
+
+    greet(&client, &ns, "first").await;
+    eventually("the leader renders the first Greeting", logs, || {
+        rendered(&config_maps, "first")
+    })
+    .await;
+    let standby_calls = eventually("the standby serves /metrics", logs, || {
+        standing_by.reconciles()
+    })
+    .await;
+    assert_eq!(standby_calls, 0.0, "the standby reconciled nothing");
+
+    // Pause the leader past its Lease: the standby takes over.
+    let paused_calls = eventually("the leader's count", logs, || leading.reconciles()).await;
+    send_signal(leading.pid, "STOP");
+    eventually("the standby takes the Lease", logs, || async {
+        holder(&leases)
+            .await
+            .filter(|h| h == standing_by.name)
+            .map(|_| ())
+    })
+    .await;
+    greet(&client, &ns, "second").await;
+    eventually("the new leader renders the second Greeting", logs, || {
+        rendered(&config_maps, "second")
+    })
+    .await;
+
+    // Resumed, the old leader starts no handler call while the new one keeps working.
+    send_signal(leading.pid, "CONT");
+    greet(&client, &ns, "third").await;
+    eventually("the new leader renders the third Greeting", logs, || {
+        rendered(&config_maps, "third")
+    })
+    .await;
+    let after = eventually("the resumed replica's count", logs, || leading.reconciles()).await;
+    assert_eq!(
+        after, paused_calls,
+        "the resumed replica started no reconcile without the Lease"
+    );
+    assert_eq!(
+        holder(&leases).await.as_deref(),
+        Some(standing_by.name),
+        "the Lease stays with the new leader"
+    );
+
+    let new_leader = standing_by.name;
+    let (a_name, b_name) = (a.name, b.name);
+    a.stop().await;
+    b.stop().await;
+    let released = holder(&leases).await;
+    assert!(
+        released.is_none(),
+        "{new_leader} released the Lease on SIGTERM ({a_name}, {b_name}): {released:?}"
+    );
+}
