@@ -1,7 +1,9 @@
 //! Two replicas of `examples/minimal` run with `--leader-elect` against a real kube-apiserver +
 //! etcd, as child processes:
 //!
-//! - only the replica holding the Lease reconciles (the other's reconciler count stays 0);
+//! - only the replica holding the Lease reconciles (the other's reconciler count stays 0); with
+//!   `--leader-ready` only the leader's `/readyz` passes, and `leader_election_master_status` is 1
+//!   on the leader and 0 on the other;
 //! - the leader is paused with SIGSTOP past its Lease: the other takes the Lease and reconciles a
 //!   new Greeting; after SIGCONT the paused one starts no handler call (its reconciler count does
 //!   not move while the other one keeps working) until it holds the Lease again;
@@ -38,7 +40,7 @@ impl Replica {
         let log = env.dir().join(format!("{name}.log"));
         let child = tokio::process::Command::new(binary(MINIMAL, MINIMAL))
             .args(["run", "--metrics-addr", &metrics.to_string()])
-            .args(["--leader-elect", "--instance", name])
+            .args(["--leader-elect", "--leader-ready", "--instance", name])
             .args(["--leader-election-namespace", ns])
             .args([
                 "--lease-duration",
@@ -154,6 +156,29 @@ async fn only_the_leader_reconciles_and_a_paused_leader_starts_nothing_after_it_
     })
     .await;
     assert_eq!(standby_calls, 0.0, "the standby reconciled nothing");
+    let status = |body: &str| {
+        body.lines()
+            .find(|l| l.starts_with("leader_election_master_status{name=\"greeter-leader\"}"))
+            .and_then(|l| l.rsplit(' ').next())
+            .map(str::to_string)
+    };
+    let leader_metrics = get(leading.metrics, "/metrics").await.expect("/metrics").1;
+    let standby_metrics = get(standing_by.metrics, "/metrics")
+        .await
+        .expect("/metrics")
+        .1;
+    assert_eq!(status(&leader_metrics).as_deref(), Some("1"));
+    assert_eq!(status(&standby_metrics).as_deref(), Some("0"));
+    assert_eq!(
+        get(leading.metrics, "/readyz").await.map(|(s, _)| s),
+        Some(200),
+        "--leader-ready: the leader is ready"
+    );
+    assert_eq!(
+        get(standing_by.metrics, "/readyz").await.map(|(s, _)| s),
+        Some(503),
+        "--leader-ready: the standby is not"
+    );
 
     // Pause the leader past its Lease: the standby takes over.
     let paused_calls = eventually("the leader's count", logs, || leading.reconciles()).await;

@@ -80,6 +80,7 @@ pub struct App {
     own_collectors: Vec<crate::config::CollectorFactory>,
     declared_webhooks: Vec<String>,
     leadership: Option<kubeapp_operator::election::Leadership>,
+    ready_only_when_leading: bool,
 }
 
 impl App {
@@ -150,6 +151,7 @@ impl App {
             finalizer_metrics,
             own_collectors: config.collectors,
             leadership: config.leadership,
+            ready_only_when_leading: config.ready_only_when_leading,
         })
     }
 
@@ -278,9 +280,17 @@ impl kubeapp_sdk::app::App for App {
     }
 
     fn health_checks(&self) -> Vec<Arc<dyn HealthCheck>> {
-        vec![Arc::new(InformersSynced {
+        let mut checks: Vec<Arc<dyn HealthCheck>> = vec![Arc::new(InformersSynced {
             synced: self.synced.clone(),
-        })]
+        })];
+        if let Some(leadership) = &self.leadership
+            && self.ready_only_when_leading
+        {
+            checks.push(Arc::new(kubeapp_operator::election::LeadershipReady(
+                leadership.clone(),
+            )));
+        }
+        checks
     }
 
     fn declared_webhooks(&self) -> Vec<String> {

@@ -18,6 +18,7 @@
 //! | `--webhook-addr <ADDR>` | `WEBHOOK_ADDR` | `0.0.0.0:8443` | [`WebhookConfig::addr`] |
 //! | `--instance <NAME>` | `POD_NAME` | none | [`OperatorArgs::instance`], the Events' `reportingInstance` and the leader-election identity |
 //! | `--leader-elect` | `LEADER_ELECT` | off | run the app's handlers only while this replica holds the Lease |
+//! | `--leader-ready` | `LEADER_READY` | off | `/readyz` fails while not leading |
 //! | `--leader-election-namespace <NAMESPACE>` | `POD_NAMESPACE` | `default` | the Lease's namespace |
 //! | `--leader-election-id <NAME>` | `LEADER_ELECTION_ID` | `{app}-leader` | the Lease's name |
 //! | `--lease-duration <DURATION>` | `LEASE_DURATION` | `15s` | [`ElectionConfig::lease_duration`] |
@@ -140,9 +141,14 @@ pub struct OperatorArgs {
     )]
     pub webhook_addr: SocketAddr,
     /// Run the app's handlers only while this replica holds the leader Lease (the others keep
-    /// their caches warm and take over when it is released or expires); needs --instance.
+    /// their caches warm and take over when it is released or expires); the identity is
+    /// --instance, else the hostname.
     #[arg(long, env = "LEADER_ELECT")]
     pub leader_elect: bool,
+    /// With --leader-elect: /readyz fails while this replica does not lead (by default a
+    /// follower is ready: it serves webhooks and keeps its caches warm).
+    #[arg(long, env = "LEADER_READY", requires = "leader_elect")]
+    pub leader_ready: bool,
     /// The namespace of the leader Lease.
     #[arg(
         long,
@@ -177,8 +183,12 @@ pub enum OperatorArgsError {
         /// The flag that is missing, e.g. `--webhook-key-file`.
         missing: &'static str,
     },
-    /// `--leader-elect` without `--instance` (`POD_NAME`): candidates need distinct identities.
-    #[error("--leader-elect needs --instance (or POD_NAME): each replica's identity in the Lease")]
+    /// `--leader-elect` without `--instance` (`POD_NAME`) on a machine whose hostname cannot be
+    /// read: candidates need distinct identities.
+    #[error(
+        "--leader-elect needs --instance (or POD_NAME): each replica's identity in the Lease (the \
+         hostname could not be read)"
+    )]
     LeaderWithoutInstance,
     /// The leader-election timings do not fit together.
     #[error("{0}")]
@@ -259,6 +269,12 @@ impl OperatorArgs {
         let identity = self
             .instance
             .clone()
+            .or_else(|| {
+                hostname::get()
+                    .ok()
+                    .and_then(|name| name.into_string().ok())
+            })
+            .filter(|name| !name.is_empty())
             .ok_or(OperatorArgsError::LeaderWithoutInstance)?;
         let name = self
             .leader_election_id

@@ -34,6 +34,7 @@ pub struct AppConfig {
     pub(crate) informers: Option<Informers>,
     pub(crate) namespace: Option<String>,
     pub(crate) leadership: Option<Leadership>,
+    pub(crate) ready_only_when_leading: bool,
 }
 
 /// Hands out a fresh box of one of the app's own collectors (they are cheap handles to shared
@@ -61,7 +62,17 @@ impl AppConfig {
             informers: None,
             namespace: None,
             leadership: None,
+            ready_only_when_leading: false,
         }
+    }
+
+    /// With [`leadership`](Self::leadership): `/readyz` fails while this replica does not lead
+    /// (a check named `leader`). Off by default: a follower serves webhooks and keeps its caches
+    /// warm, so it is ready.
+    #[must_use]
+    pub fn ready_only_when_leading(mut self) -> Self {
+        self.ready_only_when_leading = true;
+        self
     }
 
     /// Runs the app's handlers only while `leadership` says this process leads (see

@@ -27,7 +27,7 @@ struct Cli {
 }
 
 /// Every environment variable `OperatorArgs` reads.
-const VARIABLES: [&str; 18] = [
+const VARIABLES: [&str; 19] = [
     "METRICS_ADDR",
     "METRICS_PREFIX",
     "WATCH_NAMESPACE",
@@ -41,6 +41,7 @@ const VARIABLES: [&str; 18] = [
     "WEBHOOK_ADDR",
     "POD_NAME",
     "LEADER_ELECT",
+    "LEADER_READY",
     "POD_NAMESPACE",
     "LEADER_ELECTION_ID",
     "LEASE_DURATION",
@@ -156,6 +157,7 @@ fn every_flag_falls_back_to_its_environment_variable_and_a_flag_beats_it() {
         ("WEBHOOK_ADDR", "127.0.0.1:9443"),
         ("POD_NAME", "pod-env"),
         ("LEADER_ELECT", "true"),
+        ("LEADER_READY", "true"),
         ("POD_NAMESPACE", "ops-env"),
         ("LEADER_ELECTION_ID", "lease-env"),
         ("LEASE_DURATION", "20s"),
@@ -189,6 +191,7 @@ fn every_flag_falls_back_to_its_environment_variable_and_a_flag_beats_it() {
     assert_eq!(args.webhook_addr, addr("127.0.0.1:9443"));
     assert_eq!(args.instance.as_deref(), Some("pod-env"));
     assert!(args.leader_elect);
+    assert!(args.leader_ready);
     let election = args
         .election_config("shop")
         .expect("consistent")
@@ -309,9 +312,14 @@ fn leader_election_needs_an_identity_and_timings_that_fit() {
             Duration::from_secs(2)
         )
     );
-    let anonymous = with_env(&[], || parse(&["--leader-elect"])).expect("parses");
-    let error = anonymous.election_config("shop").expect_err("no identity");
-    assert!(error.to_string().contains("--instance"), "{error}");
+    let anonymous = with_env(&[], || parse(&["--leader-elect"]))
+        .expect("parses")
+        .election_config("shop")
+        .expect("the hostname stands in for --instance")
+        .expect("elected");
+    assert!(!anonymous.identity.is_empty());
+    let error = with_env(&[], || parse(&["--leader-ready"])).expect_err("needs --leader-elect");
+    assert!(error.to_string().contains("--leader-elect"), "{error}");
     let inverted = with_env(&[], || {
         parse(&[
             "--leader-elect",

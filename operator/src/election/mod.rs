@@ -172,6 +172,7 @@ pub struct LeaderElector {
     client: LeaseClient,
     until: Arc<Mutex<Option<Instant>>>,
     changes: watch::Sender<bool>,
+    status: Option<prometheus::IntGauge>,
 }
 
 impl LeaderElector {
@@ -193,7 +194,37 @@ impl LeaderElector {
             config,
             until: Arc::default(),
             changes: watch::Sender::new(false),
+            status: None,
         })
+    }
+
+    /// Reports leadership as `leader_election_master_status{name}` (1 while leading, else 0;
+    /// client-go's metric name, under the registry's prefix) in `metrics`' registry.
+    ///
+    /// # Errors
+    ///
+    /// When the gauge cannot be created (an invalid prefix cannot happen: the registry checked
+    /// it).
+    pub fn report_to(
+        mut self,
+        metrics: &crate::MetricsRegistry,
+    ) -> Result<Self, prometheus::Error> {
+        let gauge = prometheus::IntGaugeVec::new(
+            prometheus::Opts::new(
+                "leader_election_master_status",
+                "1 while this replica holds the leader Lease, else 0.",
+            )
+            .namespace(metrics.prefix().unwrap_or("")),
+            &["name"],
+        )?;
+        match metrics.registry().register(Box::new(gauge.clone())) {
+            Ok(()) | Err(prometheus::Error::AlreadyReg) => {}
+            Err(error) => return Err(error),
+        }
+        let status = gauge.with_label_values(&[self.config.name.as_str()]);
+        status.set(0);
+        self.status = Some(status);
+        Ok(self)
     }
 
     /// Whether this candidate leads, now and later.
@@ -206,6 +237,9 @@ impl LeaderElector {
 
     fn set(&self, until: Option<Instant>) {
         *self.until.lock().unwrap_or_else(PoisonError::into_inner) = until;
+        if let Some(status) = &self.status {
+            status.set(i64::from(until.is_some()));
+        }
         self.changes.send_if_modified(|leading| {
             let now = until.is_some();
             let changed = *leading != now;
@@ -283,6 +317,25 @@ impl LeaderElector {
                     break;
                 }
             }
+        }
+    }
+}
+
+/// A `/readyz` check that passes only while this replica leads (opt in: a follower is otherwise
+/// ready, as it serves webhooks and keeps its caches warm).
+pub struct LeadershipReady(pub Leadership);
+
+#[async_trait::async_trait]
+impl kubeapp_sdk::app::HealthCheck for LeadershipReady {
+    fn name(&self) -> String {
+        "leader".into()
+    }
+
+    async fn check(&self) -> Result<(), String> {
+        if self.0.is_leader() {
+            Ok(())
+        } else {
+            Err("not the leader".into())
         }
     }
 }

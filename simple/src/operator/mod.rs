@@ -44,7 +44,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _};
 use kube::CustomResourceExt;
-use kubeapp_operator::election::LeaderElector;
+use kubeapp_operator::election::{ElectionError, LeaderElector};
 use kubeapp_operator::runner::{ClientError, RunnerError, default_client_with_metrics};
 use kubeapp_operator::{BoxError, CancellationToken, Runner};
 use kubeapp_sdk::crd::{CrdBuilder, CrdError};
@@ -457,8 +457,16 @@ impl Operator {
         let elector = match election {
             Some(election) => {
                 let elector = LeaderElector::new(client.clone(), election)
+                    .and_then(|elector| {
+                        elector
+                            .report_to(runner.metrics())
+                            .map_err(|e| ElectionError::Config(e.to_string()))
+                    })
                     .map_err(|e| OperatorError::Election(e.to_string()))?;
                 config = config.leadership(elector.leadership());
+                if args.leader_ready {
+                    config = config.ready_only_when_leading();
+                }
                 Some(tokio::spawn(elector.run(elector_stop.clone())))
             }
             None => None,
