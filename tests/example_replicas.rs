@@ -7,7 +7,11 @@
 //! - the leader is paused with SIGSTOP past its Lease: the other takes the Lease and reconciles a
 //!   new Greeting; after SIGCONT the paused one starts no handler call (its reconciler count does
 //!   not move while the other one keeps working) until it holds the Lease again;
-//! - SIGTERM stops both with exit code 0, and the leader releases the Lease.
+//! - SIGTERM stops both with exit code 0, and the leader releases the Lease;
+//! - three replicas, the leader SIGKILLed in the middle of 2,100 changes (creates, updates,
+//!   deletes of 200 Greetings): another replica takes over once the Lease expired, every kept
+//!   Greeting's ConfigMap reaches its final message and every deleted Greeting's cleanup runs (its
+//!   finalizer goes, so does it).
 //!
 //! The binary must be built first (`scripts/test` does: `cargo build --workspace --bins`).
 
@@ -223,4 +227,119 @@ async fn only_the_leader_reconciles_and_a_paused_leader_starts_nothing_after_it_
         released.is_none(),
         "{new_leader} released the Lease on SIGTERM ({a_name}, {b_name}): {released:?}"
     );
+}
+
+/// The message each Greeting ends with, after its updates.
+fn final_message(i: usize) -> String {
+    format!("final {i}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_killed_mid_burst_loses_nothing_its_successor_reaches_every_final_state_and_delete()
+ {
+    let env = TestEnv::start().await.expect("control plane");
+    env.install_crds_yaml(&output_of(&binary(MINIMAL, MINIMAL), &["crd"]))
+        .await
+        .expect("the CRD installs");
+    let ns = env.create_namespace("burst").await.expect("namespace");
+    let client = env.client();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let mut replicas: Vec<Replica> = ["replica-a", "replica-b", "replica-c"]
+        .into_iter()
+        .map(|name| Replica::start(&env, &ns, name))
+        .collect();
+    let logs = || String::new();
+    let leader = eventually("a replica holds the Lease", logs, || holder(&leases)).await;
+
+    // 2,100 changes: 200 creates, 1,800 updates (9 per Greeting), 100 deletes (the second half
+    // of the Greetings, with their finalizer: the cleanup must run before they go).
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("minimal.kubeapp.dev", "v1", "Greeting"),
+        "greetings",
+    );
+    let greetings: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+    let objects = 200;
+    let burst = {
+        let greetings = greetings.clone();
+        let ns = ns.clone();
+        tokio::spawn(async move {
+            use futures::StreamExt;
+            futures::stream::iter(0..objects)
+                .for_each_concurrent(10, |i| {
+                    let (greetings, client, ns) = (greetings.clone(), client.clone(), ns.clone());
+                    async move {
+                        greet(&client, &ns, &format!("g{i}")).await;
+                        for step in 0..9 {
+                            let message = if step == 8 {
+                                final_message(i)
+                            } else {
+                                format!("step {step}")
+                            };
+                            let patch = serde_json::json!({"spec": {"message": message}});
+                            greetings
+                                .patch(
+                                    &format!("g{i}"),
+                                    &kube::api::PatchParams::default(),
+                                    &kube::api::Patch::Merge(&patch),
+                                )
+                                .await
+                                .expect("update a Greeting");
+                        }
+                        if i >= objects / 2 {
+                            greetings
+                                .delete(&format!("g{i}"), &kube::api::DeleteParams::default())
+                                .await
+                                .expect("delete a Greeting");
+                        }
+                    }
+                })
+                .await;
+        })
+    };
+    // Kill the leader mid-burst: its Lease must expire before another takes over.
+    eventually("the burst is under way", logs, || async {
+        let maps = config_maps.list(&Default::default()).await.ok()?;
+        (maps.items.len() >= 20).then_some(())
+    })
+    .await;
+    let index = replicas
+        .iter()
+        .position(|r| r.name == leader)
+        .expect("the leader is ours");
+    let mut killed = replicas.remove(index);
+    send_signal(killed.pid, "KILL");
+    let _ = killed.child.wait().await;
+    burst.await.expect("the burst completes");
+
+    let successor = eventually("another replica takes the Lease", logs, || async {
+        holder(&leases).await.filter(|h| *h != leader)
+    })
+    .await;
+    for i in 0..objects / 2 {
+        let name = format!("g{i}");
+        let expected = final_message(i);
+        eventually(
+            "every kept Greeting's final state is rendered",
+            logs,
+            || async {
+                let map = config_maps.get_opt(&name).await.ok().flatten()?;
+                (map.data.as_ref()?.get("message")? == &expected).then_some(())
+            },
+        )
+        .await;
+    }
+    for i in objects / 2..objects {
+        let name = format!("g{i}");
+        eventually(
+            "every deleted Greeting's cleanup ran (its finalizer is gone, so is it)",
+            logs,
+            || async { matches!(greetings.get_opt(&name).await, Ok(None)).then_some(()) },
+        )
+        .await;
+    }
+    eprintln!("{leader} killed mid-burst; {successor} finished the work");
+    for replica in replicas {
+        replica.stop().await;
+    }
 }
