@@ -80,13 +80,36 @@ impl Replica {
 
     /// How many reconciler calls this replica made (`None` until `/metrics` answers).
     async fn reconciles(&self) -> Option<f64> {
+        self.metric("reconciler_process_duration_seconds_count")
+            .await
+    }
+
+    /// The sum of the samples of `name` (`None` until `/metrics` answers).
+    async fn metric(&self, name: &str) -> Option<f64> {
         let (status, body) = get(self.metrics, "/metrics").await?;
         (status == 200).then(|| {
             body.lines()
-                .filter(|l| l.starts_with("reconciler_process_duration_seconds_count"))
+                .filter(|l| l.starts_with(name))
                 .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
                 .sum()
         })
+    }
+
+    /// Waits until no handler call runs and the reconcile count holds still for a second: the
+    /// replica is idle (a call in flight when a process is paused may finish after it resumes;
+    /// the promise is about calls started after).
+    async fn idle(&self) -> f64 {
+        let mut last = None;
+        loop {
+            let calls = self.reconciles().await;
+            let running = self.metric("ongoing_reconcile_processes").await;
+            if calls.is_some() && calls == last && running == Some(0.0) {
+                return calls.unwrap_or_default();
+            }
+            last = calls;
+            // Polling for stillness: two equal readings a second apart.
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
     }
 
     async fn stop(mut self) {
@@ -184,8 +207,10 @@ async fn only_the_leader_reconciles_and_a_paused_leader_starts_nothing_after_it_
         "--leader-ready: the standby is not"
     );
 
-    // Pause the leader past its Lease: the standby takes over.
-    let paused_calls = eventually("the leader's count", logs, || leading.reconciles()).await;
+    // Pause the idle leader past its Lease: the standby takes over.
+    let paused_calls = tokio::time::timeout(std::time::Duration::from_secs(60), leading.idle())
+        .await
+        .expect("the leader becomes idle");
     send_signal(leading.pid, "STOP");
     eventually("the standby takes the Lease", logs, || async {
         holder(&leases)

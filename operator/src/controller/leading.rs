@@ -109,9 +109,9 @@ async fn end_on_loss(mut leadership: Leadership, term: CancellationToken, lost: 
     }
 }
 
-async fn sleep_until(until: Option<std::time::Instant>) {
+async fn sleep_until(until: Option<tokio::time::Instant>) {
     match until {
-        Some(until) => tokio::time::sleep_until(until.into()).await,
+        Some(until) => tokio::time::sleep_until(until).await,
         None => std::future::pending().await,
     }
 }

@@ -1,7 +1,9 @@
 //! One candidate's view of the Lease and its writes: observe with the local monotonic clock,
 //! acquire or renew with a `resourceVersion` precondition, release.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;

@@ -22,6 +22,9 @@
 //!   sets a one-second duration (with the `resourceVersion` precondition).
 //! - **Followers watch the Lease**, so a released Lease is taken at once, not at the next retry.
 //!
+//! Time is read from `tokio::time::Instant` (the monotonic clock; tests pause it to check the
+//! step-down to the millisecond).
+//!
 //! There is no fencing: a handler call that was in flight when leadership ended may still
 //! finish its write (Leases give no fencing token; client-go says the same). The defaults are
 //! client-go's: 15 s lease duration, 10 s renew deadline, 2 s retry period.
@@ -34,12 +37,14 @@
 mod lease;
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -295,11 +300,9 @@ impl LeaderElector {
                 }
                 let deadline = renewed + self.config.renew_deadline;
                 let sent = Instant::now();
-                let attempt = tokio::time::timeout_at(
-                    deadline.into(),
-                    self.client.acquire_or_renew(&mut observed),
-                )
-                .await;
+                let attempt =
+                    tokio::time::timeout_at(deadline, self.client.acquire_or_renew(&mut observed))
+                        .await;
                 match attempt {
                     Ok(Ok(true)) => {
                         renewed = sent;
@@ -348,7 +351,9 @@ async fn watch_lease(
     stop: CancellationToken,
 ) {
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut events = watcher::watcher(api, config).boxed();
+    // With kube-runtime's backoff: a watch that keeps failing (no RBAC for it, say) must not
+    // spin.
+    let mut events = watcher::watcher(api, config).default_backoff().boxed();
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
@@ -360,3 +365,6 @@ async fn watch_lease(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
