@@ -37,6 +37,26 @@ fn start(client: kube::Client, config: ElectionConfig) -> Candidate {
     }
 }
 
+/// A client over `inner` whose every request fails once the returned switch is set: a
+/// candidate's connection cut by the test.
+fn cuttable_client(inner: kube::Client) -> (kube::Client, Arc<AtomicBool>) {
+    let cut = Arc::new(AtomicBool::new(false));
+    let switch = Arc::clone(&cut);
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let (inner, cut) = (inner.clone(), Arc::clone(&switch));
+        async move {
+            if cut.load(Ordering::SeqCst) {
+                return Err::<
+                    http::Response<kube::client::Body>,
+                    Box<dyn std::error::Error + Send + Sync>,
+                >("connection cut by the test".into());
+            }
+            inner.send(request).await.map_err(Into::into)
+        }
+    });
+    (kube::Client::new(service, "default"), cut)
+}
+
 /// Polls until `pick` is true, sampling every 10 ms; fails with `what` after `within`.
 async fn until_within(what: &str, within: Duration, mut pick: impl FnMut() -> bool) {
     let deadline = Instant::now() + within;
@@ -136,22 +156,8 @@ async fn a_leader_that_cannot_renew_steps_down_before_the_others_may_take_over()
         )
     };
     // The first candidate's requests go through a switch the test can open.
-    let cut = Arc::new(AtomicBool::new(false));
-    let inner = env.client();
-    let switch = Arc::clone(&cut);
-    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-        let (inner, cut) = (inner.clone(), Arc::clone(&switch));
-        async move {
-            if cut.load(Ordering::SeqCst) {
-                return Err::<
-                    http::Response<kube::client::Body>,
-                    Box<dyn std::error::Error + Send + Sync>,
-                >("connection cut by the test".into());
-            }
-            inner.send(request).await.map_err(Into::into)
-        }
-    });
-    let first = start(kube::Client::new(service, "default"), config("first"));
+    let (cuttable, cut) = cuttable_client(env.client());
+    let first = start(cuttable, config("first"));
     until("the first candidate leads", || first.leadership.is_leader()).await;
     let second = start(env.client(), config("second"));
 
@@ -285,28 +291,8 @@ async fn only_the_leader_reconciles_a_new_leader_gets_every_cached_object_and_a_
     let ns = env.create_namespace("replicas").await.expect("namespace");
     let log = kubeapp_test_log::Log::default();
     // The first replica's elector can be cut off from the apiserver.
-    let cut = Arc::new(AtomicBool::new(false));
-    let inner = env.client();
-    let switch = Arc::clone(&cut);
-    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-        let (inner, cut) = (inner.clone(), Arc::clone(&switch));
-        async move {
-            if cut.load(Ordering::SeqCst) {
-                return Err::<
-                    http::Response<kube::client::Body>,
-                    Box<dyn std::error::Error + Send + Sync>,
-                >("connection cut by the test".into());
-            }
-            inner.send(request).await.map_err(Into::into)
-        }
-    });
-    let first = replica(
-        &env,
-        &ns,
-        "first",
-        kube::Client::new(service, "default"),
-        log.clone(),
-    );
+    let (cuttable, cut) = cuttable_client(env.client());
+    let first = replica(&env, &ns, "first", cuttable, log.clone());
     until("the first replica leads", || {
         first.candidate.leadership.is_leader()
     })

@@ -23,14 +23,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
 use kube::{Client, Resource};
 use kubeapp_operator::{
     Applier, Context, ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult,
     Reconciler, Store,
 };
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::component::{ComponentError, Rendered, Session, Stores};
 use crate::graph::ComponentGraph;
@@ -388,25 +388,10 @@ where
     let Some(status) = status_update(report, meta.generation, &current, record) else {
         return Ok(());
     };
-    let name = meta
-        .name
-        .as_deref()
-        .ok_or_else(|| ReconcileError::terminal("the custom object has no name"))?;
-    let resource = ApiResource::erase::<K>(&());
-    let api: Api<DynamicObject> = match meta.namespace.as_deref() {
-        Some(namespace) => Api::namespaced_with(ctx.client().clone(), namespace, &resource),
-        None => Api::all_with(ctx.client().clone(), &resource),
-    };
-    let body = json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "metadata": {"name": name},
-        "status": status,
-    });
-    let params = PatchParams::apply(ctx.applier().field_manager()).force();
-    api.patch_status(name, &params, &Patch::Apply(&body))
+    ctx.applier()
+        .apply_status_fields(object, status)
         .await
-        .map_err(|e| ReconcileError::new(format!("writing the status of {name}: {e}")))?;
+        .map_err(ReconcileError::new)?;
     Ok(())
 }
 

@@ -19,7 +19,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Resource;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::DynamicObject;
 use kubeapp_components::ComponentObject;
 use kubeapp_operator::apply::conditions::{self, NewCondition};
 use kubeapp_operator::{Context, ReconcileError};
@@ -116,26 +116,10 @@ pub(crate) async fn apply<K, C>(
 where
     K: Resource<DynamicType = ()>,
 {
-    let meta = object.meta();
-    let name = meta
-        .name
-        .as_deref()
-        .ok_or_else(|| ReconcileError::terminal("the custom object has no name"))?;
-    let resource = ApiResource::erase::<K>(&());
-    let api: Api<DynamicObject> = match meta.namespace.as_deref() {
-        Some(namespace) => Api::namespaced_with(ctx.client().clone(), namespace, &resource),
-        None => Api::all_with(ctx.client().clone(), &resource),
-    };
-    let body = json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "metadata": {"name": name},
-        "status": status,
-    });
-    let params = PatchParams::apply(ctx.applier().field_manager()).force();
-    api.patch_status(name, &params, &Patch::Apply(&body))
+    ctx.applier()
+        .apply_status_fields(object, status)
         .await
-        .map_err(|e| ReconcileError::new(format!("writing the status of {name}: {e}")))
+        .map_err(ReconcileError::new)
 }
 
 #[cfg(test)]

@@ -120,6 +120,54 @@ where
     }
 }
 
+impl Applier {
+    /// Applies `status`, the status fields this manager owns as JSON, to `object`'s status
+    /// subresource (server-side apply under this field manager, forced); returns the object as
+    /// stored. For code that owns some status fields of a kind whose Rust status type it does not
+    /// know (a component graph, a phase machine); deciding whether anything changed is the
+    /// caller's, as it knows which fields are its own. Typed handlers use
+    /// [`status`](Self::status).
+    ///
+    /// # Errors
+    ///
+    /// [`ApplyError::MissingName`] for an object without a name, [`ApplyError::Api`] for a
+    /// refused request.
+    pub async fn apply_status_fields<K: Resource<DynamicType = ()>>(
+        &self,
+        object: &K,
+        status: Value,
+    ) -> Result<kube::api::DynamicObject, ApplyError> {
+        let meta = object.meta();
+        let kind = K::kind(&()).into_owned();
+        let name = meta
+            .name
+            .clone()
+            .ok_or_else(|| ApplyError::MissingName { kind: kind.clone() })?;
+        let resource = kube::api::ApiResource::erase::<K>(&());
+        let api: kube::Api<kube::api::DynamicObject> = match meta.namespace.as_deref() {
+            Some(namespace) => {
+                kube::Api::namespaced_with(self.client().clone(), namespace, &resource)
+            }
+            None => kube::Api::all_with(self.client().clone(), &resource),
+        };
+        let body = serde_json::json!({
+            "apiVersion": K::api_version(&()),
+            "kind": kind,
+            "metadata": {"name": name},
+            "status": status,
+        });
+        let params = kube::api::PatchParams::apply(self.field_manager()).force();
+        api.patch_status(&name, &params, &kube::api::Patch::Apply(&body))
+            .await
+            .map_err(|source| ApplyError::Api {
+                operation: "status write",
+                object: super::error::describe(&kind, meta.namespace.as_deref(), &name),
+                field_manager: self.field_manager().to_string(),
+                source: Box::new(source),
+            })
+    }
+}
+
 /// Whether two serialized statuses are equal once condition timestamps are removed.
 pub(crate) fn same_ignoring_timestamps(a: &Value, b: &Value) -> bool {
     if a == b {
