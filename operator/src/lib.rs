@@ -58,6 +58,7 @@ pub mod opinionated;
 pub mod reconciler;
 mod related;
 pub mod runner;
+pub mod sharding;
 pub mod store;
 pub mod trigger;
 pub mod watcher;

@@ -80,6 +80,7 @@ pub struct App {
     own_collectors: Vec<crate::config::CollectorFactory>,
     declared_webhooks: Vec<String>,
     leadership: Option<kubeapp_operator::election::Leadership>,
+    sharding: Option<kubeapp_operator::sharding::Membership>,
     ready_only_when_leading: bool,
 }
 
@@ -151,6 +152,7 @@ impl App {
             finalizer_metrics,
             own_collectors: config.collectors,
             leadership: config.leadership,
+            sharding: config.sharding,
             ready_only_when_leading: config.ready_only_when_leading,
         })
     }
@@ -263,13 +265,18 @@ impl kubeapp_sdk::app::App for App {
 
     async fn run(&self, stop: CancellationToken) -> Result<(), AppError> {
         tracing::info!(app = %self.name, kinds = self.synced.len(), "app starting");
-        let run = match &self.leadership {
-            Some(leadership) => {
+        let run = match (&self.sharding, &self.leadership) {
+            (Some(membership), _) => {
+                self.controller
+                    .run_sharded(stop, membership.clone())
+                    .await
+            }
+            (None, Some(leadership)) => {
                 self.controller
                     .run_while_leading(stop, leadership.clone())
                     .await
             }
-            None => self.controller.run(stop).await,
+            (None, None) => self.controller.run(stop).await,
         };
         run.map_err(|source| AppError::Run {
             app: self.name.clone(),

@@ -16,11 +16,13 @@
 //! | `--webhook-cert-file <PATH>` | `WEBHOOK_CERT_FILE` | none | [`WebhookConfig`] (with the key) |
 //! | `--webhook-key-file <PATH>` | `WEBHOOK_KEY_FILE` | none | [`WebhookConfig`] (with the certificate) |
 //! | `--webhook-addr <ADDR>` | `WEBHOOK_ADDR` | `0.0.0.0:8443` | [`WebhookConfig::addr`] |
-//! | `--instance <NAME>` | `POD_NAME` | none | [`OperatorArgs::instance`], the Events' `reportingInstance` and the leader-election identity |
+//! | `--instance <NAME>` | `POD_NAME` | none | [`OperatorArgs::instance`], the Events' `reportingInstance` and the leader-election and shard identity |
 //! | `--leader-elect` | `LEADER_ELECT` | off | run the app's handlers only while this replica holds the Lease |
 //! | `--leader-ready` | `LEADER_READY` | off | `/readyz` fails while not leading |
 //! | `--leader-election-namespace <NAMESPACE>` | `POD_NAMESPACE` | `default` | the Lease's namespace |
 //! | `--leader-election-id <NAME>` | `LEADER_ELECTION_ID` | `{app}-leader` | the Lease's name |
+//! | `--shard` | `SHARD` | off | split the managed kinds' objects between the replicas of a shard ring (not with `--leader-elect`) |
+//! | `--shard-ring <NAME>` | `SHARD_RING` | `{app}-shards` | the ring's name; its Leases live in `--leader-election-namespace` |
 //! | `--lease-duration <DURATION>` | `LEASE_DURATION` | `15s` | [`ElectionConfig::lease_duration`] |
 //! | `--renew-deadline <DURATION>` | `RENEW_DEADLINE` | `10s` | [`ElectionConfig::renew_deadline`] |
 //! | `--retry-period <DURATION>` | `RETRY_PERIOD` | `2s` | [`ElectionConfig::retry_period`] |
@@ -56,6 +58,7 @@
 //! ```
 
 use kubeapp_operator::election::ElectionConfig;
+use kubeapp_operator::sharding::ShardingConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -160,6 +163,14 @@ pub struct OperatorArgs {
     /// The name of the leader Lease (default: `{app}-leader`).
     #[arg(long, env = "LEADER_ELECTION_ID", value_name = "NAME")]
     pub leader_election_id: Option<String>,
+    /// Split the managed kinds' objects between the replicas of a shard ring (each replica
+    /// holds its own Lease in --leader-election-namespace, with the same timings); the
+    /// identity is --instance, else the hostname. Not with --leader-elect.
+    #[arg(long, env = "SHARD", conflicts_with = "leader_elect")]
+    pub shard: bool,
+    /// The shard ring's name (default: `{app}-shards`): the Leases' label and name prefix.
+    #[arg(long, env = "SHARD_RING", value_name = "NAME", requires = "shard")]
+    pub shard_ring: Option<String>,
     /// How long a leader's claim counts for the others after its last renew.
     #[arg(long, env = "LEASE_DURATION", value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
     pub lease_duration: Duration,
@@ -190,6 +201,15 @@ pub enum OperatorArgsError {
          hostname could not be read)"
     )]
     LeaderWithoutInstance,
+    /// `--shard` without `--instance` (`POD_NAME`) on a machine whose hostname cannot be read.
+    #[error(
+        "--shard needs --instance (or POD_NAME): each replica's identity in the ring (the \
+         hostname could not be read)"
+    )]
+    ShardWithoutInstance,
+    /// The sharding settings do not fit together.
+    #[error("{0}")]
+    Sharding(String),
     /// The leader-election timings do not fit together.
     #[error("{0}")]
     LeaderElection(String),
@@ -267,14 +287,7 @@ impl OperatorArgs {
             return Ok(None);
         }
         let identity = self
-            .instance
-            .clone()
-            .or_else(|| {
-                hostname::get()
-                    .ok()
-                    .and_then(|name| name.into_string().ok())
-            })
-            .filter(|name| !name.is_empty())
+            .identity()
             .ok_or(OperatorArgsError::LeaderWithoutInstance)?;
         let name = self
             .leader_election_id
@@ -285,6 +298,47 @@ impl OperatorArgs {
         config.validate().map_err(|error| {
             OperatorArgsError::LeaderElection(format!(
                 "--lease-duration, --renew-deadline, --retry-period: {error}"
+            ))
+        })?;
+        Ok(Some(config))
+    }
+}
+
+impl OperatorArgs {
+    /// This replica's identity: `--instance`, else the hostname.
+    fn identity(&self) -> Option<String> {
+        self.instance
+            .clone()
+            .or_else(|| {
+                hostname::get()
+                    .ok()
+                    .and_then(|name| name.into_string().ok())
+            })
+            .filter(|name| !name.is_empty())
+    }
+
+    /// The shard ring membership of app `app`, when `--shard` is given.
+    ///
+    /// # Errors
+    ///
+    /// [`OperatorArgsError::ShardWithoutInstance`], or settings that do not fit (timings as
+    /// for leader election, an identity with a comma).
+    pub fn sharding_config(&self, app: &str) -> Result<Option<ShardingConfig>, OperatorArgsError> {
+        if !self.shard {
+            return Ok(None);
+        }
+        let identity = self
+            .identity()
+            .ok_or(OperatorArgsError::ShardWithoutInstance)?;
+        let ring = self
+            .shard_ring
+            .clone()
+            .unwrap_or_else(|| format!("{app}-shards"));
+        let config = ShardingConfig::new(self.leader_election_namespace.clone(), ring, identity)
+            .timings(self.lease_duration, self.renew_deadline, self.retry_period);
+        config.validate().map_err(|error| {
+            OperatorArgsError::Sharding(format!(
+                "--shard (--lease-duration, --renew-deadline, --retry-period, --instance): {error}"
             ))
         })?;
         Ok(Some(config))

@@ -34,6 +34,7 @@ pub struct AppConfig {
     pub(crate) informers: Option<Informers>,
     pub(crate) namespace: Option<String>,
     pub(crate) leadership: Option<Leadership>,
+    pub(crate) sharding: Option<kubeapp_operator::sharding::Membership>,
     pub(crate) ready_only_when_leading: bool,
 }
 
@@ -62,6 +63,7 @@ impl AppConfig {
             informers: None,
             namespace: None,
             leadership: None,
+            sharding: None,
             ready_only_when_leading: false,
         }
     }
@@ -82,6 +84,17 @@ impl AppConfig {
     #[must_use]
     pub fn leadership(mut self, leadership: Leadership) -> Self {
         self.leadership = Some(leadership);
+        self
+    }
+
+    /// Runs the app's handlers only on this replica's share of a shard ring's objects (see
+    /// [`InformerController::run_sharded`](kubeapp_operator::InformerController::run_sharded)
+    /// and [`sharding`](kubeapp_operator::sharding)); the ring itself runs beside the app. The
+    /// `cli` feature's `--shard` sets it. Not together with [`leadership`](Self::leadership)
+    /// (sharding wins).
+    #[must_use]
+    pub fn sharding(mut self, membership: kubeapp_operator::sharding::Membership) -> Self {
+        self.sharding = Some(membership);
         self
     }
 

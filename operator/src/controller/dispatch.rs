@@ -21,6 +21,7 @@ use tracing::{Instrument, Span};
 
 use tokio_util::sync::CancellationToken;
 
+use super::call_log::CallLog;
 use super::kind::{KindRuntime, Running};
 use super::lanes::{HandlerId, LaneKey, Queued};
 use super::pending::{Pending, Retries, RetryEntry, RetryWork};
@@ -321,6 +322,7 @@ impl KindRuntime {
         );
         let metrics = self.metrics.action(event.action());
         metrics.ongoing_processes.inc();
+        let _logged = CallLog::start(&self.name, held.key, handler);
         let call = async {
             match event {
                 InformerEvent::Add(object) => watcher.add(ctx, object.clone()).await,
@@ -389,12 +391,14 @@ impl KindRuntime {
             request.cause.clone(),
         );
         let kept_state = (!request.state.is_empty()).then(|| request.state.clone());
+        let logged = CallLog::start(&self.name, held.key, handler);
         let call = reconciler.reconcile(ctx, request);
         let result = if span.is_none() {
             self.guarded(call).await
         } else {
             self.guarded(call).instrument(span.clone()).await
         };
+        drop(logged);
         let ended = Instant::now();
         metrics
             .reconciler_duration

@@ -53,9 +53,20 @@ pub(crate) struct Running {
     /// While leader-elected: whether this process holds the Lease, asked before every handler
     /// call (see [`InformerController::run_while_leading`](super::InformerController::run_while_leading)).
     pub gate: Option<crate::election::Leadership>,
+    /// While sharded: the slots this term acts on; events of other objects are dropped before
+    /// they reach the lanes (see [`sharding`](crate::sharding)).
+    pub shard: Option<Arc<crate::sharding::gate::ShardGate>>,
 }
 
 impl Running {
+    /// Whether this run handles `object` at all: always, unless sharded and the object's slot is
+    /// not active.
+    pub(crate) fn admits(&self, object: &SharedObject) -> bool {
+        self.shard
+            .as_ref()
+            .is_none_or(|gate| gate.admits_uid(object.metadata().uid.as_deref()))
+    }
+
     /// Whether handler calls may start: not stopping, and leading if elected.
     pub(crate) fn acting(&self) -> bool {
         !self.stop.is_cancelled() && self.gate.as_ref().is_none_or(|gate| gate.is_leader())
@@ -196,7 +207,7 @@ impl KindRuntime {
         let Some(run) = self.running() else {
             return;
         };
-        if run.stop.is_cancelled() {
+        if run.stop.is_cancelled() || !run.admits(&object) {
             return;
         }
         let mut state = self.state();

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{ControllerError, InformerController, RunState};
+use super::{ControllerError, InformerController, RunState, TermGates};
 use crate::election::Leadership;
 
 impl InformerController {
@@ -41,21 +41,7 @@ impl InformerController {
         stop: CancellationToken,
         mut leadership: Leadership,
     ) -> Result<(), ControllerError> {
-        {
-            let state = self
-                .shared
-                .state
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match &*state {
-                RunState::Idle { informers } if !informers.is_empty() => {
-                    let kinds: Vec<&str> = informers.iter().map(|(k, _)| k.as_str()).collect();
-                    return Err(ControllerError::NotRestartable(kinds.join(", ")));
-                }
-                RunState::Idle { .. } => {}
-                _ => return Err(ControllerError::AlreadyRan),
-            }
-        }
+        self.check_restartable()?;
         loop {
             tokio::select! {
                 () = stop.cancelled() => return Ok(()),
@@ -80,7 +66,15 @@ impl InformerController {
                 }
             });
             let result = self
-                .run_term(term, Some(leadership.clone()), Some(grace), true)
+                .run_term(
+                    term,
+                    TermGates {
+                        leadership: Some(leadership.clone()),
+                        shard: None,
+                    },
+                    Some(grace),
+                    true,
+                )
                 .await;
             watch.abort();
             result?;
@@ -88,6 +82,25 @@ impl InformerController {
                 return Ok(());
             }
             tracing::warn!("lost the leadership: the controller's term ended");
+        }
+    }
+}
+
+impl InformerController {
+    /// Checks that the controller can run in terms: idle, every kind on shared informers.
+    pub(super) fn check_restartable(&self) -> Result<(), ControllerError> {
+        let state = self
+            .shared
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*state {
+            RunState::Idle { informers } if !informers.is_empty() => {
+                let kinds: Vec<&str> = informers.iter().map(|(k, _)| k.as_str()).collect();
+                Err(ControllerError::NotRestartable(kinds.join(", ")))
+            }
+            RunState::Idle { .. } => Ok(()),
+            _ => Err(ControllerError::AlreadyRan),
         }
     }
 }
@@ -109,7 +122,7 @@ async fn end_on_loss(mut leadership: Leadership, term: CancellationToken, lost: 
     }
 }
 
-async fn sleep_until(until: Option<tokio::time::Instant>) {
+pub(super) async fn sleep_until(until: Option<tokio::time::Instant>) {
     match until {
         Some(until) => tokio::time::sleep_until(until).await,
         None => std::future::pending().await,

@@ -69,10 +69,12 @@
 //!
 //! See [`InformerController`] for a runnable example.
 
+mod call_log;
 mod dispatch;
 pub(crate) mod kind;
 pub(crate) mod lanes;
 mod leading;
+mod sharded;
 mod outcome;
 mod pending;
 pub(crate) mod registry;
@@ -234,6 +236,15 @@ pub enum ControllerError {
          informers); kinds added with add_informer cannot restart: {0}"
     )]
     NotRestartable(String),
+}
+
+/// What a term's handler calls are gated on.
+#[derive(Default)]
+pub(crate) struct TermGates {
+    /// Leader election, or a shard ring's own Lease validity: checked before every call.
+    pub(crate) leadership: Option<crate::election::Leadership>,
+    /// Sharding: the active slots, checked for every event.
+    pub(crate) shard: Option<Arc<crate::sharding::gate::ShardGate>>,
 }
 
 enum RunState {
@@ -445,17 +456,17 @@ impl InformerController {
     /// [`ControllerError::AlreadyRan`] when the controller runs or ran already: a controller runs
     /// once.
     pub async fn run(&self, stop: CancellationToken) -> Result<(), ControllerError> {
-        self.run_term(stop, None, None, false).await
+        self.run_term(stop, TermGates::default(), None, false).await
     }
 
-    /// One run until `stop`: handler calls gated by `gate` (leader election), the grace period
+    /// One run until `stop`: handler calls gated by `gates` (leader election, sharding), the grace period
     /// `grace` instead of the configured one when given, and, when `restartable`, a controller
     /// that may run again afterwards (its queued work dropped: the next run subscribes anew and
     /// gets every cached object as an Add).
     pub(crate) async fn run_term(
         &self,
         stop: CancellationToken,
-        gate: Option<crate::election::Leadership>,
+        gates: TermGates,
         grace: Option<Arc<dyn Fn() -> std::time::Duration + Send + Sync>>,
         restartable: bool,
     ) -> Result<(), ControllerError> {
@@ -464,7 +475,8 @@ impl InformerController {
             hard_stop: CancellationToken::new(),
             tracker: TaskTracker::new(),
             runtime: tokio::runtime::Handle::current(),
-            gate,
+            gate: gates.leadership,
+            shard: gates.shard,
         });
         let informers = {
             let mut state = self

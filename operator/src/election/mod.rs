@@ -143,6 +143,15 @@ pub struct Leadership {
 }
 
 impl Leadership {
+    /// A leadership read from `until` and told of changes by `changes` (a shard ring's own
+    /// Lease validity has the same shape).
+    pub(crate) fn from_parts(
+        until: Arc<Mutex<Option<Instant>>>,
+        changes: watch::Receiver<bool>,
+    ) -> Self {
+        Self { until, changes }
+    }
+
     /// Whether this process holds the Lease now: a renew succeeded less than the renew deadline
     /// ago, by the monotonic clock.
     pub fn is_leader(&self) -> bool {

@@ -43,6 +43,8 @@ impl Subscriber {
     /// Hands `event` over; false when the subscriber is gone for good.
     async fn deliver(&self, event: &InformerEvent) -> bool {
         match self {
+            // Sharded: an object outside the run's active slots is forgotten, never queued.
+            Self::Kind { runtime, run } if !run.admits(event.object()) => !run.stop.is_cancelled(),
             Self::Kind { runtime, run } => runtime.enqueue(event.clone(), run).await,
             Self::Trigger(sink) => sink.deliver(event),
         }
@@ -105,6 +107,22 @@ impl Fanout {
         self.change(|subscribers| subscribers.push(subscriber.clone()));
         for object in snapshot {
             if !subscriber.deliver(&InformerEvent::Add(object)).await {
+                break;
+            }
+        }
+    }
+
+    /// Delivers to `subscriber`, as Adds, every cached object `wanted` picks (a sharded run's
+    /// newly active slots), under the delivery lock: events before are in the cache, events after
+    /// follow in order.
+    pub(crate) async fn deliver_cached(
+        &self,
+        subscriber: &Subscriber,
+        wanted: impl Fn(&crate::object::SharedObject) -> bool,
+    ) {
+        let _delivering = self.delivery.lock().await;
+        for object in self.cache.snapshot() {
+            if wanted(&object) && !subscriber.deliver(&InformerEvent::Add(object)).await {
                 break;
             }
         }

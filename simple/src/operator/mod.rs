@@ -45,6 +45,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory as _, FromArgMatches as _};
 use kube::CustomResourceExt;
 use kubeapp_operator::election::{ElectionError, LeaderElector};
+use kubeapp_operator::sharding::ShardRing;
 use kubeapp_operator::runner::{ClientError, RunnerError, default_client_with_metrics};
 use kubeapp_operator::{BoxError, CancellationToken, Runner};
 use kubeapp_sdk::crd::{CrdBuilder, CrdError};
@@ -144,6 +145,9 @@ pub enum OperatorError {
     /// Leader election could not start.
     #[error("leader election: {0}")]
     Election(String),
+    /// The shard ring could not start.
+    #[error("{0}")]
+    Sharding(String),
     /// `dry-run` on an operator that gave no [`Operator::dry_run`].
     #[error("dry-run: this operator renders nothing without a cluster (it has no dry run)")]
     NoDryRun,
@@ -436,6 +440,7 @@ impl Operator {
     ) -> Result<(), OperatorError> {
         webhooks::require_server(&manifest, args)?;
         let election = args.election_config(&manifest.app_name)?;
+        let manifest_name = manifest.app_name.clone();
         let runner_config = args.runner_config()?;
         let runner = Runner::new(runner_config)?;
         let client = default_client_with_metrics(runner.metrics()).await?;
@@ -471,17 +476,34 @@ impl Operator {
             }
             None => None,
         };
+        // The ring outlives the app too: it deletes its Lease (handing the share over) only
+        // after the handlers stopped.
+        let ring = match args.sharding_config(&manifest_name)? {
+            Some(sharding) => {
+                let ring = ShardRing::new(client.clone(), sharding)
+                    .map_err(|e| OperatorError::Sharding(e.to_string()))?
+                    .report_to(runner.metrics())
+                    .map_err(|e| OperatorError::Sharding(format!("sharding metrics: {e}")))?;
+                config = config.sharding(ring.membership());
+                Some(tokio::spawn(ring.run(elector_stop.clone())))
+            }
+            None => None,
+        };
         let runner = runner.app(App::new(config, client)?);
         tracing::info!(
             metrics_addr = %args.metrics_addr,
             namespace = args.namespace.as_deref().unwrap_or("(all)"),
             leader_elect = args.leader_elect,
+            shard = args.shard,
             "operator starting"
         );
         let ran = runner.run().await;
         elector_stop.cancel();
         if let Some(elector) = elector {
             let _ = elector.await;
+        }
+        if let Some(ring) = ring {
+            let _ = ring.await;
         }
         ran?;
         tracing::info!("operator stopped");

@@ -1,0 +1,210 @@
+//! [`InformerController::run_sharded`]: the controller acts only on its replica's share of the
+//! objects of a [shard ring](crate::sharding).
+//!
+//! A term is one run of the controller under one acknowledged membership:
+//!
+//! - **Starting** a term: the replica acknowledges the membership it sees (on its Lease), reads
+//!   the ring again, and activates the slots no other live member still holds under its own
+//!   acknowledgement. The kinds subscribe; their cached objects in active slots arrive as Adds.
+//! - **During** the term, as previous owners acknowledge (or their Leases expire), more of the
+//!   replica's slots become active; their cached objects are delivered as Adds at that moment.
+//!   Events of objects outside the active slots are dropped (forgotten, never turned into
+//!   deletes).
+//! - **A membership change** ends the term like a stop: no new handler call, contexts cancelled,
+//!   in-flight calls drained up to the grace period, queued events and retries dropped. Only then
+//!   does the next term acknowledge the new membership, so a slot's next owner starts after the
+//!   previous one stopped.
+//! - **Losing the own Lease** (no renew within the renew deadline, by the monotonic clock) ends
+//!   the term at once with no grace, as losing leadership does; every handler call checks it first.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::leading::sleep_until;
+use super::{ControllerError, InformerController, TermGates};
+use crate::informers::Subscriber;
+use crate::sharding::Membership;
+use crate::sharding::assignment::{SlotSet, owned_by, slot_of_uid};
+use crate::sharding::gate::ShardGate;
+use crate::sharding::handoff::active_slots;
+
+impl InformerController {
+    /// Runs the controller on this replica's share of a shard ring until `stop`; see the
+    /// [module docs](self). Run the ring ([`ShardRing::run`](crate::sharding::ShardRing::run))
+    /// alongside and stop it after this returns.
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError::NotRestartable`] when a kind was added with `add_informer`;
+    /// [`ControllerError::AlreadyRan`] when the controller runs or ran.
+    pub async fn run_sharded(
+        &self,
+        stop: CancellationToken,
+        mut membership: Membership,
+    ) -> Result<(), ControllerError> {
+        self.check_restartable()?;
+        let me = membership.identity().to_string();
+        let changed_at = Arc::new(Mutex::new(Instant::now()));
+        loop {
+            // A member, and listed as one, before acknowledging anything.
+            loop {
+                if stop.is_cancelled() {
+                    return Ok(());
+                }
+                if membership.is_member() && membership.state().members.contains(&me) {
+                    break;
+                }
+                tokio::select! {
+                    () = stop.cancelled() => return Ok(()),
+                    () = membership.changed() => {}
+                }
+            }
+            let view = membership.state().members;
+            if let Some(metrics) = membership.metrics() {
+                metrics.handoffs_started.inc();
+            }
+            tokio::select! {
+                () = stop.cancelled() => return Ok(()),
+                () = membership.acknowledge(view.clone()) => {}
+            }
+            let since = *changed_at.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(metrics) = membership.metrics() {
+                metrics
+                    .acknowledge_seconds
+                    .observe(since.elapsed().as_secs_f64());
+                metrics.owned_width.set(owned_by(&view, &me).fraction());
+            }
+            let gate = Arc::new(ShardGate::default());
+            gate.activate(&active_slots(&me, &view, &membership.state().others));
+            tracing::info!(members = ?view, active = gate.active().len(), "sharding: a term starts");
+            let term = stop.child_token();
+            let lost = Arc::new(AtomicBool::new(false));
+            let follow = tokio::spawn(follow_ring(
+                self.clone(),
+                membership.clone(),
+                view,
+                Arc::clone(&gate),
+                term.clone(),
+                Arc::clone(&lost),
+                Arc::clone(&changed_at),
+            ));
+            let configured = self.shared.config.shutdown_grace;
+            let lost_now = Arc::clone(&lost);
+            // Lost the own Lease: no grace (its slots may be someone else's by now); a
+            // membership change or a stop: the configured one.
+            let grace = Arc::new(move || {
+                if lost_now.load(Ordering::Acquire) {
+                    Duration::ZERO
+                } else {
+                    configured
+                }
+            });
+            let gates = TermGates {
+                leadership: Some(membership.validity()),
+                shard: Some(gate),
+            };
+            let result = self.run_term(term, gates, Some(grace), true).await;
+            follow.abort();
+            result?;
+            if stop.is_cancelled() {
+                return Ok(());
+            }
+            tracing::info!("sharding: the term ended (membership changed or own Lease lost)");
+        }
+    }
+
+    /// Delivers the cached objects of `gained` slots as Adds to every kind of the term.
+    async fn deliver_gained(&self, gained: &SlotSet) {
+        for runtime in self.runtimes() {
+            let (Some(fanout), Some(run)) = (runtime.fanout.get(), runtime.current_run()) else {
+                continue;
+            };
+            let subscriber = Subscriber::Kind {
+                runtime: Arc::clone(&runtime),
+                run,
+            };
+            fanout
+                .deliver_cached(&subscriber, |object| {
+                    gained.contains(slot_of_uid(object.metadata().uid.as_deref().unwrap_or("")))
+                })
+                .await;
+        }
+    }
+
+    /// Cached objects of the term's kinds in `active` slots.
+    fn objects_in(&self, active: &SlotSet) -> usize {
+        self.runtimes()
+            .iter()
+            .filter_map(|runtime| runtime.fanout.get())
+            .map(|fanout| {
+                fanout
+                    .cache
+                    .snapshot()
+                    .iter()
+                    .filter(|o| active.contains(slot_of_uid(o.metadata().uid.as_deref().unwrap_or(""))))
+                    .count()
+            })
+            .sum()
+    }
+}
+
+/// Grows the term's active slots as previous owners hand over; ends the term on a membership
+/// change (recording when it was seen) or, marking `lost`, when the own Lease lapses.
+async fn follow_ring(
+    controller: InformerController,
+    mut membership: Membership,
+    view: Vec<String>,
+    gate: Arc<ShardGate>,
+    term: CancellationToken,
+    lost: Arc<AtomicBool>,
+    changed_at: Arc<Mutex<Instant>>,
+) {
+    let me = membership.identity().to_string();
+    let owned = owned_by(&view, &me);
+    let mut finished = false;
+    let mut counted = false;
+    loop {
+        if !membership.is_member() {
+            lost.store(true, Ordering::Release);
+            *changed_at.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+            term.cancel();
+            return;
+        }
+        let state = membership.state();
+        if state.members != view {
+            *changed_at.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+            term.cancel();
+            return;
+        }
+        let gained = active_slots(&me, &view, &state.others).minus(&gate.active());
+        if !gained.is_empty() {
+            gate.activate(&gained);
+            tracing::info!(gained = gained.len(), active = gate.active().len(), "sharding: slots handed over");
+            controller.deliver_gained(&gained).await;
+            counted = false;
+        }
+        if let Some(metrics) = membership.metrics() {
+            let active = gate.active();
+            metrics.active_width.set(active.fraction());
+            if !counted {
+                let objects = controller.objects_in(&active);
+                metrics.objects.set(i64::try_from(objects).unwrap_or(i64::MAX));
+                counted = true;
+            }
+            if !finished && owned.is_subset(&active) {
+                finished = true;
+                metrics.handoffs_finished.inc();
+            }
+        }
+        let until = membership.validity().valid_until();
+        tokio::select! {
+            () = membership.changed() => {}
+            () = sleep_until(until) => {}
+            () = term.cancelled() => return,
+        }
+    }
+}

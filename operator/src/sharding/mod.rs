@@ -1,0 +1,396 @@
+//! Sharding: several replicas split the objects of the managed kinds between them, coordinated
+//! through Leases on the apiserver, with no central sharder, webhook or label writes.
+//!
+//! # How it works
+//!
+//! - **Membership.** Each replica holds its own Lease `{ring}-{identity}` in one namespace,
+//!   labelled `sharding.kubeapp.dev/ring={ring}`, renewed every retry period with
+//!   leader-election semantics: a `resourceVersion` precondition on every write, the others judge
+//!   it live while its Lease keeps changing within its duration by *their* monotonic clock, and it
+//!   stops acting itself when the renew deadline passes without a successful renew (before the
+//!   others may count it gone). On a graceful stop it deletes its Lease, so the others take its
+//!   share at once.
+//! - **Assignment.** The live members, sorted, determine who owns which part of the space of
+//!   64-bit FNV-1a hashes of `metadata.uid` (the apiserver's sharded list-and-watch hash): see
+//!   [`assignment`]. Every replica computes the same answer.
+//! - **Handoff without double ownership.** A replica publishes on its Lease (annotation
+//!   `sharding.kubeapp.dev/acknowledged`) the membership it acts under. When it sees the
+//!   membership change, it first ends its controller term (no new handler call, contexts
+//!   cancelled, in-flight calls drained up to the grace period), then acknowledges the new
+//!   membership, then reads the ring's Leases again (a consistent list) and acts only on slots
+//!   that no other live member owns under *its* acknowledgement (see [`handoff`]). Slots still
+//!   held by a previous owner become active as that owner acknowledges, or when its Lease expires.
+//!   Slots that become active mid-term are delivered from the informer cache as Adds (under the
+//!   informer's delivery lock, so no event of them is lost or reordered), so the opinionated
+//!   wrappers run `sync` (or the delete handler, for an object deleted meanwhile that still holds
+//!   their finalizer).
+//! - **Forgetting, not deleting.** Events of objects outside the active slots are dropped before
+//!   they reach the controller's lanes; an object leaving a replica's share is never reported as
+//!   deleted. Triggered reconciles (owned objects, mapped objects) follow their owner's slot.
+//!   Stores, inputs and related objects are not sharded: a handler sees all of them.
+//! - **No fencing.** As with leader election, a handler call in flight when a replica was paused
+//!   (SIGSTOP) past its Lease may still finish its write after another replica took the slot;
+//!   every handler call checks the replica's own Lease validity before it starts.
+//!
+//! Leader election is the special case of one slot set and N candidates; use
+//! [`election`](crate::election) for it (it needs one Lease, not one per replica).
+//!
+//! Why written here: no crate on kube 5 offers Lease-coordinated sharding (see
+//! `docs/high-availability.md`).
+
+pub mod assignment;
+pub(crate) mod gate;
+pub mod handoff;
+mod metrics;
+mod ring;
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::election::Leadership;
+
+pub use self::handoff::MemberAck;
+pub use self::metrics::ShardMetrics;
+pub use self::ring::{ACK_ANNOTATION, RING_LABEL};
+use self::ring::{Liveness, RingLeases};
+
+/// One replica's place in a ring; see the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct ShardingConfig {
+    /// The namespace of the ring's Leases.
+    pub namespace: String,
+    /// The ring's name (e.g. `{app}-shards`): the Leases' label value and name prefix.
+    pub ring: String,
+    /// This replica's identity, unique in the ring (the pod name).
+    pub identity: String,
+    /// How long a member counts for the others after its last renew (default 15 s).
+    pub lease_duration: Duration,
+    /// How long a member may go without a successful renew before it stops acting (default 10 s).
+    pub renew_deadline: Duration,
+    /// How often a member renews and re-reads the ring (default 2 s).
+    pub retry_period: Duration,
+}
+
+impl ShardingConfig {
+    /// Member `identity` of ring `ring` in `namespace`, with client-go's timings.
+    pub fn new(
+        namespace: impl Into<String>,
+        ring: impl Into<String>,
+        identity: impl Into<String>,
+    ) -> Self {
+        Self {
+            namespace: namespace.into(),
+            ring: ring.into(),
+            identity: identity.into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+
+    /// Sets the three timings.
+    #[must_use]
+    pub fn timings(mut self, lease: Duration, renew_deadline: Duration, retry: Duration) -> Self {
+        self.lease_duration = lease;
+        self.renew_deadline = renew_deadline;
+        self.retry_period = retry;
+        self
+    }
+
+    /// The name of this member's Lease.
+    pub fn lease_name(&self) -> String {
+        format!("{}-{}", self.ring, self.identity)
+    }
+
+    /// Checks names and `retry_period < renew_deadline < lease_duration`.
+    ///
+    /// # Errors
+    ///
+    /// [`ShardingError::Config`] naming the setting at fault.
+    pub fn validate(&self) -> Result<(), ShardingError> {
+        let election = crate::election::ElectionConfig::new(
+            self.namespace.clone(),
+            self.ring.clone(),
+            self.identity.clone(),
+        )
+        .timings(self.lease_duration, self.renew_deadline, self.retry_period);
+        election
+            .validate()
+            .map_err(|error| ShardingError::Config(error.to_string().replace("leader election: ", "")))?;
+        if self.identity.contains(',') {
+            return Err(ShardingError::Config(format!(
+                "the identity {:?} may not contain a comma",
+                self.identity
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Why sharding could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShardingError {
+    /// The configuration is inconsistent.
+    #[error("sharding: {0}")]
+    Config(String),
+}
+
+/// What a member knows of the ring after its last consistent read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RingState {
+    /// The live members, sorted, this replica included while its own Lease is valid.
+    pub members: Vec<String>,
+    /// The other live members and what they acknowledged.
+    pub others: Vec<MemberAck>,
+    /// What this replica had acknowledged (written) before the read.
+    pub acknowledged: Option<Vec<String>>,
+}
+
+/// A replica's membership, shared with its controller: cheap to clone.
+#[derive(Clone)]
+pub struct Membership {
+    identity: String,
+    validity: Leadership,
+    state: watch::Receiver<RingState>,
+    ack: Arc<watch::Sender<Option<Vec<String>>>>,
+    metrics: Option<ShardMetrics>,
+}
+
+impl Membership {
+    /// This replica's identity.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// Whether this replica's own Lease is valid now (renewed within the renew deadline, by the
+    /// monotonic clock).
+    pub fn is_member(&self) -> bool {
+        self.validity.is_leader()
+    }
+
+    /// The validity of this replica's own Lease as a [`Leadership`] (the controller gates every
+    /// handler call on it).
+    pub fn validity(&self) -> Leadership {
+        self.validity.clone()
+    }
+
+    /// The ring as last read.
+    pub fn state(&self) -> RingState {
+        self.state.borrow().clone()
+    }
+
+    /// Resolves when the ring state or this replica's validity may have changed.
+    pub async fn changed(&mut self) {
+        let mut validity = self.validity.clone();
+        tokio::select! {
+            _ = self.state.changed() => {}
+            () = validity.changed() => {}
+        }
+    }
+
+    /// Publishes `members` as this replica's acknowledgement and resolves once it is written
+    /// and the ring was read again after the write.
+    pub(crate) async fn acknowledge(&mut self, members: Vec<String>) {
+        self.ack.send_replace(Some(members.clone()));
+        let _ = self
+            .state
+            .wait_for(|state| state.acknowledged.as_ref() == Some(&members))
+            .await;
+    }
+
+    /// The collectors, if the ring reports metrics.
+    pub(crate) fn metrics(&self) -> Option<&ShardMetrics> {
+        self.metrics.as_ref()
+    }
+}
+
+/// One member of a ring: keeps its Lease, reads the others'; see the [module docs](self).
+pub struct ShardRing {
+    config: ShardingConfig,
+    leases: RingLeases,
+    until: Arc<Mutex<Option<Instant>>>,
+    validity: watch::Sender<bool>,
+    state: watch::Sender<RingState>,
+    ack: Arc<watch::Sender<Option<Vec<String>>>>,
+    metrics: Option<ShardMetrics>,
+}
+
+impl ShardRing {
+    /// A member of `config`'s ring, using `client`.
+    ///
+    /// # Errors
+    ///
+    /// [`ShardingError::Config`] for inconsistent settings.
+    pub fn new(client: kube::Client, config: ShardingConfig) -> Result<Self, ShardingError> {
+        config.validate()?;
+        let api: Api<Lease> = Api::namespaced(client, &config.namespace);
+        Ok(Self {
+            leases: RingLeases {
+                api,
+                ring: config.ring.clone(),
+                identity: config.identity.clone(),
+                lease_name: config.lease_name(),
+                duration: config.lease_duration,
+            },
+            config,
+            until: Arc::default(),
+            validity: watch::Sender::new(false),
+            state: watch::Sender::new(RingState::default()),
+            ack: Arc::new(watch::Sender::new(None)),
+            metrics: None,
+        })
+    }
+
+    /// Reports the sharding metrics ([`ShardMetrics`]) in `metrics`' registry.
+    ///
+    /// # Errors
+    ///
+    /// When the collectors cannot be registered.
+    pub fn report_to(mut self, metrics: &crate::MetricsRegistry) -> Result<Self, prometheus::Error> {
+        self.metrics = Some(ShardMetrics::register(metrics)?);
+        Ok(self)
+    }
+
+    /// This replica's membership, for its controller.
+    pub fn membership(&self) -> Membership {
+        Membership {
+            identity: self.config.identity.clone(),
+            validity: Leadership::from_parts(Arc::clone(&self.until), self.validity.subscribe()),
+            state: self.state.subscribe(),
+            ack: Arc::clone(&self.ack),
+            metrics: self.metrics.clone(),
+        }
+    }
+
+    fn set_valid(&self, until: Option<Instant>) {
+        *self.until.lock().unwrap_or_else(PoisonError::into_inner) = until;
+        self.validity.send_if_modified(|valid| {
+            let now = until.is_some();
+            let changed = *valid != now;
+            *valid = now;
+            changed
+        });
+    }
+
+    /// Renews this replica's Lease and reads the ring until `stop`; then deletes the Lease (stop
+    /// the controller first: deleting hands the share over at once).
+    pub async fn run(self, stop: CancellationToken) {
+        let ring_changed = Arc::new(tokio::sync::Notify::new());
+        let watch_task = tokio::spawn(watch_ring(
+            self.leases.api.clone(),
+            self.config.ring.clone(),
+            Arc::clone(&ring_changed),
+            stop.clone(),
+        ));
+        let mut ack_changes = self.ack.subscribe();
+        let mut own: Option<Lease> = None;
+        let mut liveness = Liveness::default();
+        let mut renewed: Option<Instant> = None;
+        let mut written: Option<Vec<String>> = None;
+        let mut renew_due = true;
+        let mut last_attempt = Instant::now();
+        loop {
+            // Renew on the retry period or for a new acknowledgement; other members' changes
+            // only make us read the ring again (renewing on them would echo between members).
+            if renew_due {
+                let ack = ack_changes.borrow_and_update().clone();
+                let sent = Instant::now();
+                last_attempt = sent;
+                let deadline = renewed.map_or(sent + self.config.renew_deadline, |r| {
+                    r + self.config.renew_deadline
+                });
+                match tokio::time::timeout_at(
+                    deadline.max(sent + self.config.retry_period),
+                    self.leases.renew(&mut own, ack.as_deref()),
+                )
+                .await
+                {
+                    Ok(Ok(())) => {
+                        renewed = Some(sent);
+                        written.clone_from(&ack);
+                        self.set_valid(Some(sent + self.config.renew_deadline));
+                    }
+                    Ok(Err(error)) => {
+                        tracing::warn!(%error, "sharding: renewing the ring Lease failed");
+                    }
+                    Err(_) => tracing::warn!("sharding: renewing the ring Lease timed out"),
+                }
+                renew_due = false;
+            }
+            if renewed.is_none_or(|r| Instant::now() >= r + self.config.renew_deadline) {
+                if renewed.is_some() {
+                    tracing::warn!(identity = %self.config.identity, "sharding: no renew within the renew deadline; not acting");
+                }
+                self.set_valid(None);
+            }
+            match self.leases.list().await {
+                Ok(leases) => {
+                    let others = liveness.observe(&leases, &self.leases.lease_name, Instant::now());
+                    let mut members: Vec<String> =
+                        others.acks.iter().map(|m| m.identity.clone()).collect();
+                    if self.validity.borrow().to_owned() {
+                        members.push(self.config.identity.clone());
+                    }
+                    members.sort();
+                    members.dedup();
+                    if let Some(metrics) = &self.metrics {
+                        metrics.members.set(i64::try_from(members.len()).unwrap_or(i64::MAX));
+                    }
+                    let state = RingState {
+                        members,
+                        others: others.acks,
+                        acknowledged: written.clone(),
+                    };
+                    self.state.send_if_modified(|current| {
+                        let changed = *current != state;
+                        *current = state;
+                        changed
+                    });
+                }
+                Err(error) => tracing::warn!(%error, "sharding: listing the ring failed"),
+            }
+            let next_renew = last_attempt + self.config.retry_period;
+            tokio::select! {
+                () = stop.cancelled() => break,
+                () = tokio::time::sleep_until(next_renew) => renew_due = true,
+                () = ring_changed.notified() => {}
+                _ = ack_changes.changed() => renew_due = true,
+            }
+        }
+        watch_task.abort();
+        self.set_valid(None);
+        if let Err(error) = self.leases.delete(own.as_ref()).await {
+            tracing::warn!(%error, "sharding: deleting the ring Lease failed");
+        }
+    }
+}
+
+/// Notifies `changed` on every change of the ring's Leases.
+async fn watch_ring(
+    api: Api<Lease>,
+    ring: String,
+    changed: Arc<tokio::sync::Notify>,
+    stop: CancellationToken,
+) {
+    let config = watcher::Config::default().labels(&format!("{RING_LABEL}={ring}"));
+    let mut events = watcher::watcher(api, config).default_backoff().boxed();
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            event = events.next() => match event {
+                Some(Ok(_)) => changed.notify_one(),
+                Some(Err(error)) => tracing::debug!(%error, "sharding: watching the ring"),
+                None => return,
+            },
+        }
+    }
+}

@@ -1,0 +1,314 @@
+//! Sharding end to end: replicas of `examples/minimal` run with `--shard` against a real
+//! kube-apiserver + etcd, as child processes, while 3,000 Greetings are created, updated and
+//! (a third of them) deleted, and the replica count goes 1 -> 3 -> 2 (one SIGKILLed):
+//!
+//! - every kept Greeting's ConfigMap reaches its final message, and every deleted Greeting's
+//!   cleanup runs (the opinionated finalizer goes, so does the Greeting);
+//! - no two replicas ever run a handler for the same Greeting at overlapping times: the test
+//!   reads every replica's handler-call log lines (target `kubeapp::calls`, JSON with
+//!   timestamps) and checks the intervals; a call the SIGKILL cut short ends at the kill;
+//! - the ring's metrics: the survivors together own the whole hash space.
+//!
+//! The binary must be built first (`scripts/test` does: `cargo build --workspace --bins`).
+
+mod example_support;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use example_support::{binary, eventually, free_port, get, output_of, send_signal};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kubeapp::sdk::testenv::TestEnv;
+
+const MINIMAL: &str = "kubeapp-example-minimal";
+const OBJECTS: usize = 3_000;
+
+struct Replica {
+    name: &'static str,
+    child: tokio::process::Child,
+    pid: u32,
+    metrics: SocketAddr,
+    log: PathBuf,
+}
+
+impl Replica {
+    fn start(env: &TestEnv, ns: &str, name: &'static str) -> Self {
+        let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let log = env.dir().join(format!("{name}.log"));
+        let child = tokio::process::Command::new(binary(MINIMAL, MINIMAL))
+            .args(["run", "--metrics-addr", &metrics.to_string()])
+            .args(["--shard", "--instance", name, "--log-format", "json"])
+            .args(["--leader-election-namespace", ns])
+            .args(["--lease-duration", "4s", "--renew-deadline", "3s"])
+            .args(["--retry-period", "1s", "--shutdown-timeout", "10s"])
+            .env("KUBECONFIG", env.kubeconfig_path())
+            .env("RUST_LOG", "info,kubeapp::calls=debug")
+            .env_remove("WATCH_NAMESPACE")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .stdout(std::fs::File::create(&log).expect("log file"))
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&log)
+                    .expect("log file"),
+            )
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start a replica");
+        let pid = child.id().expect("a pid");
+        Self {
+            name,
+            child,
+            pid,
+            metrics,
+            log,
+        }
+    }
+
+    /// The sum of the samples of `name` (`None` until `/metrics` answers).
+    async fn metric(&self, name: &str) -> Option<f64> {
+        let (status, body) = get(self.metrics, "/metrics").await?;
+        (status == 200).then(|| {
+            body.lines()
+                .filter(|l| l.starts_with(name))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum()
+        })
+    }
+
+    async fn stop(mut self) {
+        send_signal(self.pid, "TERM");
+        let status = tokio::time::timeout(std::time::Duration::from_secs(60), self.child.wait())
+            .await
+            .expect("stops within a minute of SIGTERM")
+            .expect("wait");
+        assert!(status.success(), "{} exited with {status}", self.name);
+    }
+}
+
+/// One handler call of one replica: object, start and end (microseconds since the epoch).
+#[derive(Debug)]
+struct Call {
+    replica: &'static str,
+    object: String,
+    start: i64,
+    end: i64,
+}
+
+fn micros(line: &serde_json::Value) -> Option<i64> {
+    let ts: Timestamp = line.get("timestamp")?.as_str()?.parse().ok()?;
+    i64::try_from(ts.as_microsecond()).ok()
+}
+
+/// The handler calls in `replica`'s log; a call without an end line ends at `cut` (the
+/// replica was killed during it) or fails the test.
+fn calls_of(replica: &'static str, log: &str, cut: Option<i64>) -> Vec<Call> {
+    let mut open: HashMap<String, i64> = HashMap::new();
+    let mut calls = Vec::new();
+    for line in log.lines() {
+        let Ok(json) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if json.get("target").and_then(|t| t.as_str()) != Some("kubeapp::calls") {
+            continue;
+        }
+        let fields = &json["fields"];
+        let object = fields["object"].as_str().unwrap_or_default().to_string();
+        let at = micros(&json).expect("a timestamp on every log line");
+        match fields["message"].as_str() {
+            Some("handler call started") => {
+                assert!(
+                    open.insert(object.clone(), at).is_none(),
+                    "{replica}: two calls at once for {object}"
+                );
+            }
+            Some("handler call ended") => {
+                let start = open.remove(&object).expect("an end after a start");
+                calls.push(Call {
+                    replica,
+                    object,
+                    start,
+                    end: at,
+                });
+            }
+            _ => {}
+        }
+    }
+    for (object, start) in open {
+        let end = cut.unwrap_or_else(|| panic!("{replica}: the call for {object} never ended"));
+        calls.push(Call {
+            replica,
+            object,
+            start,
+            end,
+        });
+    }
+    calls
+}
+
+fn greeting(ns: &str, name: &str, message: &str) -> DynamicObject {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "minimal.kubeapp.dev/v1",
+        "kind": "Greeting",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"message": message},
+    }))
+    .expect("a Greeting")
+}
+
+fn final_message(i: usize) -> String {
+    format!("final {i}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_thousand_greetings_churned_while_replicas_go_1_3_2_each_handled_by_one_replica_at_a_time()
+ {
+    let env = TestEnv::start().await.expect("control plane");
+    env.install_crds_yaml(&output_of(&binary(MINIMAL, MINIMAL), &["crd"]))
+        .await
+        .expect("the CRD installs");
+    let ns = env.create_namespace("shards").await.expect("namespace");
+    let client = env.client();
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("minimal.kubeapp.dev", "v1", "Greeting"),
+        "greetings",
+    );
+    let greetings: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+    let logs = || String::new();
+
+    let first = Replica::start(&env, &ns, "replica-a");
+    eventually("the first replica owns the whole ring", logs, || async {
+        let width = first.metric("shard_active_range_width").await?;
+        (width == 1.0).then_some(())
+    })
+    .await;
+
+    // The churn: create every Greeting, update it to its final message, delete every third
+    // one (under the opinionated finalizer: its cleanup must run before it goes).
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let burst = {
+        let (greetings, ns, done) = (greetings.clone(), ns.clone(), done.clone());
+        tokio::spawn(async move {
+            use futures::StreamExt;
+            futures::stream::iter(0..OBJECTS)
+                .for_each_concurrent(16, |i| {
+                    let (greetings, ns, done) = (greetings.clone(), ns.clone(), done.clone());
+                    async move {
+                        let name = format!("g{i}");
+                        greetings
+                            .create(&PostParams::default(), &greeting(&ns, &name, "first"))
+                            .await
+                            .expect("create a Greeting");
+                        let patch = serde_json::json!({"spec": {"message": final_message(i)}});
+                        greetings
+                            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                            .await
+                            .expect("update a Greeting");
+                        if i % 3 == 2 {
+                            greetings
+                                .delete(&name, &DeleteParams::default())
+                                .await
+                                .expect("delete a Greeting");
+                        }
+                        done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                })
+                .await;
+        })
+    };
+    let progress = |share: usize| {
+        let done = done.clone();
+        move || {
+            let done = done.clone();
+            async move {
+                (done.load(std::sync::atomic::Ordering::Relaxed) >= OBJECTS * share / 3)
+                    .then_some(())
+            }
+        }
+    };
+    // 1 -> 3 a third of the way in.
+    eventually("a third of the churn is done", logs, progress(1)).await;
+    let second = Replica::start(&env, &ns, "replica-b");
+    let third = Replica::start(&env, &ns, "replica-c");
+    // 3 -> 2 two thirds in: SIGKILL one (its share waits for its Lease to expire).
+    eventually("two thirds of the churn are done", logs, progress(2)).await;
+    let mut killed = second;
+    send_signal(killed.pid, "KILL");
+    let cut = i64::try_from(Timestamp::now().as_microsecond()).expect("now");
+    let _ = killed.child.wait().await;
+    burst.await.expect("the churn completes");
+
+    for i in (0..OBJECTS).filter(|i| i % 3 != 2) {
+        let (name, expected) = (format!("g{i}"), final_message(i));
+        eventually("every kept Greeting's final state is rendered", logs, || async {
+            let map = config_maps.get_opt(&name).await.ok().flatten()?;
+            (map.data.as_ref()?.get("message")? == &expected).then_some(())
+        })
+        .await;
+    }
+    for i in (0..OBJECTS).filter(|i| i % 3 == 2) {
+        let name = format!("g{i}");
+        eventually(
+            "every deleted Greeting's cleanup ran (its finalizer is gone, so is it)",
+            logs,
+            || async { matches!(greetings.get_opt(&name).await, Ok(None)).then_some(()) },
+        )
+        .await;
+    }
+    // The survivors own the whole space between them once the dead member's Lease expired.
+    eventually("the two survivors own the whole ring", logs, || async {
+        let a = first.metric("shard_active_range_width").await?;
+        let c = third.metric("shard_active_range_width").await?;
+        ((a + c - 1.0).abs() < 1e-9 && a > 0.0 && c > 0.0).then_some(())
+    })
+    .await;
+
+    let (first_log, third_log) = (first.log.clone(), third.log.clone());
+    first.stop().await;
+    third.stop().await;
+    let read = |path: &PathBuf| std::fs::read_to_string(path).expect("a replica's log");
+    let mut calls = calls_of("replica-a", &read(&first_log), None);
+    calls.extend(calls_of("replica-b", &read(&killed.log), Some(cut)));
+    calls.extend(calls_of("replica-c", &read(&third_log), None));
+    let mut by_object: HashMap<&str, Vec<&Call>> = HashMap::new();
+    for call in &calls {
+        by_object.entry(call.object.as_str()).or_default().push(call);
+    }
+    let mut handed_over = 0;
+    for (object, mut calls) in by_object {
+        calls.sort_by_key(|c| c.start);
+        for pair in calls.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            if a.replica != b.replica {
+                handed_over += 1;
+                assert!(
+                    a.end <= b.start,
+                    "{object}: {} ran a handler until {} while {} started one at {}",
+                    a.replica,
+                    a.end,
+                    b.replica,
+                    b.start
+                );
+            }
+        }
+    }
+    let per_replica = |name: &str| calls.iter().filter(|c| c.replica == name).count();
+    eprintln!(
+        "{} handler calls (a {}, b {}, c {}); {handed_over} hand-overs between replicas, none overlapping",
+        calls.len(),
+        per_replica("replica-a"),
+        per_replica("replica-b"),
+        per_replica("replica-c"),
+    );
+    assert!(
+        per_replica("replica-b") > 0 && per_replica("replica-c") > 0,
+        "the replicas that joined took part of the work"
+    );
+    assert!(handed_over > 0, "objects moved between replicas");
+}
