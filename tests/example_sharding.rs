@@ -102,7 +102,7 @@ struct Call {
 
 fn micros(line: &serde_json::Value) -> Option<i64> {
     let ts: Timestamp = line.get("timestamp")?.as_str()?.parse().ok()?;
-    i64::try_from(ts.as_microsecond()).ok()
+    Some(ts.as_microsecond())
 }
 
 /// The handler calls in `replica`'s log; a call without an end line ends at `cut` (the
@@ -240,16 +240,20 @@ async fn three_thousand_greetings_churned_while_replicas_go_1_3_2_each_handled_b
     eventually("two thirds of the churn are done", logs, progress(2)).await;
     let mut killed = second;
     send_signal(killed.pid, "KILL");
-    let cut = i64::try_from(Timestamp::now().as_microsecond()).expect("now");
+    let cut = Timestamp::now().as_microsecond();
     let _ = killed.child.wait().await;
     burst.await.expect("the churn completes");
 
     for i in (0..OBJECTS).filter(|i| i % 3 != 2) {
         let (name, expected) = (format!("g{i}"), final_message(i));
-        eventually("every kept Greeting's final state is rendered", logs, || async {
-            let map = config_maps.get_opt(&name).await.ok().flatten()?;
-            (map.data.as_ref()?.get("message")? == &expected).then_some(())
-        })
+        eventually(
+            "every kept Greeting's final state is rendered",
+            logs,
+            || async {
+                let map = config_maps.get_opt(&name).await.ok().flatten()?;
+                (map.data.as_ref()?.get("message")? == &expected).then_some(())
+            },
+        )
         .await;
     }
     for i in (0..OBJECTS).filter(|i| i % 3 == 2) {
@@ -278,7 +282,10 @@ async fn three_thousand_greetings_churned_while_replicas_go_1_3_2_each_handled_b
     calls.extend(calls_of("replica-c", &read(&third_log), None));
     let mut by_object: HashMap<&str, Vec<&Call>> = HashMap::new();
     for call in &calls {
-        by_object.entry(call.object.as_str()).or_default().push(call);
+        by_object
+            .entry(call.object.as_str())
+            .or_default()
+            .push(call);
     }
     let mut handed_over = 0;
     for (object, mut calls) in by_object {

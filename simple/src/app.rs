@@ -266,11 +266,7 @@ impl kubeapp_sdk::app::App for App {
     async fn run(&self, stop: CancellationToken) -> Result<(), AppError> {
         tracing::info!(app = %self.name, kinds = self.synced.len(), "app starting");
         let run = match (&self.sharding, &self.leadership) {
-            (Some(membership), _) => {
-                self.controller
-                    .run_sharded(stop, membership.clone())
-                    .await
-            }
+            (Some(membership), _) => self.controller.run_sharded(stop, membership.clone()).await,
             (None, Some(leadership)) => {
                 self.controller
                     .run_while_leading(stop, leadership.clone())

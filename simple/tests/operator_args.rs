@@ -27,7 +27,9 @@ struct Cli {
 }
 
 /// Every environment variable `OperatorArgs` reads.
-const VARIABLES: [&str; 19] = [
+const VARIABLES: [&str; 21] = [
+    "SHARD",
+    "SHARD_RING",
     "METRICS_ADDR",
     "METRICS_PREFIX",
     "WATCH_NAMESPACE",
@@ -164,8 +166,10 @@ fn every_flag_falls_back_to_its_environment_variable_and_a_flag_beats_it() {
         ("RENEW_DEADLINE", "12s"),
         ("RETRY_PERIOD", "3s"),
     ];
-    // The list above covers every variable the module reads.
+    // The list above covers every variable the module reads, but SHARD and SHARD_RING, which
+    // conflict with LEADER_ELECT (the sharding test covers them).
     let mut named: Vec<&str> = from_env.iter().map(|(name, _)| *name).collect();
+    named.extend(["SHARD", "SHARD_RING"]);
     named.sort_unstable();
     let mut all = VARIABLES.to_vec();
     all.sort_unstable();
@@ -337,6 +341,61 @@ fn leader_election_needs_an_identity_and_timings_that_fit() {
     assert!(
         message.contains("--renew-deadline") && message.contains("lease duration"),
         "{message}"
+    );
+}
+
+#[test]
+fn sharding_takes_its_ring_from_the_flags_or_environment_and_excludes_leader_election() {
+    let off = with_env(&[], || parse(&[])).expect("parses");
+    assert!(
+        off.sharding_config("shop").expect("fine").is_none(),
+        "off by default"
+    );
+    let defaults = with_env(&[], || parse(&["--shard", "--instance", "p"]))
+        .expect("parses")
+        .sharding_config("shop")
+        .expect("fine")
+        .expect("sharded");
+    assert_eq!(
+        (
+            defaults.ring.as_str(),
+            defaults.namespace.as_str(),
+            defaults.identity.as_str()
+        ),
+        ("shop-shards", "default", "p")
+    );
+    assert_eq!(defaults.lease_name(), "shop-shards-p");
+    let from_env = with_env(
+        &[
+            ("SHARD", "true"),
+            ("SHARD_RING", "ring-x"),
+            ("POD_NAME", "q"),
+            ("POD_NAMESPACE", "ops"),
+        ],
+        || parse(&[]),
+    )
+    .expect("parses")
+    .sharding_config("shop")
+    .expect("fine")
+    .expect("sharded from SHARD");
+    assert_eq!(
+        (
+            from_env.ring.as_str(),
+            from_env.namespace.as_str(),
+            from_env.identity.as_str()
+        ),
+        ("ring-x", "ops", "q")
+    );
+    let both =
+        with_env(&[], || parse(&["--shard", "--leader-elect"])).expect_err("one or the other");
+    assert!(both.to_string().contains("--leader-elect"), "{both}");
+    let error = with_env(&[], || parse(&["--shard", "--instance", "a,b"]))
+        .expect("parses")
+        .sharding_config("shop")
+        .expect_err("a comma in the identity");
+    assert!(
+        error.to_string().contains("--shard") && error.to_string().contains("comma"),
+        "{error}"
     );
 }
 

@@ -74,11 +74,11 @@ mod dispatch;
 pub(crate) mod kind;
 pub(crate) mod lanes;
 mod leading;
-mod sharded;
 mod outcome;
 mod pending;
 pub(crate) mod registry;
 mod retry;
+mod sharded;
 mod shared_kinds;
 #[cfg(test)]
 mod tests;

@@ -145,7 +145,9 @@ impl InformerController {
                     .cache
                     .snapshot()
                     .iter()
-                    .filter(|o| active.contains(slot_of_uid(o.metadata().uid.as_deref().unwrap_or(""))))
+                    .filter(|o| {
+                        active.contains(slot_of_uid(o.metadata().uid.as_deref().unwrap_or("")))
+                    })
                     .count()
             })
             .sum()
@@ -183,7 +185,11 @@ async fn follow_ring(
         let gained = active_slots(&me, &view, &state.others).minus(&gate.active());
         if !gained.is_empty() {
             gate.activate(&gained);
-            tracing::info!(gained = gained.len(), active = gate.active().len(), "sharding: slots handed over");
+            tracing::info!(
+                gained = gained.len(),
+                active = gate.active().len(),
+                "sharding: slots handed over"
+            );
             controller.deliver_gained(&gained).await;
             counted = false;
         }
@@ -192,7 +198,9 @@ async fn follow_ring(
             metrics.active_width.set(active.fraction());
             if !counted {
                 let objects = controller.objects_in(&active);
-                metrics.objects.set(i64::try_from(objects).unwrap_or(i64::MAX));
+                metrics
+                    .objects
+                    .set(i64::try_from(objects).unwrap_or(i64::MAX));
                 counted = true;
             }
             if !finished && owned.is_subset(&active) {

@@ -104,9 +104,15 @@ mod tests {
         let with_c = active_slots(
             "a",
             &two,
-            &[ack("b", Some(&["a", "b"])), ack("c", Some(&["a", "b", "c"]))],
+            &[
+                ack("b", Some(&["a", "b"])),
+                ack("c", Some(&["a", "b", "c"])),
+            ],
         );
-        assert!(with_c.minus(&c_share) == with_c, "a acts on none of c's slots");
+        assert!(
+            with_c.minus(&c_share) == with_c,
+            "a acts on none of c's slots"
+        );
         // c's Lease expired: it is no longer listed, and a takes its share of c's slots.
         let without_c = active_slots("a", &two, &[ack("b", Some(&["a", "b"]))]);
         assert_eq!(without_c, owned_by(&two, "a"));
@@ -126,9 +132,18 @@ mod tests {
             for vb in &views {
                 for vc in &views {
                     let acks = [
-                        MemberAck { identity: "a".into(), acknowledged: Some(va.clone()) },
-                        MemberAck { identity: "b".into(), acknowledged: Some(vb.clone()) },
-                        MemberAck { identity: "c".into(), acknowledged: Some(vc.clone()) },
+                        MemberAck {
+                            identity: "a".into(),
+                            acknowledged: Some(va.clone()),
+                        },
+                        MemberAck {
+                            identity: "b".into(),
+                            acknowledged: Some(vb.clone()),
+                        },
+                        MemberAck {
+                            identity: "c".into(),
+                            acknowledged: Some(vc.clone()),
+                        },
                     ];
                     let sets: Vec<SlotSet> = acks
                         .iter()

@@ -1,7 +1,7 @@
 //! What a sharded replica reports: members seen, the share it owns and acts on, objects in it,
 //! handoffs and how long acknowledging took.
 
-use prometheus::{Histogram, HistogramOpts, IntCounter, IntGauge, Gauge, Opts};
+use prometheus::{Gauge, Histogram, HistogramOpts, IntCounter, IntGauge, Opts};
 
 /// The sharding collectors of one replica (registered in a [`MetricsRegistry`](crate::MetricsRegistry)).
 #[derive(Clone, Debug)]

@@ -122,9 +122,9 @@ impl ShardingConfig {
             self.identity.clone(),
         )
         .timings(self.lease_duration, self.renew_deadline, self.retry_period);
-        election
-            .validate()
-            .map_err(|error| ShardingError::Config(error.to_string().replace("leader election: ", "")))?;
+        election.validate().map_err(|error| {
+            ShardingError::Config(error.to_string().replace("leader election: ", ""))
+        })?;
         if self.identity.contains(',') {
             return Err(ShardingError::Config(format!(
                 "the identity {:?} may not contain a comma",
@@ -255,7 +255,10 @@ impl ShardRing {
     /// # Errors
     ///
     /// When the collectors cannot be registered.
-    pub fn report_to(mut self, metrics: &crate::MetricsRegistry) -> Result<Self, prometheus::Error> {
+    pub fn report_to(
+        mut self,
+        metrics: &crate::MetricsRegistry,
+    ) -> Result<Self, prometheus::Error> {
         self.metrics = Some(ShardMetrics::register(metrics)?);
         Ok(self)
     }
@@ -343,7 +346,9 @@ impl ShardRing {
                     members.sort();
                     members.dedup();
                     if let Some(metrics) = &self.metrics {
-                        metrics.members.set(i64::try_from(members.len()).unwrap_or(i64::MAX));
+                        metrics
+                            .members
+                            .set(i64::try_from(members.len()).unwrap_or(i64::MAX));
                     }
                     let state = RingState {
                         members,

@@ -137,7 +137,10 @@ impl RingLeases {
                 .labels
                 .get_or_insert_with(Default::default)
                 .insert(RING_LABEL.into(), self.ring.clone());
-            let annotations = lease.metadata.annotations.get_or_insert_with(Default::default);
+            let annotations = lease
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default);
             match acknowledged {
                 Some(members) => {
                     annotations.insert(ACK_ANNOTATION.into(), members.join(","));
