@@ -250,16 +250,10 @@ impl LeaderElector {
     }
 
     fn set(&self, until: Option<Instant>) {
-        *self.until.lock().unwrap_or_else(PoisonError::into_inner) = until;
         if let Some(status) = &self.status {
             status.set(i64::from(until.is_some()));
         }
-        self.changes.send_if_modified(|leading| {
-            let now = until.is_some();
-            let changed = *leading != now;
-            *leading = now;
-            changed
-        });
+        publish_validity(&self.until, &self.changes, until);
     }
 
     /// Competes until `stop` is cancelled; releases the Lease then if it holds it.
@@ -331,6 +325,23 @@ impl LeaderElector {
             }
         }
     }
+}
+
+/// Records that a claim is valid until `until` (or not at all) where a [`Leadership`] reads it,
+/// and tells its watchers when validity starts or ends (the leader elector and a shard ring's
+/// own Lease share this).
+pub(crate) fn publish_validity(
+    slot: &Mutex<Option<Instant>>,
+    changes: &watch::Sender<bool>,
+    until: Option<Instant>,
+) {
+    *slot.lock().unwrap_or_else(PoisonError::into_inner) = until;
+    changes.send_if_modified(|valid| {
+        let now = until.is_some();
+        let changed = *valid != now;
+        *valid = now;
+        changed
+    });
 }
 
 /// A `/readyz` check that passes only while this replica leads (opt in: a follower is otherwise

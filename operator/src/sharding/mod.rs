@@ -44,7 +44,7 @@ pub mod handoff;
 mod metrics;
 mod ring;
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -275,13 +275,7 @@ impl ShardRing {
     }
 
     fn set_valid(&self, until: Option<Instant>) {
-        *self.until.lock().unwrap_or_else(PoisonError::into_inner) = until;
-        self.validity.send_if_modified(|valid| {
-            let now = until.is_some();
-            let changed = *valid != now;
-            *valid = now;
-            changed
-        });
+        crate::election::publish_validity(&self.until, &self.validity, until);
     }
 
     /// Renews this replica's Lease and reads the ring until `stop`; then deletes the Lease (stop
