@@ -147,6 +147,27 @@ pub fn add_to_manifest(
     Ok(out)
 }
 
+/// `text` with the module line `line` among the `mod` lines above `marker`, kept sorted as
+/// rustfmt sorts them.
+fn insert_module(
+    path: &Path,
+    text: &str,
+    marker: &'static str,
+    line: &str,
+) -> Result<String, KindAddError> {
+    let with_line = insert_above(path, text, marker, line)?;
+    let mut lines: Vec<&str> = with_line.split_inclusive('\n').collect();
+    let Some(marker_at) = lines.iter().position(|l| l.contains(marker)) else {
+        return Ok(with_line);
+    };
+    let block_start = lines[..marker_at]
+        .iter()
+        .rposition(|l| !l.starts_with("mod "))
+        .map_or(0, |i| i + 1);
+    lines[block_start..marker_at].sort_unstable();
+    Ok(lines.concat())
+}
+
 fn read(path: &Path) -> Result<String, KindAddError> {
     std::fs::read_to_string(path).map_err(|source| {
         KindAddError::Project(ProjectError::Read {
@@ -187,7 +208,7 @@ pub fn run(args: &KindAddArgs) -> Result<(), KindAddError> {
 
     let (module, crd, managed) = init::registration(&args.kind);
     let main_path = project.dir.join("src/main.rs");
-    let main = insert_above(&main_path, &read(&main_path)?, MODULE_MARKER, &module)?;
+    let main = insert_module(&main_path, &read(&main_path)?, MODULE_MARKER, &module)?;
     let kinds_path = project.dir.join("src/kinds.rs");
     let kinds = read(&kinds_path)?;
     let kinds = insert_above(&kinds_path, &kinds, CRD_MARKER, &crd)?;
