@@ -11,11 +11,17 @@
 //! Errors are one line on stderr naming the file and the field or flag at fault; exit code 1
 //! (2 for a usage error, from clap).
 
+mod binary;
+mod deploy;
+mod generate;
 mod init;
 mod kind_add;
 mod names;
+mod objects;
 mod project;
+mod run;
 mod template;
+mod testenv_install;
 
 use std::process::ExitCode;
 
@@ -39,6 +45,18 @@ enum Command {
     /// Kinds of the project in the current directory.
     #[command(subcommand)]
     Kind(kind_add::KindCommand),
+    /// Write the project's deploy YAML (CRDs, RBAC, Deployment, Services, webhook
+    /// configurations) into files marked as generated; a re-run rewrites only those.
+    Generate(generate::GenerateArgs),
+    /// The control plane that tests and `kubeapp run` use.
+    #[command(subcommand)]
+    Testenv(testenv_install::TestenvCommand),
+    /// Run the project on a local kube-apiserver + etcd with its CRDs, webhooks and samples,
+    /// until Ctrl-C.
+    Run(run::RunArgs),
+    /// Print the project's deploy YAML for an image and a namespace, or apply it (--apply)
+    /// through the current kubeconfig.
+    Deploy(deploy::DeployArgs),
 }
 
 /// Any command's failure.
@@ -48,6 +66,26 @@ enum CliError {
     Init(#[from] init::InitError),
     #[error(transparent)]
     KindAdd(#[from] kind_add::KindAddError),
+    #[error(transparent)]
+    Generate(#[from] generate::GenerateError),
+    #[error(transparent)]
+    Install(#[from] testenv_install::InstallError),
+    #[error(transparent)]
+    Run(#[from] run::RunError),
+    #[error(transparent)]
+    Deploy(#[from] deploy::DeployError),
+    #[error("starting the async runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// A single-threaded runtime: `run`'s operator child gets a parent-death signal tied to the
+/// thread that forks it, which must live as long as the program.
+fn block_on<T>(future: impl std::future::Future<Output = T>) -> Result<T, CliError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::Runtime)?;
+    Ok(runtime.block_on(future))
 }
 
 fn main() -> ExitCode {
@@ -57,6 +95,17 @@ fn main() -> ExitCode {
         Command::Kind(kind_add::KindCommand::Add(args)) => {
             kind_add::run(&args).map_err(CliError::from)
         }
+        Command::Generate(args) => generate::run(&args).map_err(CliError::from),
+        Command::Testenv(testenv_install::TestenvCommand::Install) => {
+            testenv_install::run().map_err(CliError::from)
+        }
+        Command::Run(args) => match block_on(run::run(&args)) {
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) => return ExitCode::FAILURE,
+            Ok(Err(error)) => Err(error.into()),
+            Err(error) => Err(error),
+        },
+        Command::Deploy(args) => block_on(deploy::run(&args)).and_then(|r| r.map_err(Into::into)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -26,7 +26,12 @@ const FILES: &[&str] = &[
 
 fn a_project_builds_lints_and_passes_its_test(template: &str) {
     let parent = tempfile::tempdir().expect("temp dir");
-    let project = init(parent.path(), &format!("{template}-operator"), template, "WebApp");
+    let project = init(
+        parent.path(),
+        &format!("{template}-operator"),
+        template,
+        "WebApp",
+    );
     for file in FILES {
         assert!(project.join(file).is_file(), "{template}: {file} missing");
     }
@@ -37,7 +42,14 @@ fn a_project_builds_lints_and_passes_its_test(template: &str) {
     cargo(&project, &["fmt", "--check"]);
     cargo(
         &project,
-        &["clippy", "--offline", "--all-targets", "--", "-D", "warnings"],
+        &[
+            "clippy",
+            "--offline",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
     );
     cargo(&project, &["test", "--offline"]);
 }
@@ -72,7 +84,10 @@ fn init_refuses_a_non_empty_directory_and_names_bad_flags() {
     let refused = kubeapp(parent.path(), &args);
     assert_eq!(refused.status.code(), Some(1), "{}", shown(&refused));
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(stderr.contains("mine: the directory is not empty"), "{stderr}");
+    assert!(
+        stderr.contains("mine: the directory is not empty"),
+        "{stderr}"
+    );
     assert!(stderr.contains("--force"), "{stderr}");
     assert!(!dir.join("Cargo.toml").exists(), "nothing written");
     let forced = kubeapp(parent.path(), &[&args[..], &["--force"]].concat());

@@ -32,7 +32,8 @@ pub fn target_dir() -> PathBuf {
 /// builds share one target directory anyway.
 pub fn cargo_lock() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Runs `kubeapp args` in `dir`.
@@ -58,7 +59,11 @@ pub fn shown(output: &Output) -> String {
 /// Runs `kubeapp args` in `dir` and asserts it succeeds; returns its stdout.
 pub fn kubeapp_ok(dir: &Path, args: &[&str]) -> String {
     let output = kubeapp(dir, args);
-    assert!(output.status.success(), "kubeapp {args:?}: {}", shown(&output));
+    assert!(
+        output.status.success(),
+        "kubeapp {args:?}: {}",
+        shown(&output)
+    );
     String::from_utf8(output.stdout).expect("UTF-8")
 }
 
