@@ -156,8 +156,10 @@ pub async fn run(args: &RunArgs) -> Result<bool, RunError> {
         _ = terminate.recv() => return Ok(true),
     };
     println!(
-        "control plane: {} (files in {})",
+        "control plane: {} (kube-apiserver pid {}, etcd pid {}, files in {})",
         env.server_url(),
+        env.apiserver_pid().unwrap_or_default(),
+        env.etcd_pid(),
         env.dir().display()
     );
     println!("export KUBECONFIG={}", env.kubeconfig_path().display());

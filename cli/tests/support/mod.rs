@@ -42,6 +42,7 @@ pub fn kubeapp(dir: &Path, args: &[&str]) -> Output {
         .args(args)
         .current_dir(dir)
         .env("CARGO_TARGET_DIR", target_dir())
+        .env("CARGO_NET_OFFLINE", "true")
         .output()
         .expect("run kubeapp")
 }
