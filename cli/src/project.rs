@@ -151,3 +151,44 @@ pub fn parse_manifest(path: &Path, text: &str) -> Result<ManifestData, ProjectEr
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_file_and_the_field() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let write =
+            |text: &str| std::fs::write(dir.path().join("Cargo.toml"), text).expect("write");
+        write("[package]\nname = \"a\"\n[package.metadata.kubeapp]\ntemplate = \"operator\"\n");
+        let err = Project::load(dir.path())
+            .expect_err("bad template")
+            .to_string();
+        assert!(
+            err.ends_with(
+                "Cargo.toml: package.metadata.kubeapp.template: not one of reconciler, \
+                           watcher, components, phases"
+            ),
+            "{err}"
+        );
+        write("[workspace]\n");
+        let err = Project::load(dir.path())
+            .expect_err("no package")
+            .to_string();
+        assert!(err.contains("Cargo.toml: package: missing"), "{err}");
+        write("[package]\nname = \"a\"\n");
+        let project = Project::load(dir.path()).expect("a project");
+        assert_eq!(project.flavor, Flavor::Reconciler);
+        std::fs::write(
+            project.manifest_path(),
+            "appName: a\ngroup: 1\nversions: nope\n",
+        )
+        .expect("write");
+        let err = project.manifest().expect_err("bad manifest").to_string();
+        assert!(
+            err.starts_with(&project.manifest_path().display().to_string()),
+            "{err}"
+        );
+    }
+}

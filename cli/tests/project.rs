@@ -150,6 +150,72 @@ async fn generate_output_applies_by_dry_run_a_rerun_changes_nothing_and_user_fil
     assert!(String::from_utf8_lossy(&no_image.stderr).contains("--image"));
 }
 
+/// A project with webhooks and conversion (the reconciler example): `generate` writes the
+/// webhook configurations and the CRD's conversion webhook with the CA given, and they apply by
+/// server-side dry run (they must not be installed on the shared control plane for real).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generate_writes_webhook_configurations_that_apply_by_dry_run() {
+    let out = tempfile::tempdir().expect("temp dir");
+    let ca = kubeapp::sdk::testenv::CertificateAuthority::new("generate-test-ca").expect("a CA");
+    let ca_file = out.path().join("ca.crt");
+    std::fs::write(&ca_file, ca.cert_pem()).expect("write the CA");
+    let example = support::checkout().join("examples/reconciler");
+    let written = {
+        let _one_build = cargo_lock();
+        kubeapp_ok(
+            &example,
+            &[
+                "generate",
+                "--out",
+                out.path().join("deploy").to_str().expect("UTF-8"),
+                "--webhook-ca-file",
+                ca_file.to_str().expect("UTF-8"),
+                "--image",
+                "reconciler:dev",
+            ],
+        )
+    };
+    let deploy = out.path().join("deploy");
+    let webhooks = read(&deploy.join("webhooks.yaml"));
+    assert!(
+        webhooks.contains("kind: ValidatingWebhookConfiguration")
+            && webhooks.contains("kind: MutatingWebhookConfiguration")
+            && webhooks.contains("caBundle:"),
+        "{written}\n{webhooks}"
+    );
+    assert!(read(&deploy.join("crds.yaml")).contains("conversion:"));
+    assert!(read(&deploy.join("services.yaml")).contains("-webhook"));
+    let env = TestEnv::start().await.expect("control plane");
+    let client = env.client();
+    let mut applied = Vec::new();
+    for file in [
+        "crds.yaml",
+        "rbac.yaml",
+        "services.yaml",
+        "deployment.yaml",
+        "webhooks.yaml",
+    ] {
+        applied.extend(dry_run_apply(&client, &read(&deploy.join(file)), file).await);
+    }
+    assert!(
+        applied
+            .iter()
+            .any(|a| a.starts_with("ValidatingWebhookConfiguration ")),
+        "{applied:?}"
+    );
+    let installed = kube::Api::<
+        k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+    >::all(client.clone())
+    .list(&Default::default())
+    .await
+    .expect("list");
+    assert!(
+        installed.items.is_empty(),
+        "a dry run installs nothing: {:?}",
+        installed.items.len()
+    );
+}
+
 #[test]
 fn kubeapp_run_prints_the_kubeconfig_runs_the_sample_and_stops_everything_on_sigint() {
     let parent = tempfile::tempdir().expect("temp dir");
