@@ -242,6 +242,12 @@ pub fn run(args: &InitArgs) -> Result<(), InitError> {
     for (path, _) in &files {
         println!("  {path}");
     }
+    if args.kubeapp_path.is_none() {
+        println!(
+            "note: kubeapp comes from {KUBEAPP_GIT_URL} (Cargo.toml); pass --kubeapp-path to use \
+             a local checkout"
+        );
+    }
     println!(
         "next: cd {} && cargo test (the first run builds kubeapp; the control plane comes from \
          `kubeapp testenv install`), then `kubeapp run`",

@@ -103,7 +103,6 @@ pub fn cargo(project: &Path, args: &[&str]) {
         .current_dir(project)
         .env("CARGO_TARGET_DIR", target_dir())
         .env("CARGO_NET_OFFLINE", "true")
-        .env_remove("RUSTFLAGS")
         .output()
         .expect("run cargo");
     assert!(
