@@ -244,8 +244,12 @@ async fn start(
             ip => ip,
         };
         let url = format!("https://{}", SocketAddr::new(ip, addr.port()));
-        let certs = DevCerts::write(&env.dir().join("webhook-tls"), ip)?;
-        println!("certificates: {}", certs.ca_file.display());
+        let certs_dir = env.dir().join("webhook-tls");
+        let certs = DevCerts::write(&certs_dir, ip)?;
+        println!(
+            "certificates: {} (ca.crt, tls.crt, tls.key)",
+            certs_dir.display()
+        );
         target = vec![
             "--webhook-url".into(),
             url,
@@ -261,8 +265,14 @@ async fn start(
         .await
         .map_err(|e| RunError::Crds(e.to_string()))?;
     for crd in &crds {
+        let conversion = match (&crd.spec.conversion, target.get(1)) {
+            (Some(conversion), Some(url)) if conversion.strategy == "Webhook" => {
+                format!(" (conversion webhook {url}/convert)")
+            }
+            _ => String::new(),
+        };
         println!(
-            "installed: CustomResourceDefinition {}",
+            "installed: CustomResourceDefinition {}{conversion}",
             crd.metadata.name.as_deref().unwrap_or_default()
         );
     }
@@ -283,8 +293,12 @@ async fn start(
         webhooks.as_ref().map(|(addr, certs)| (*addr, certs)),
     )?);
     let pid = running.pid();
+    let webhook_flag = webhooks
+        .as_ref()
+        .map(|(addr, _)| format!(" --webhook-addr {addr}"))
+        .unwrap_or_default();
     println!(
-        "operator: pid {pid}, {} run --metrics-addr {metrics_addr} (logs on stderr)",
+        "operator: pid {pid}, {} run --metrics-addr {metrics_addr}{webhook_flag} (logs on stderr)",
         binary.path().display()
     );
     let ready = async {
