@@ -1,7 +1,8 @@
 //! `kubeapp init`, for each template: the generated project depends on this checkout, shares
 //! the suite's target directory and lock file, and passes `cargo build`, `cargo fmt --check`,
 //! `cargo clippy --all-targets -- -D warnings` and `cargo test` (its end-to-end test runs the
-//! operator against kube-apiserver + etcd from testenv). The builds run one at a time.
+//! operator against kube-apiserver + etcd from testenv); then `kind add` of a second kind in
+//! another version keeps it formatted and lint-free. The builds run one at a time.
 
 mod support;
 
@@ -52,6 +53,30 @@ fn a_project_builds_lints_and_passes_its_test(template: &str) {
         ],
     );
     cargo(&project, &["test", "--offline"]);
+
+    // A second kind, with the same template: still formatted and lint-free.
+    let added = support::kubeapp_ok(
+        &project,
+        &["kind", "add", "--kind", "Gadget", "--version", "v2"],
+    );
+    assert!(added.contains("src/gadget.rs"), "{added}");
+    let manifest = std::fs::read_to_string(project.join("manifest.yaml")).expect("manifest");
+    assert!(
+        manifest.contains("- name: v2") && manifest.contains("- kind: Gadget"),
+        "{manifest}"
+    );
+    cargo(&project, &["fmt", "--check"]);
+    cargo(
+        &project,
+        &[
+            "clippy",
+            "--offline",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    );
 }
 
 #[test]
