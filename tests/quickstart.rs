@@ -1,13 +1,15 @@
-//! End-to-end test of the quick start (`examples/quickstart`, what `scripts/quickstart` runs):
-//! the program runs as a child process, starts its own control plane and the reconciler example,
-//! and prints the sample's status, the rendered ConfigMap and the metrics URL; the test checks
-//! that output against the cluster through the printed kubeconfig, scrapes the printed metrics
-//! URL, sends SIGINT, and checks that the program exits 0 and that the operator, kube-apiserver
-//! and etcd it started, and its directory, are gone.
+//! End-to-end test of the quick start: `scripts/quickstart` is `kubeapp run --dir
+//! examples/reconciler`. The `kubeapp` binary runs as a child process, starts its own control
+//! plane and the reconciler example, and prints the refused sample, the samples' status, the
+//! labels the mutating webhook set, the sample read as v2, the ConfigMap it owns and the metrics
+//! URL; the test checks that output against the cluster through the printed kubeconfig, scrapes
+//! the printed metrics URL, sends SIGINT, and checks that `kubeapp` exits 0 and that the
+//! operator, kube-apiserver and etcd it started, and its directory, are gone.
 //!
 //! Both binaries are the ones cargo built next to this test; build them first with
-//! `cargo build -p kubeapp-example-quickstart -p kubeapp-example-reconciler` (`scripts/test`
-//! does). The test never runs cargo itself.
+//! `cargo build -p kubeapp-cli -p kubeapp-example-reconciler` (`scripts/test` does).
+//! `kubeapp run` runs `cargo build` of the example itself, offline and in this test's target
+//! directory, where it finds the example built.
 
 mod example_support;
 
@@ -61,14 +63,21 @@ fn running(pid: u32, name: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_quick_start_shows_the_reconciled_sample_and_stops_everything_on_sigint() {
-    let quickstart = binary("kubeapp-quickstart", "kubeapp-example-quickstart");
-    // The quick start finds the operator next to itself.
+    let kubeapp = binary("kubeapp", "kubeapp-cli");
     reconciler_binary();
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target_dir = kubeapp
+        .parent()
+        .and_then(Path::parent)
+        .expect("the binary is in <target>/<profile>/");
     let logs = tempfile::tempdir().expect("temp dir");
     let stderr_path = logs.path().join("quickstart.stderr");
     let stderr_file = std::fs::File::create(&stderr_path).expect("stderr file");
-    let mut child = tokio::process::Command::new(&quickstart)
-        .env_remove("KUBEAPP_QUICKSTART_OPERATOR")
+    let mut child = tokio::process::Command::new(&kubeapp)
+        .args(["run", "--dir", "examples/reconciler"])
+        .current_dir(checkout)
+        .env("CARGO_TARGET_DIR", target_dir)
+        .env("CARGO_NET_OFFLINE", "true")
         .env("RUST_LOG", "info")
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
@@ -81,7 +90,7 @@ async fn the_quick_start_shows_the_reconciled_sample_and_stops_everything_on_sig
     let pid = child.id().expect("a pid");
     let stderr = || {
         format!(
-            "quick start stderr:\n{}",
+            "kubeapp run stderr:\n{}",
             std::fs::read_to_string(&stderr_path).unwrap_or_default()
         )
     };
@@ -145,22 +154,34 @@ async fn the_quick_start_shows_the_reconciled_sample_and_stops_everything_on_sig
         status.starts_with("generation=1 observedGeneration=1 Ready=True (ConfigMapApplied:"),
         "{output}"
     );
+    assert!(
+        after(&lines, "labels: Template default/greeting ")
+            .contains("reconciler.example.kubeapp.dev/operator=template-reconciler"),
+        "{output}"
+    );
     let configmap_at = lines
         .iter()
-        .position(|l| l == "configmap: default/greeting")
+        .position(|l| l == "owned: ConfigMap default/greeting")
         .unwrap_or_else(|| panic!("no ConfigMap in:\n{output}"));
     assert_eq!(
         lines[configmap_at + 1..configmap_at + 3],
         ["  audience: world", "  greeting: hello"],
         "{output}"
     );
+    let as_v2 = after(&lines, "v2: Template default/greeting spec ");
     assert!(
-        after(&lines, "v2: Template default/greeting spec.entries ")
-            .starts_with("audience=world greeting=hello"),
+        as_v2.contains(r#"{"key":"greeting","value":"hello"}"#)
+            && as_v2.ends_with("(converted by the conversion webhook)"),
+        "{output}"
+    );
+    // The v2 sample went in through the conversion webhook and is shown as v1.
+    assert!(
+        after(&lines, "v1: Template default/farewell spec ").contains(r#""farewell":"goodbye""#),
         "{output}"
     );
     assert!(
-        after(&lines, "validation: ").contains("cannot render a ConfigMap: it has no data"),
+        after(&lines, "refused: Template default/empty from ")
+            .contains("cannot render a ConfigMap: it has no data"),
         "{output}"
     );
 
@@ -220,7 +241,7 @@ async fn the_quick_start_shows_the_reconciled_sample_and_stops_everything_on_sig
     let rest = rest.join("\n");
     assert!(exit.success(), "exit status {exit}\n{rest}\n{}", stderr());
     assert!(
-        rest.contains("operator stopped") && rest.contains("control plane stopped"),
+        rest.contains("stopped: operator") && rest.contains("stopped: control plane"),
         "{rest}"
     );
     for (pid, name) in [

@@ -84,6 +84,11 @@ pub struct ManifestArgs {
     /// acts, the others stand by with warm caches) and grants the Lease permissions.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..))]
     pub replicas: i32,
+    /// Run the replicas with --shard instead: each handles its share of the objects (a shard
+    /// ring of Leases), and the Deployment can be scaled at any time; grants the Lease
+    /// permissions.
+    #[arg(long)]
+    pub shard: bool,
     /// Where the webhooks are reached (when the manifest declares webhooks).
     #[command(flatten)]
     pub webhook: WebhookTargetArgs,

@@ -370,7 +370,10 @@ impl Operator {
         }
         let image = args.image.clone().ok_or(OperatorError::NoImage)?;
         let app = (self.app)(manifest.clone(), None);
-        let elected = args.replicas > 1;
+        // Sharded replicas coordinate through Leases too, whatever their number: the
+        // Deployment may be scaled later without new manifests.
+        let elected = args.replicas > 1 && !args.shard;
+        let leases = elected || args.shard;
         let mut deployment = OperatorDeployment::new(manifest, image)
             .name(name)
             .namespace(args.namespace.clone())
@@ -378,16 +381,23 @@ impl Operator {
             .env_from_field("POD_NAME", "metadata.name")
             .rbac(move |builder| {
                 let builder = app.rbac(builder);
-                if elected {
+                if leases {
                     builder.owned::<k8s_openapi::api::coordination::v1::Lease>()
                 } else {
                     builder
                 }
             });
         let mut run_args = vec!["run".to_string(), "--log-format".into(), "json".into()];
-        if elected {
+        if leases {
             deployment = deployment.env_from_field("POD_NAMESPACE", "metadata.namespace");
-            run_args.push("--leader-elect".into());
+            run_args.push(
+                if args.shard {
+                    "--shard"
+                } else {
+                    "--leader-elect"
+                }
+                .into(),
+            );
         }
         if let Some(webhooks) = serving {
             run_args.extend([

@@ -40,6 +40,7 @@ fn manifest_args(webhook: WebhookTargetArgs) -> ManifestArgs {
         namespace: "shop-system".into(),
         image: Some("shop:1".into()),
         replicas: 1,
+        shard: false,
         webhook,
     }
 }
@@ -176,6 +177,81 @@ async fn dry_run_calls_the_operators_rendering_and_says_when_there_is_none() {
         .execute(Command::DryRun(args))
         .await
         .expect("the rendering's summary is printed");
+}
+
+/// The Deployment's container args and whether a role grants `list`, `watch` and `delete` on
+/// Leases (the base rules grant only `get`, `create` and `update`), for `args`.
+fn run_args_and_lease_grant(args: &ManifestArgs) -> (Vec<String>, bool) {
+    let yaml = Operator::new(WEBHOOK_MANIFEST)
+        .manifests_yaml(args)
+        .expect("manifests");
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&yaml).expect("YAML");
+    let container = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .map(|d| d["spec"]["template"]["spec"]["containers"][0].clone())
+        .expect("a Deployment");
+    let run_args = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect();
+    let leases = docs
+        .iter()
+        .filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role")
+        .flat_map(|d| d["rules"].as_array().cloned().unwrap_or_default())
+        .any(|rule| {
+            let has = |field: &str, value: &str| {
+                rule[field]
+                    .as_array()
+                    .is_some_and(|r| r.iter().any(|x| x == value))
+            };
+            rule["apiGroups"][0] == "coordination.k8s.io"
+                && has("resources", "leases")
+                && ["list", "watch", "delete"]
+                    .iter()
+                    .all(|verb| has("verbs", verb))
+        });
+    (run_args, leases)
+}
+
+#[test]
+fn sharded_replicas_run_with_shard_and_the_lease_permissions_at_any_count() {
+    for replicas in [1, 3] {
+        let args = ManifestArgs {
+            replicas,
+            shard: true,
+            ..manifest_args(WebhookTargetArgs {
+                webhook_ca_file: Some(ca_file("shard")),
+                webhook_url: None,
+            })
+        };
+        let (run_args, leases) = run_args_and_lease_grant(&args);
+        assert!(run_args.iter().any(|a| a == "--shard"), "{run_args:?}");
+        assert!(
+            !run_args.iter().any(|a| a == "--leader-elect"),
+            "{run_args:?}"
+        );
+        assert!(
+            leases,
+            "{replicas} sharded replicas: the role grants Leases"
+        );
+    }
+    let single = manifest_args(WebhookTargetArgs {
+        webhook_ca_file: Some(ca_file("single")),
+        webhook_url: None,
+    });
+    let (run_args, leases) = run_args_and_lease_grant(&single);
+    assert!(
+        !run_args
+            .iter()
+            .any(|a| a.starts_with("--shard") || a == "--leader-elect")
+    );
+    assert!(
+        !leases,
+        "one unsharded replica needs only the base Lease rules"
+    );
 }
 
 #[test]

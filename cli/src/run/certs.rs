@@ -1,16 +1,15 @@
-//! Development certificates for the operator's webhook server, from kubeapp's testenv CA.
+//! Development certificates for the operator's webhook server, from testenv's CA.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
 use kubeapp::sdk::testenv::CertificateAuthority;
+
+use super::RunError;
 
 /// A CA and a serving certificate, as files.
 #[derive(Clone, Debug)]
 pub struct DevCerts {
-    /// The directory holding the files.
-    pub dir: PathBuf,
     /// The CA certificate the apiserver is told to trust (`--webhook-ca-file`).
     pub ca_file: PathBuf,
     /// The serving certificate (`--webhook-cert-file`).
@@ -26,10 +25,12 @@ impl DevCerts {
     /// # Errors
     ///
     /// When a certificate cannot be made or a file cannot be written.
-    pub fn write(dir: &Path, ip: IpAddr) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let ca = CertificateAuthority::new("kubeapp-quickstart-webhook-ca")
-            .context("creating the development CA")?;
+    pub fn write(dir: &Path, ip: IpAddr) -> Result<Self, RunError> {
+        let failed =
+            |what: &str, e: &dyn std::fmt::Display| RunError::Certs(format!("{what}: {e}"));
+        std::fs::create_dir_all(dir).map_err(|e| failed(&dir.display().to_string(), &e))?;
+        let ca = CertificateAuthority::new("kubeapp-run-webhook-ca")
+            .map_err(|e| failed("creating the development CA", &e))?;
         let ip = ip.to_string();
         let mut hosts = vec![ip.as_str()];
         for host in ["127.0.0.1", "localhost"] {
@@ -39,9 +40,8 @@ impl DevCerts {
         }
         let serving = ca
             .issue_serving(&hosts)
-            .context("issuing the webhook's serving certificate")?;
+            .map_err(|e| failed("issuing the webhook's serving certificate", &e))?;
         let certs = Self {
-            dir: dir.to_path_buf(),
             ca_file: dir.join("ca.crt"),
             cert_file: dir.join("tls.crt"),
             key_file: dir.join("tls.key"),
@@ -51,23 +51,8 @@ impl DevCerts {
             (&certs.cert_file, serving.cert_pem),
             (&certs.key_file, serving.key_pem),
         ] {
-            std::fs::write(path, pem).with_context(|| format!("writing {}", path.display()))?;
+            std::fs::write(path, pem).map_err(|e| failed(&path.display().to_string(), &e))?;
         }
         Ok(certs)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_three_files_are_pem() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let certs = DevCerts::write(dir.path(), IpAddr::from([127, 0, 0, 1])).expect("written");
-        let read = |p: &Path| std::fs::read_to_string(p).expect("read");
-        assert!(read(&certs.ca_file).starts_with("-----BEGIN CERTIFICATE-----"));
-        assert!(read(&certs.cert_file).starts_with("-----BEGIN CERTIFICATE-----"));
-        assert!(read(&certs.key_file).contains("PRIVATE KEY"));
     }
 }

@@ -1,0 +1,375 @@
+//! What `kubeapp run` shows of the samples once the operator is up: the refusals of the
+//! samples the webhooks must refuse, and for every applied sample what the operator made of it.
+//!
+//! Nothing here knows the project's kinds: it reads what any kubeapp operator reports.
+//!
+//! - `samples/refused/*.yaml`: objects the admission webhooks must refuse. Each is applied by
+//!   server-side dry run until the apiserver refuses it (the webhook configurations take a
+//!   moment to be called): `refused: Kind ns/name from FILE: MESSAGE`. One still accepted at the
+//!   deadline is a `warning:` on stderr. A refusal also proves the webhooks are live before the
+//!   samples are applied.
+//! - every applied sample: its status once reconciled (`status.observedGeneration` equal to
+//!   `metadata.generation` and no `Ready` condition other than `True`, or a `Ready=True`
+//!   condition where the kind reports no generation), waited for up to `--sample-timeout`;
+//!   the labels the stored object has and the sample did not set (a mutating webhook's or the
+//!   operator's); the object read in every other served version of its CRD (through the
+//!   conversion webhook when there is one); and the objects it owns (owner reference to its
+//!   uid, found through discovery, with a ConfigMap's data and a Secret's keys).
+//!   A sample not reconciled in time gets one `status:` line saying so: a new project's handler
+//!   stub returns "not implemented yet", and the operator's log (stderr) says it.
+
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::discovery::{Discovery, Scope, verbs};
+use serde_json::Value;
+
+use super::RunError;
+use crate::objects::{self, Applied, ObjectsError};
+
+/// How often a condition is polled.
+const POLL: Duration = Duration::from_millis(200);
+
+/// Applies every object of the files in `refused` by server-side dry run until the apiserver
+/// refuses it, and prints each refusal.
+///
+/// # Errors
+///
+/// A file that cannot be read or parsed, a document without kind or name.
+pub async fn refused_samples(
+    client: &kube::Client,
+    files: &[std::path::PathBuf],
+    timeout: Duration,
+) -> Result<(), RunError> {
+    for path in files {
+        let origin = path.display().to_string();
+        let yaml = std::fs::read_to_string(path).map_err(|source| RunError::Sample {
+            path: path.clone(),
+            source,
+        })?;
+        for (index, doc) in objects::parse_documents(&yaml, &origin)?.iter().enumerate() {
+            let deadline = tokio::time::Instant::now() + timeout;
+            loop {
+                match objects::apply(client, doc, &origin, index + 1, true).await {
+                    Err(ObjectsError::Apply {
+                        kind, name, source, ..
+                    }) if matches!(*source, kube::Error::Api(_)) => {
+                        let message = match *source {
+                            kube::Error::Api(status) => status.message,
+                            other => other.to_string(),
+                        };
+                        let ns = doc["metadata"]["namespace"].as_str().unwrap_or("default");
+                        println!("refused: {kind} {ns}/{name} from {origin}: {message}");
+                        break;
+                    }
+                    Err(other) => return Err(other.into()),
+                    Ok(line) if tokio::time::Instant::now() >= deadline => {
+                        eprintln!(
+                            "warning: {line} from {origin} was accepted for {timeout:?}; \
+                             samples/refused/ holds objects the webhooks must refuse"
+                        );
+                        break;
+                    }
+                    Ok(_) => tokio::time::sleep(POLL).await,
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What `show` needs of the cluster, found once per run.
+pub struct Cluster<'a> {
+    /// The control plane's client.
+    pub client: &'a kube::Client,
+    /// The CRDs `run` installed.
+    pub crds: &'a [CustomResourceDefinition],
+    /// Every namespaced resource that can be listed (for owned objects); `None` until needed.
+    listable: Option<Vec<ApiResource>>,
+}
+
+impl<'a> Cluster<'a> {
+    /// A view of the cluster of `client` with the installed `crds`.
+    pub fn new(client: &'a kube::Client, crds: &'a [CustomResourceDefinition]) -> Self {
+        Self {
+            client,
+            crds,
+            listable: None,
+        }
+    }
+
+    /// Prints what the operator made of `applied` (see the module docs); waits up to `timeout`
+    /// for it to be reconciled.
+    ///
+    /// # Errors
+    ///
+    /// When the apiserver cannot be read.
+    pub async fn show(&mut self, applied: &Applied, timeout: Duration) -> Result<(), RunError> {
+        let api = self.api(applied, &applied.resource);
+        let name = applied.object.name_any();
+        let read_failed =
+            |e: kube::Error| RunError::System(format!("reading {}: {e}", applied.line));
+        let deadline = tokio::time::Instant::now() + timeout;
+        let object = loop {
+            let object = api.get(&name).await.map_err(read_failed)?;
+            if reconciled(&object) {
+                break object;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                println!(
+                    "status: {} not reconciled within {timeout:?} ({}); the operator's log \
+                     (stderr) says why",
+                    applied.line,
+                    status_line(&object)
+                );
+                return Ok(());
+            }
+            tokio::time::sleep(POLL).await;
+        };
+        println!("status: {} {}", applied.line, status_line(&object));
+
+        let added: Vec<String> = object
+            .labels()
+            .iter()
+            .filter(|(key, value)| applied.sent_labels.get(*key) != Some(*value))
+            .map(|(key, value)| format!("{key}={value}"))
+            .collect();
+        if !added.is_empty() {
+            println!(
+                "labels: {} {} (not in the sample: set by a mutating webhook or the operator)",
+                applied.line,
+                added.join(",")
+            );
+        }
+
+        for (version, converted) in self.other_versions(applied) {
+            let as_version = self
+                .api(applied, &converted)
+                .get(&name)
+                .await
+                .map_err(|e| {
+                    RunError::System(format!("reading {} as {version}: {e}", applied.line))
+                })?;
+            let how = if converted_by_webhook(self.crds, &applied.resource) {
+                " (converted by the conversion webhook)"
+            } else {
+                ""
+            };
+            println!(
+                "{version}: {} spec {}{how}",
+                applied.line, as_version.data["spec"]
+            );
+        }
+
+        let uid = object.uid().unwrap_or_default();
+        for resource in self.listable().await? {
+            let api: Api<DynamicObject> = match object.namespace().filter(|_| applied.namespaced) {
+                Some(ns) => Api::namespaced_with(self.client.clone(), &ns, &resource),
+                None => Api::all_with(self.client.clone(), &resource),
+            };
+            // A resource the apiserver lists but cannot serve right now is not worth failing
+            // the run for: the owned objects are a courtesy.
+            let Ok(list) = api.list(&ListParams::default()).await else {
+                continue;
+            };
+            for owned in list
+                .items
+                .iter()
+                .filter(|o| o.owner_references().iter().any(|r| r.uid == uid))
+            {
+                println!(
+                    "owned: {} {}/{}",
+                    resource.kind,
+                    owned.namespace().unwrap_or_default(),
+                    owned.name_any()
+                );
+                for line in data_lines(&resource.kind, &owned.data) {
+                    println!("  {line}");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn api(&self, applied: &Applied, resource: &ApiResource) -> Api<DynamicObject> {
+        match applied.object.namespace().filter(|_| applied.namespaced) {
+            Some(ns) => Api::namespaced_with(self.client.clone(), &ns, resource),
+            None => Api::all_with(self.client.clone(), resource),
+        }
+    }
+
+    /// The sample's resource in every other served version of its CRD.
+    fn other_versions(&self, applied: &Applied) -> Vec<(String, ApiResource)> {
+        let resource = &applied.resource;
+        self.crds
+            .iter()
+            .filter(|crd| crd.spec.group == resource.group && crd.spec.names.kind == resource.kind)
+            .flat_map(|crd| crd.spec.versions.iter())
+            .filter(|version| version.served && version.name != resource.version)
+            .map(|version| {
+                let mut other = resource.clone();
+                other.version.clone_from(&version.name);
+                other.api_version = format!("{}/{}", resource.group, version.name);
+                (version.name.clone(), other)
+            })
+            .collect()
+    }
+
+    /// Every namespaced resource that supports list (events left out: they are about objects,
+    /// not owned by them), from discovery, once.
+    async fn listable(&mut self) -> Result<Vec<ApiResource>, RunError> {
+        if let Some(listable) = &self.listable {
+            return Ok(listable.clone());
+        }
+        let discovery = Discovery::new(self.client.clone())
+            .run()
+            .await
+            .map_err(|e| RunError::System(format!("API discovery: {e}")))?;
+        let listable: Vec<ApiResource> = discovery
+            .groups()
+            .flat_map(|group| group.recommended_resources())
+            .filter(|(resource, capabilities)| {
+                matches!(capabilities.scope, Scope::Namespaced)
+                    && capabilities.supports_operation(verbs::LIST)
+                    && resource.kind != "Event"
+            })
+            .map(|(resource, _)| resource)
+            .collect();
+        self.listable = Some(listable.clone());
+        Ok(listable)
+    }
+}
+
+/// The files of `samples/refused/` (YAML), sorted.
+pub fn refused_files(project: &Path) -> Vec<std::path::PathBuf> {
+    super::child::yaml_files(&project.join("samples").join("refused"))
+}
+
+/// Whether the CRD of `resource` converts through a webhook.
+fn converted_by_webhook(crds: &[CustomResourceDefinition], resource: &ApiResource) -> bool {
+    crds.iter()
+        .filter(|crd| crd.spec.group == resource.group && crd.spec.names.kind == resource.kind)
+        .filter_map(|crd| crd.spec.conversion.as_ref())
+        .any(|conversion| conversion.strategy == "Webhook")
+}
+
+/// The object's `Ready` condition, if it reports one.
+fn ready_condition(object: &DynamicObject) -> Option<&Value> {
+    object.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|condition| condition["type"] == "Ready")
+}
+
+/// Whether the operator reported the object's current generation (see the module docs).
+pub fn reconciled(object: &DynamicObject) -> bool {
+    let ready = ready_condition(object).map(|condition| condition["status"] == "True");
+    match (
+        object.metadata.generation,
+        object.data["status"]["observedGeneration"].as_i64(),
+    ) {
+        (Some(generation), Some(observed)) => observed == generation && ready != Some(false),
+        (None, _) => ready == Some(true),
+        (Some(_), None) => false,
+    }
+}
+
+/// One line: generation, observed generation and the `Ready` condition.
+pub fn status_line(object: &DynamicObject) -> String {
+    let observed = object.data["status"]["observedGeneration"]
+        .as_i64()
+        .map_or_else(|| "-".to_string(), |g| g.to_string());
+    let ready = ready_condition(object).map_or_else(
+        || "Ready=<none>".to_string(),
+        |c| {
+            format!(
+                "Ready={} ({}: {})",
+                c["status"].as_str().unwrap_or("?"),
+                c["reason"].as_str().unwrap_or(""),
+                c["message"].as_str().unwrap_or("")
+            )
+        },
+    );
+    let generation = object
+        .metadata
+        .generation
+        .map_or_else(|| "-".to_string(), |g| g.to_string());
+    format!("generation={generation} observedGeneration={observed} {ready}")
+}
+
+/// The lines shown under an owned object: a ConfigMap's data (`key: value`), a Secret's keys
+/// (values are not printed).
+fn data_lines(kind: &str, data: &Value) -> Vec<String> {
+    let Some(entries) = data["data"].as_object() else {
+        return Vec::new();
+    };
+    match kind {
+        "ConfigMap" => entries
+            .iter()
+            .map(|(key, value)| format!("{key}: {}", value.as_str().unwrap_or_default()))
+            .collect(),
+        "Secret" => entries
+            .keys()
+            .map(|key| format!("{key}: (hidden)"))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(value: Value) -> DynamicObject {
+        serde_json::from_value(value).expect("an object")
+    }
+
+    #[test]
+    fn reconciled_means_the_current_generation_was_observed_and_not_unready() {
+        let with = |generation: Value, status: Value| {
+            object(serde_json::json!({
+                "apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": "w", "generation": generation}, "status": status
+            }))
+        };
+        let ready = |s: &str| serde_json::json!({"type": "Ready", "status": s, "reason": "R", "message": "m"});
+        let done = with(
+            2.into(),
+            serde_json::json!({"observedGeneration": 2, "conditions": [ready("True")]}),
+        );
+        assert!(reconciled(&done));
+        assert_eq!(
+            status_line(&done),
+            "generation=2 observedGeneration=2 Ready=True (R: m)"
+        );
+        assert!(reconciled(&with(
+            2.into(),
+            serde_json::json!({"observedGeneration": 2})
+        )));
+        assert!(!reconciled(&with(
+            3.into(),
+            serde_json::json!({"observedGeneration": 2})
+        )));
+        assert!(!reconciled(&with(
+            2.into(),
+            serde_json::json!({"observedGeneration": 2, "conditions": [ready("False")]})
+        )));
+        assert!(!reconciled(&with(2.into(), Value::Null)));
+        assert!(reconciled(&with(
+            Value::Null,
+            serde_json::json!({"conditions": [ready("True")]})
+        )));
+        assert!(!reconciled(&with(Value::Null, Value::Null)));
+    }
+
+    #[test]
+    fn config_maps_show_their_data_and_secrets_only_their_keys() {
+        let data = serde_json::json!({"data": {"a": "1", "b": "2"}});
+        assert_eq!(data_lines("ConfigMap", &data), ["a: 1", "b: 2"]);
+        assert_eq!(data_lines("Secret", &data), ["a: (hidden)", "b: (hidden)"]);
+        assert!(data_lines("Deployment", &data).is_empty());
+    }
+}

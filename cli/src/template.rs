@@ -1,0 +1,181 @@
+//! The project templates, built into the binary, and the tiny replacer that fills them.
+//!
+//! A template is text with `{{name}}` placeholders. [`render`] replaces each with its value and
+//! fails on a placeholder it has no value for, naming the template and the placeholder, so a
+//! typo in a template is caught by the unit tests rather than written into a project. No template
+//! engine crate: the templates need substitution only (no loops, no conditions), and a dozen
+//! lines keep them plain Rust and YAML that an editor highlights.
+
+use std::collections::BTreeMap;
+
+/// One template file: where it goes in the project (itself a template) and its text.
+#[derive(Clone, Copy, Debug)]
+pub struct TemplateFile {
+    /// The path in the generated project, relative to its root (may hold placeholders).
+    pub path: &'static str,
+    /// The template's name, for error messages (its file under `cli/templates/`).
+    pub source: &'static str,
+    /// The text.
+    pub text: &'static str,
+}
+
+macro_rules! template {
+    ($path:expr, $source:literal) => {
+        TemplateFile {
+            path: $path,
+            source: $source,
+            text: include_str!(concat!("../templates/", $source)),
+        }
+    };
+}
+
+/// The files every project has, whatever its template.
+pub const COMMON: &[TemplateFile] = &[
+    template!("Cargo.toml", "common/Cargo.toml.tmpl"),
+    template!("manifest.yaml", "common/manifest.yaml.tmpl"),
+    template!("README.md", "common/README.md.tmpl"),
+    template!("Dockerfile", "common/Dockerfile.tmpl"),
+    template!(".dockerignore", "common/dockerignore.tmpl"),
+    template!(".gitignore", "common/gitignore.tmpl"),
+    template!("src/main.rs", "common/main.rs.tmpl"),
+    template!("src/kinds.rs", "common/kinds.rs.tmpl"),
+    template!("tests/e2e.rs", "common/e2e.rs.tmpl"),
+];
+
+/// The files of one kind: its sample (the kind module comes from [`Flavor::kind_module`]).
+pub const SAMPLE: TemplateFile =
+    template!("samples/{{kind_snake}}.yaml", "common/sample.yaml.tmpl");
+
+/// What a project's handlers are: the `--template` of `kubeapp init`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Flavor {
+    /// A reconciler: `apply` on every change, `cleanup` before deletion (examples/minimal).
+    Reconciler,
+    /// A watcher: `add`, `update`, `delete` and `sync` calls (examples/watcher).
+    Watcher,
+    /// Components rendered and applied in dependency order (kubeapp::components).
+    Components,
+    /// A phase machine driven by `status.phase` (kubeapp::phases).
+    Phases,
+}
+
+impl Flavor {
+    /// Every flavor, for tests.
+    pub const ALL: [Flavor; 4] = [
+        Flavor::Reconciler,
+        Flavor::Watcher,
+        Flavor::Components,
+        Flavor::Phases,
+    ];
+
+    /// The name used on the command line and in `[package.metadata.kubeapp]`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavor::Reconciler => "reconciler",
+            Flavor::Watcher => "watcher",
+            Flavor::Components => "components",
+            Flavor::Phases => "phases",
+        }
+    }
+
+    /// The flavor of a name, as written by [`Flavor::name`].
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|flavor| flavor.name() == name)
+    }
+
+    /// The module of one kind: its type and its handler stub.
+    pub fn kind_module(self) -> TemplateFile {
+        match self {
+            Flavor::Reconciler => template!("src/{{kind_snake}}.rs", "reconciler/kind.rs.tmpl"),
+            Flavor::Watcher => template!("src/{{kind_snake}}.rs", "watcher/kind.rs.tmpl"),
+            Flavor::Components => template!("src/{{kind_snake}}.rs", "components/kind.rs.tmpl"),
+            Flavor::Phases => template!("src/{{kind_snake}}.rs", "phases/kind.rs.tmpl"),
+        }
+    }
+}
+
+/// A placeholder without a value, or one left open.
+#[derive(Debug, thiserror::Error)]
+pub enum TemplateError {
+    /// `{{name}}` has no value.
+    #[error("template {template}: no value for the placeholder {{{{{name}}}}}")]
+    Unknown {
+        /// The template.
+        template: &'static str,
+        /// The placeholder's name.
+        name: String,
+    },
+    /// `{{` without its `}}`.
+    #[error("template {template}: a placeholder is not closed with }}}} (at byte {at})")]
+    Unclosed {
+        /// The template.
+        template: &'static str,
+        /// Where the `{{` is.
+        at: usize,
+    },
+}
+
+/// The values of the placeholders.
+pub type Values = BTreeMap<&'static str, String>;
+
+/// `text` with every `{{name}}` replaced by `values[name]`.
+///
+/// # Errors
+///
+/// A placeholder without a value, or an unclosed one; `source` names the template.
+pub fn render(
+    template: &'static str,
+    text: &str,
+    values: &Values,
+) -> Result<String, TemplateError> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after.find("}}").ok_or(TemplateError::Unclosed {
+            template,
+            at: text.len() - rest.len() + start,
+        })?;
+        let name = &after[..end];
+        let value = values.get(name).ok_or_else(|| TemplateError::Unknown {
+            template,
+            name: name.to_string(),
+        })?;
+        out.push_str(value);
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_replaced_and_unknown_ones_named() {
+        let values = Values::from([("kind", "Widget".to_string())]);
+        assert_eq!(
+            render("t", "struct {{kind}}Spec; // {{kind}}", &values).expect("renders"),
+            "struct WidgetSpec; // Widget"
+        );
+        let unknown = render("common/x.tmpl", "{{kid}}", &values).expect_err("unknown");
+        assert_eq!(
+            unknown.to_string(),
+            "template common/x.tmpl: no value for the placeholder {{kid}}"
+        );
+        assert!(matches!(
+            render("t", "a {{kind", &values),
+            Err(TemplateError::Unclosed { at: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn the_flavor_names_round_trip() {
+        for flavor in Flavor::ALL {
+            assert_eq!(Flavor::from_name(flavor.name()), Some(flavor));
+        }
+        assert_eq!(Flavor::from_name("operator"), None);
+    }
+}

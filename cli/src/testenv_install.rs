@@ -1,0 +1,302 @@
+//! `kubeapp testenv install`: kube-apiserver and etcd for testenv, built from their Go modules
+//! into the cache testenv searches, so generated projects' tests and `kubeapp run` work outside
+//! the kubeapp repository.
+//!
+//! It is `testbin/build.sh` carried inside the binary: the same wrapper modules (their `go.mod`,
+//! `go.sum` and `main.go`, embedded), the same versions, flags and cache directory, and the same
+//! lock file, so the script and this command never build into the cache at the same time.
+//!
+//! - `$KUBEBUILDER_ASSETS` holding both binaries: nothing is built, that directory is printed.
+//! - Otherwise the cache (`${KUBEAPP_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/kubeapp}/k8s-<ver>-etcd-<ver>`):
+//!   a binary already there is not built again; a missing one is built with `go build` from the
+//!   module written into a temporary directory (minutes, once).
+//!
+//! Only the directory goes to stdout (`export KUBEBUILDER_ASSETS=$(kubeapp testenv install)`);
+//! progress goes to stderr.
+
+use std::fs::File;
+use std::os::fd::AsRawFd as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use kubeapp::sdk::testenv::binaries::{self, ASSETS_ENV, ETCD_VERSION, KUBE_APISERVER_VERSION};
+
+/// `kubeapp testenv ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum TestenvCommand {
+    /// Build kube-apiserver and etcd (from their Go modules; Go >= 1.26 on PATH) into the cache
+    /// testenv searches, unless they are there or in $KUBEBUILDER_ASSETS; print the directory.
+    Install,
+}
+
+/// One binary's recipe: the Go wrapper module pinning it and what `go build` makes of it.
+#[derive(Clone, Copy, Debug)]
+pub struct Recipe {
+    /// The binary's file name.
+    pub binary: &'static str,
+    /// The Go package built.
+    pub package: &'static str,
+    /// The wrapper module's files: name and text.
+    pub files: [(&'static str, &'static str); 3],
+    /// Whether the Kubernetes version is stamped in (`-X ...gitVersion=...`).
+    pub stamp_kubernetes_version: bool,
+}
+
+/// etcd, then kube-apiserver (as `testbin/build.sh` builds them).
+pub const RECIPES: [Recipe; 2] = [
+    Recipe {
+        binary: "etcd",
+        package: "go.etcd.io/etcd/server/v3",
+        files: [
+            ("go.mod", include_str!("../../testbin/etcd/go.mod")),
+            ("go.sum", include_str!("../../testbin/etcd/go.sum")),
+            ("main.go", include_str!("../../testbin/etcd/main.go")),
+        ],
+        stamp_kubernetes_version: false,
+    },
+    Recipe {
+        binary: "kube-apiserver",
+        package: "k8s.io/kubernetes/cmd/kube-apiserver",
+        files: [
+            ("go.mod", include_str!("../../testbin/apiserver/go.mod")),
+            ("go.sum", include_str!("../../testbin/apiserver/go.sum")),
+            ("main.go", include_str!("../../testbin/apiserver/main.go")),
+        ],
+        stamp_kubernetes_version: true,
+    },
+];
+
+impl Recipe {
+    /// The `go` arguments that build the binary into `out`.
+    pub fn go_args(&self, out: &Path) -> Vec<String> {
+        let mut ldflags = "-s -w".to_string();
+        if self.stamp_kubernetes_version {
+            let minor = KUBE_APISERVER_VERSION
+                .trim_start_matches("v1.")
+                .split('.')
+                .next()
+                .unwrap_or_default();
+            for package in [
+                "k8s.io/component-base/version",
+                "k8s.io/client-go/pkg/version",
+            ] {
+                ldflags.push_str(&format!(
+                    " -X {package}.gitVersion={KUBE_APISERVER_VERSION} -X {package}.gitMajor=1 \
+                     -X {package}.gitMinor={minor}"
+                ));
+            }
+        }
+        vec![
+            "build".into(),
+            "-trimpath".into(),
+            "-tags".into(),
+            "selinux,notest,grpcnotrace".into(),
+            "-ldflags".into(),
+            ldflags,
+            "-o".into(),
+            out.display().to_string(),
+            self.package.into(),
+        ]
+    }
+}
+
+/// Why the binaries are not there.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// No cache directory: neither KUBEAPP_CACHE_DIR, XDG_CACHE_HOME nor HOME is set.
+    #[error("no cache directory: set KUBEAPP_CACHE_DIR (or XDG_CACHE_HOME or HOME)")]
+    NoCacheDir,
+    /// A file or directory could not be made.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// `go` is not on PATH.
+    #[error(
+        "go is not on PATH: install Go >= 1.26 (e.g. apt-get install golang-go, or from go.dev) \
+         to build {binary} ({source})"
+    )]
+    NoGo {
+        /// The binary that needed it.
+        binary: &'static str,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// `go build` failed.
+    #[error("go build of {binary} ({package}) failed with {status}; its output is above")]
+    Build {
+        /// The binary.
+        binary: &'static str,
+        /// The package.
+        package: &'static str,
+        /// How it ended.
+        status: std::process::ExitStatus,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> InstallError + '_ {
+    move |source| InstallError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Whether `path` is an executable file.
+fn executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// `$KUBEBUILDER_ASSETS` when it holds both binaries.
+pub fn assets_dir() -> Option<PathBuf> {
+    let dir = PathBuf::from(std::env::var_os(ASSETS_ENV).filter(|d| !d.is_empty())?);
+    RECIPES
+        .iter()
+        .all(|recipe| executable(&dir.join(recipe.binary)))
+        .then_some(dir)
+}
+
+/// Builds what is missing and returns the directory holding both binaries.
+///
+/// # Errors
+///
+/// See [`InstallError`].
+pub fn install() -> Result<PathBuf, InstallError> {
+    if let Some(dir) = assets_dir() {
+        eprintln!("testenv: using {ASSETS_ENV}={}", dir.display());
+        return Ok(dir);
+    }
+    let dir = binaries::cache_dir().ok_or(InstallError::NoCacheDir)?;
+    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    // The lock file testbin/build.sh takes too (flock(1) on the same path).
+    let lock_path = dir.join(".lock");
+    let lock = File::options()
+        .create(true)
+        .append(true)
+        .open(&lock_path)
+        .map_err(io(&lock_path))?;
+    flock(&lock).map_err(io(&lock_path))?;
+    for recipe in &RECIPES {
+        build(recipe, &dir)?;
+    }
+    Ok(dir)
+}
+
+/// Holds an exclusive lock on `file` until it is closed.
+#[allow(unsafe_code)]
+fn flock(file: &File) -> std::io::Result<()> {
+    // SAFETY: flock(2) on a file descriptor this function borrows; no memory is shared.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Builds one binary into `dir` unless it is there.
+fn build(recipe: &Recipe, dir: &Path) -> Result<(), InstallError> {
+    let target = dir.join(recipe.binary);
+    if executable(&target) {
+        eprintln!("testenv: {} is cached in {}", recipe.binary, dir.display());
+        return Ok(());
+    }
+    let module = tempfile::Builder::new()
+        .prefix("kubeapp-testbin-")
+        .tempdir()
+        .map_err(io(&std::env::temp_dir()))?;
+    for (name, text) in recipe.files {
+        let path = module.path().join(name);
+        std::fs::write(&path, text).map_err(io(&path))?;
+    }
+    eprintln!(
+        "testenv: building {} {} (cold builds take minutes)",
+        recipe.binary,
+        if recipe.stamp_kubernetes_version {
+            KUBE_APISERVER_VERSION
+        } else {
+            ETCD_VERSION
+        }
+    );
+    let start = Instant::now();
+    let partial = dir.join(format!("{}.tmp", recipe.binary));
+    let status = Command::new("go")
+        .args(recipe.go_args(&partial))
+        .current_dir(module.path())
+        .env("GOTOOLCHAIN", "local")
+        .env("CGO_ENABLED", "0")
+        .stdout(std::process::Stdio::inherit())
+        .status()
+        .map_err(|source| InstallError::NoGo {
+            binary: recipe.binary,
+            source,
+        })?;
+    if !status.success() {
+        return Err(InstallError::Build {
+            binary: recipe.binary,
+            package: recipe.package,
+            status,
+        });
+    }
+    std::fs::rename(&partial, &target).map_err(io(&target))?;
+    eprintln!(
+        "testenv: built {} in {} s",
+        recipe.binary,
+        start.elapsed().as_secs()
+    );
+    Ok(())
+}
+
+/// `kubeapp testenv install`.
+///
+/// # Errors
+///
+/// See [`InstallError`].
+pub fn run() -> Result<(), InstallError> {
+    let dir = install()?;
+    println!("{}", dir.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_recipes_are_the_scripts() {
+        let script = include_str!("../../testbin/build.sh");
+        assert!(script.contains(&format!("K8S_VERSION={KUBE_APISERVER_VERSION}")));
+        assert!(script.contains(&format!("ETCD_VERSION={ETCD_VERSION}")));
+        for recipe in RECIPES {
+            assert!(script.contains(recipe.package), "{}", recipe.package);
+            let go_mod = recipe.files[0].1;
+            assert!(go_mod.contains(recipe.package), "{} pins it", recipe.binary);
+        }
+        assert!(script.contains("-tags selinux,notest,grpcnotrace"));
+        let args = RECIPES[1].go_args(Path::new("/c/kube-apiserver.tmp"));
+        assert_eq!(
+            args[..5],
+            [
+                "build",
+                "-trimpath",
+                "-tags",
+                "selinux,notest,grpcnotrace",
+                "-ldflags"
+            ]
+        );
+        assert!(args[5].contains("k8s.io/component-base/version.gitVersion=v1.36.3"));
+        assert!(args[5].contains("gitMinor=36"), "{}", args[5]);
+        assert_eq!(
+            args[6..],
+            [
+                "-o",
+                "/c/kube-apiserver.tmp",
+                "k8s.io/kubernetes/cmd/kube-apiserver"
+            ]
+        );
+        assert_eq!(RECIPES[0].go_args(Path::new("/e"))[5], "-s -w");
+    }
+}

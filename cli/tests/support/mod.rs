@@ -1,0 +1,120 @@
+//! Helpers of the `kubeapp` command's tests: the binary, the checkout, and generated projects
+//! built with the suite's own target directory and lock file (so their dependencies are the
+//! ones already built, and `--offline` works).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+/// The `kubeapp` binary under test.
+pub const KUBEAPP: &str = env!("CARGO_BIN_EXE_kubeapp");
+
+/// The kubeapp checkout (the workspace root).
+pub fn checkout() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("cli/ has a parent")
+        .to_path_buf()
+}
+
+/// The target directory of the suite running this test: `$CARGO_TARGET_DIR`, else the
+/// workspace's `target/`. Generated projects build there, reusing the built dependencies.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .filter(|dir| !dir.is_empty())
+        .map_or_else(|| checkout().join("target"), PathBuf::from)
+}
+
+/// One cargo build at a time from this test binary: the machine may have two cores, and the
+/// builds share one target directory anyway.
+pub fn cargo_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Runs `kubeapp args` in `dir`.
+pub fn kubeapp(dir: &Path, args: &[&str]) -> Output {
+    Command::new(KUBEAPP)
+        .args(args)
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", target_dir())
+        .env("CARGO_NET_OFFLINE", "true")
+        .output()
+        .expect("run kubeapp")
+}
+
+/// The text of a command's stdout and stderr, for failure messages.
+pub fn shown(output: &Output) -> String {
+    format!(
+        "{}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Runs `kubeapp args` in `dir` and asserts it succeeds; returns its stdout.
+pub fn kubeapp_ok(dir: &Path, args: &[&str]) -> String {
+    let output = kubeapp(dir, args);
+    assert!(
+        output.status.success(),
+        "kubeapp {args:?}: {}",
+        shown(&output)
+    );
+    String::from_utf8(output.stdout).expect("UTF-8")
+}
+
+/// `kubeapp init` of a `template` project named `name` under `parent`, depending on this
+/// checkout, with the checkout's Cargo.lock; returns its directory.
+pub fn init(parent: &Path, name: &str, template: &str, kind: &str) -> PathBuf {
+    let dir = parent.join(name);
+    let checkout = checkout();
+    kubeapp_ok(
+        parent,
+        &[
+            "init",
+            name,
+            "--kind",
+            kind,
+            "--group",
+            "example.com",
+            "--template",
+            template,
+            "--kubeapp-path",
+            checkout.to_str().expect("a UTF-8 checkout path"),
+        ],
+    );
+    std::fs::copy(checkout.join("Cargo.lock"), dir.join("Cargo.lock")).expect("copy Cargo.lock");
+    dir
+}
+
+/// Runs `cargo args` in `project` with the suite's target directory, offline; asserts it
+/// succeeds and prints how long it took.
+pub fn cargo(project: &Path, args: &[&str]) {
+    let _one_at_a_time = cargo_lock();
+    let start = Instant::now();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .args(args)
+        .current_dir(project)
+        .env("CARGO_TARGET_DIR", target_dir())
+        .env("CARGO_NET_OFFLINE", "true")
+        .output()
+        .expect("run cargo");
+    assert!(
+        output.status.success(),
+        "cargo {args:?} in {}: {}",
+        project.display(),
+        shown(&output)
+    );
+    eprintln!(
+        "cargo {} in {}: {:.1} s",
+        args.join(" "),
+        project.display(),
+        start.elapsed().as_secs_f64()
+    );
+}
