@@ -8,9 +8,12 @@
 //! 1. `--objects` BenchObjects are created, the replicas started, and the warm-up awaited:
 //!    every replica sees all members of the ring, the active shares add up to the whole hash space, every object
 //!    was handled, and no handler call happened for a second;
-//! 2. measured pass: every object's spec is patched (32 at a time) and the clock runs until the
-//!    replicas' reconciler calls (`reconciler_process_duration_seconds_count`, summed over
-//!    their /metrics) grew by the number of objects.
+//! 2. measured pass: a gate file holds every handler call while every object's spec is patched
+//!    (32 at a time) and the replicas receive the changes (their `informer_events_total` stops
+//!    growing for a second); then the gate is removed and the clock runs until the replicas'
+//!    reconciler calls (`reconciler_process_duration_seconds_count`, summed over their
+//!    /metrics) grew by the number of objects. The queues are full when the clock starts, so
+//!    the figure is the handlers' throughput, not the rate at which this program can write.
 //!
 //! Prints objects per second for each count and the ratio to the first; asserts nothing about
 //! speed.
@@ -24,8 +27,8 @@ use anyhow::{Context as _, bail};
 use clap::Parser as _;
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::CustomResourceExt as _;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kubeapp::prelude::*;
 use kubeapp::sdk::testenv::TestEnv;
 use kubeapp_bench::kind::{BenchObject, BenchSpec, FINALIZER, MANIFEST_YAML};
@@ -34,6 +37,8 @@ use kubeapp_bench::kind::{BenchObject, BenchSpec, FINALIZER, MANIFEST_YAML};
 const OPERATOR_ENV: &str = "KUBEAPP_BENCH_SHARDS_OPERATOR";
 /// The handler's sleep, for the replicas (milliseconds).
 const SLEEP_ENV: &str = "KUBEAPP_BENCH_SHARDS_SLEEP_MS";
+/// A file whose existence holds every handler call (the measured pass fills the queues first).
+const GATE_ENV: &str = "KUBEAPP_BENCH_SHARDS_GATE";
 /// How many writes run at once.
 const CONCURRENCY: usize = 32;
 /// How long each wait may take.
@@ -54,8 +59,13 @@ struct Cli {
     sleep_ms: u64,
 }
 
-/// The replica's reconciler: sleeps, writes nothing.
+/// The replica's reconciler: holds while the gate file exists, then sleeps; writes nothing.
 async fn apply(_: Arc<BenchObject>, _: Context) -> Result<ReconcileResult, ReconcileError> {
+    if let Some(gate) = std::env::var_os(GATE_ENV) {
+        while std::path::Path::new(&gate).exists() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
     let ms = std::env::var(SLEEP_ENV)
         .ok()
         .and_then(|ms| ms.parse().ok())
@@ -150,6 +160,7 @@ async fn measure(
     .context("creating the objects")?;
 
     let binary = std::env::current_exe().context("this program's path")?;
+    let gate = env.dir().join(format!("gate-{replicas}"));
     let mut children = Vec::new();
     let mut addrs = Vec::new();
     for index in 0..replicas {
@@ -160,6 +171,7 @@ async fn measure(
             &ns,
             &format!("replica-{index}"),
             addr,
+            &gate,
             cli,
         )?);
         addrs.push(addr);
@@ -172,7 +184,9 @@ async fn measure(
             warm.elapsed().as_secs_f64()
         );
         let base = calls(&addrs).await?;
-        let start = Instant::now();
+        std::fs::write(&gate, b"held")
+            .with_context(|| format!("creating the gate {}", gate.display()))?;
+        let writing = Instant::now();
         futures::stream::iter(names.iter().map(|name| {
             let api = api.clone();
             async move {
@@ -185,7 +199,11 @@ async fn measure(
         .try_collect::<Vec<_>>()
         .await
         .context("patching the objects")?;
-        let written = start.elapsed();
+        let written = writing.elapsed();
+        quiet(&addrs, "informer_events_total").await?;
+        std::fs::remove_file(&gate)
+            .with_context(|| format!("removing the gate {}", gate.display()))?;
+        let start = Instant::now();
         let target = base + cli.objects as u64;
         while calls(&addrs).await? < target {
             if start.elapsed() > TIMEOUT {
@@ -197,7 +215,7 @@ async fn measure(
         let rate = cli.objects as f64 / elapsed.as_secs_f64();
         println!(
             "{replicas} replica(s): {} updates handled in {:.2} s ({rate:.1} objects/s; the \
-             patches took {:.2} s)",
+             patches took {:.2} s before)",
             cli.objects,
             elapsed.as_secs_f64(),
             written.as_secs_f64()
@@ -218,6 +236,7 @@ fn spawn(
     ns: &str,
     name: &str,
     metrics: SocketAddr,
+    gate: &std::path::Path,
     cli: &Cli,
 ) -> anyhow::Result<Child> {
     Command::new(binary)
@@ -226,6 +245,7 @@ fn spawn(
         .args(["--namespace", ns])
         .env(OPERATOR_ENV, "1")
         .env(SLEEP_ENV, cli.sleep_ms.to_string())
+        .env(GATE_ENV, gate)
         .env("KUBECONFIG", env.kubeconfig_path())
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
@@ -277,14 +297,36 @@ async fn warm_up(addrs: &[SocketAddr], replicas: usize, objects: usize) -> anyho
 
 /// The replicas' reconciler calls so far.
 async fn calls(addrs: &[SocketAddr]) -> anyhow::Result<u64> {
+    total(addrs, "reconciler_process_duration_seconds_count").await
+}
+
+/// The sum of `metric` over the replicas.
+async fn total(addrs: &[SocketAddr], metric: &str) -> anyhow::Result<u64> {
     let mut total = 0.0;
     for addr in addrs {
         let text = scrape(*addr)
             .await
             .with_context(|| format!("scraping http://{addr}/metrics"))?;
-        total += sum(&text, "reconciler_process_duration_seconds_count");
+        total += sum(&text, metric);
     }
     Ok(total as u64)
+}
+
+/// Waits until `metric`, summed over the replicas, did not change for a second.
+async fn quiet(addrs: &[SocketAddr], metric: &str) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let mut last = (total(addrs, metric).await?, Instant::now());
+    while last.1.elapsed() < Duration::from_secs(1) {
+        if start.elapsed() > TIMEOUT {
+            bail!("{metric} kept changing for {TIMEOUT:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = total(addrs, metric).await?;
+        if now != last.0 {
+            last = (now, Instant::now());
+        }
+    }
+    Ok(())
 }
 
 /// The value of the first sample of `name` (any labels).
