@@ -43,6 +43,8 @@ pub(crate) mod gate;
 pub mod handoff;
 mod metrics;
 mod ring;
+pub mod selector_layer;
+pub(crate) mod server_side;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -58,7 +60,7 @@ use tokio_util::sync::CancellationToken;
 use crate::election::Leadership;
 
 pub use self::handoff::MemberAck;
-pub use self::metrics::ShardMetrics;
+pub use self::metrics::{CachedObjects, ShardMetrics};
 pub use self::ring::{ACK_ANNOTATION, RING_LABEL};
 use self::ring::{Liveness, RingLeases};
 
