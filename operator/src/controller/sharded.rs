@@ -3,7 +3,9 @@
 //!
 //! A term is one run of the controller under one acknowledged membership:
 //!
-//! - **Starting** a term: the replica acknowledges the membership it sees (on its Lease), reads
+//! - **Starting** a term: the replica asks its kinds' informers to cache its owned slots (the
+//!   server-side selector, where the apiserver honours it: they list again and forget what
+//!   left the range), acknowledges the membership it sees (on its Lease), reads
 //!   the ring again, and activates the slots no other live member still holds under its own
 //!   acknowledgement. The kinds subscribe; their cached objects in active slots arrive as Adds.
 //! - **During** the term, as previous owners acknowledge (or their Leases expire), more of the

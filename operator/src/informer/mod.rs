@@ -12,7 +12,10 @@
 //! - after a re-list (watch expired, HTTP 410, reconnect after the apiserver was down): objects
 //!   absent from the new list as [`InformerEvent::Delete`] with their last known state (a delete
 //!   missed during a disconnect is never dropped), changed objects as `Update`, new ones as `Add`;
-//!   an object whose UID changed under the same name as `Delete(old)` then `Add(new)`;
+//!   an object whose UID changed under the same name as `Delete(old)` then `Add(new)`; a re-list
+//!   filtered to shard slots (a shared informer of a sharded kind, see
+//!   [`sharding`](crate::sharding#server-side-selection)) forgets, without an event, the absent
+//!   objects outside those slots (they left the replica's range; they were not deleted);
 //! - with [`InformerOptions::resync_interval`], every cached object as [`InformerEvent::Resync`]
 //!   on each tick (watchers see `update(obj, obj)`, reconcilers `Resynced`). Ticks missed while the
 //!   consumer did not pull (backpressure) are not replayed: one resync, then a period later.
