@@ -1,9 +1,10 @@
 //! The server-side shard selector end to end: replicas of `examples/minimal` run with
 //! `--shard` against a real kube-apiserver + etcd, as child processes, over 3,000 Greetings.
 //!
-//! - With the `ShardedListAndWatch` feature gate on, each replica's informer caches only its
-//!   share (`shard_cached_objects` from its `/metrics`: each well under the total, the sum equal
-//!   to it once the ring is stable), through 2 -> 3 -> 2 replicas (a replica added: the others
+//! - With the `ShardedListAndWatch` feature gate on, each replica's informer caches exactly the
+//!   Greetings of its own share (`shard_cached_objects` from its `/metrics`, against the share
+//!   computed from the ring's assignment and the Greetings' uids: each well under the total, the
+//!   sum equal to it), through 2 -> 3 -> 2 replicas (a replica added: the others
 //!   list again and forget what left their range; one stopped: the survivors list its share),
 //!   every Greeting is reconciled after each change, and no replica's controller sees a delete.
 //!   This fails if the selector is not sent (each replica would cache everything).
@@ -21,6 +22,7 @@ use example_support::{binary, eventually, free_port, get, output_of, send_signal
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use kubeapp::operator::sharding::assignment::{owned_by, slot_of_uid};
 use kubeapp::sdk::testenv::TestEnv;
 
 const MINIMAL: &str = "kubeapp-example-minimal";
@@ -139,7 +141,10 @@ async fn setup(apiserver_args: &[&str]) -> Setup {
         let (greetings, ns) = (greetings.clone(), ns.clone());
         async move {
             greetings
-                .create(&PostParams::default(), &greeting(&ns, &format!("g{i}"), "first"))
+                .create(
+                    &PostParams::default(),
+                    &greeting(&ns, &format!("g{i}"), "first"),
+                )
                 .await
                 .expect("create a Greeting");
         }
@@ -171,7 +176,11 @@ async fn update_all(greetings: &Api<DynamicObject>, message: &str) {
         let patch = serde_json::json!({"spec": {"message": message}});
         async move {
             greetings
-                .patch(&format!("g{i}"), &PatchParams::default(), &Patch::Merge(&patch))
+                .patch(
+                    &format!("g{i}"),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
                 .await
                 .expect("update a Greeting");
         }
@@ -190,7 +199,10 @@ async fn all_rendered(config_maps: &Api<ConfigMap>, message: &str, logs: impl Fn
                 .items
                 .iter()
                 .filter(|m| {
-                    m.data.as_ref().and_then(|d| d.get("message")).map(String::as_str)
+                    m.data
+                        .as_ref()
+                        .and_then(|d| d.get("message"))
+                        .map(String::as_str)
                         == Some(message)
                 })
                 .count();
@@ -200,9 +212,46 @@ async fn all_rendered(config_maps: &Api<ConfigMap>, message: &str, logs: impl Fn
     .await;
 }
 
-/// Waits until `replicas` split the ring and, with the server-side selector, cache exactly the
-/// Greetings between them (each well under all); returns each one's cached count.
-async fn stable_split(replicas: &[&Replica], server_side: bool) -> Vec<usize> {
+/// How many Greetings fall in the share each of `replicas` owns (by the ring's assignment of
+/// their identities and the Greetings' uids).
+async fn shares(greetings: &Api<DynamicObject>, replicas: &[&Replica]) -> Vec<usize> {
+    let uids: Vec<String> = greetings
+        .list(&ListParams::default())
+        .await
+        .expect("list the Greetings")
+        .items
+        .into_iter()
+        .filter_map(|g| g.metadata.uid)
+        .collect();
+    assert_eq!(uids.len(), OBJECTS);
+    let members: Vec<String> = replicas.iter().map(|r| r.name.to_string()).collect();
+    members
+        .iter()
+        .map(|member| {
+            let owned = owned_by(&members, member);
+            uids.iter()
+                .filter(|uid| owned.contains(slot_of_uid(uid)))
+                .count()
+        })
+        .collect()
+}
+
+/// Waits until `replicas` split the ring and cache, with the server-side selector, exactly the
+/// Greetings of their own shares (each well under all, the sum all of them), without it every
+/// Greeting each; returns each one's cached count.
+async fn stable_split(
+    greetings: &Api<DynamicObject>,
+    replicas: &[&Replica],
+    server_side: bool,
+) -> Vec<usize> {
+    let expected = if server_side {
+        let shares = shares(greetings, replicas).await;
+        assert_eq!(shares.iter().sum::<usize>(), OBJECTS);
+        assert!(shares.iter().all(|share| share * 10 < OBJECTS * 8));
+        shares
+    } else {
+        vec![OBJECTS; replicas.len()]
+    };
     let logs = || {
         replicas
             .iter()
@@ -213,7 +262,11 @@ async fn stable_split(replicas: &[&Replica], server_side: bool) -> Vec<usize> {
         &format!(
             "{} replicas split the ring and cache {}",
             replicas.len(),
-            if server_side { "their shares" } else { "every Greeting each" }
+            if server_side {
+                "their shares"
+            } else {
+                "every Greeting each"
+            }
         ),
         logs,
         || async {
@@ -231,13 +284,7 @@ async fn stable_split(replicas: &[&Replica], server_side: bool) -> Vec<usize> {
                 counts.push(cached as usize);
             }
             let whole = (width - 1.0).abs() < 1e-9;
-            let cached_right = if server_side {
-                counts.iter().sum::<usize>() == OBJECTS
-                    && counts.iter().all(|c| *c > 0 && *c * 10 < OBJECTS * 8)
-            } else {
-                counts.iter().all(|c| *c == OBJECTS)
-            };
-            (whole && cached_right).then_some(counts)
+            (whole && counts == expected).then_some(counts)
         },
     )
     .await
@@ -261,25 +308,35 @@ async fn with_the_gate_each_replica_caches_only_its_share_through_2_3_2_replicas
     } = setup(&[GATE]).await;
     let a = Replica::start(&env, &ns, "replica-a");
     let b = Replica::start(&env, &ns, "replica-b");
-    let two = stable_split(&[&a, &b], true).await;
+    let two = stable_split(&greetings, &[&a, &b], true).await;
     all_rendered(&config_maps, "first", || a.log()).await;
 
     // A third replica joins: a and b list again with smaller ranges and forget the rest.
     let c = Replica::start(&env, &ns, "replica-c");
-    let three = stable_split(&[&a, &b, &c], true).await;
+    let three = stable_split(&greetings, &[&a, &b, &c], true).await;
     update_all(&greetings, "second").await;
     all_rendered(&config_maps, "second", || c.log()).await;
     for replica in [&a, &b, &c] {
-        assert_eq!(deletes_seen(replica).await, 0.0, "{} saw a delete", replica.name);
+        assert_eq!(
+            deletes_seen(replica).await,
+            0.0,
+            "{} saw a delete",
+            replica.name
+        );
     }
 
     // b leaves: a and c take its share (listing again with larger ranges).
     b.stop().await;
-    let survivors = stable_split(&[&a, &c], true).await;
+    let survivors = stable_split(&greetings, &[&a, &c], true).await;
     update_all(&greetings, "third").await;
     all_rendered(&config_maps, "third", || a.log()).await;
     for replica in [&a, &c] {
-        assert_eq!(deletes_seen(replica).await, 0.0, "{} saw a delete", replica.name);
+        assert_eq!(
+            deletes_seen(replica).await,
+            0.0,
+            "{} saw a delete",
+            replica.name
+        );
     }
     eprintln!(
         "server-side selector, {OBJECTS} Greetings: cached per replica with 2 replicas {two:?}, \
@@ -300,7 +357,7 @@ async fn without_the_gate_every_replica_caches_every_object_and_the_client_side_
     let a = Replica::start(&env, &ns, "replica-a");
     let b = Replica::start(&env, &ns, "replica-b");
     let c = Replica::start(&env, &ns, "replica-c");
-    let counts = stable_split(&[&a, &b, &c], false).await;
+    let counts = stable_split(&greetings, &[&a, &b, &c], false).await;
     all_rendered(&config_maps, "first", || a.log()).await;
     update_all(&greetings, "second").await;
     all_rendered(&config_maps, "second", || b.log()).await;

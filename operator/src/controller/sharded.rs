@@ -141,7 +141,11 @@ impl InformerController {
     /// [`sharding`](crate::sharding#server-side-selection)).
     fn cache_only(&self, owned: SlotSet) {
         for runtime in self.runtimes() {
-            if let Some(scope) = runtime.fanout.get().and_then(|fanout| fanout.scope.as_ref()) {
+            if let Some(scope) = runtime
+                .fanout
+                .get()
+                .and_then(|fanout| fanout.scope.as_ref())
+            {
                 scope.want(owned);
             }
         }

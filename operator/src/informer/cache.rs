@@ -341,7 +341,11 @@ mod tests {
         let shared = Arc::new(SharedCache::new(crate::informer::SyncedFlag::new(false)));
         let mut cache = InformerCache::shared(Arc::clone(&shared));
         let mut events = Vec::new();
-        events.extend(observe_shared(&mut cache, &shared, Observed::ListStart { within: None }));
+        events.extend(observe_shared(
+            &mut cache,
+            &shared,
+            Observed::ListStart { within: None },
+        ));
         for obj in [cm("a", "1", "10"), cm("b", "2", "11"), cm("c", "3", "12")] {
             events.extend(observe_shared(&mut cache, &shared, listed(obj)));
         }
@@ -357,7 +361,11 @@ mod tests {
         );
 
         let mut events = Vec::new();
-        events.extend(observe_shared(&mut cache, &shared, Observed::ListStart { within: None }));
+        events.extend(observe_shared(
+            &mut cache,
+            &shared,
+            Observed::ListStart { within: None },
+        ));
         events.extend(observe_shared(
             &mut cache,
             &shared,
@@ -401,7 +409,11 @@ mod tests {
         within.insert(slot_of_uid("d-uid"));
         assert!(!within.contains(slot_of_uid("b-uid")), "pick other uids");
         apply(Observed::ListStart { within: None });
-        for obj in [cm("a", "a-uid", "10"), cm("b", "b-uid", "11"), cm("c", "c-uid", "12")] {
+        for obj in [
+            cm("a", "a-uid", "10"),
+            cm("b", "b-uid", "11"),
+            cm("c", "c-uid", "12"),
+        ] {
             apply(listed(obj));
         }
         apply(Observed::ListDone);
@@ -425,7 +437,11 @@ mod tests {
         assert_eq!(describe(&events), ["Created d 13", "Deleted c 12"]);
         let mut out = Vec::new();
         cache.resync(&mut out);
-        assert_eq!(describe(&out), ["Resynced a 10", "Resynced d 13"], "b forgotten");
+        assert_eq!(
+            describe(&out),
+            ["Resynced a 10", "Resynced d 13"],
+            "b forgotten"
+        );
 
         let shared = Arc::new(SharedCache::new(crate::informer::SyncedFlag::new(false)));
         let mut cache = InformerCache::shared(Arc::clone(&shared));

@@ -139,3 +139,132 @@ impl Scoped {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use futures::StreamExt;
+    use http::{Request, Response};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, ApiResource};
+    use kube::runtime::watcher;
+
+    use crate::informer::{Informer, InformerEvent, dynamic_decoder};
+    use crate::sharding::assignment::{SlotSet, slot_of_uid};
+    use crate::sharding::server_side::ShardScope;
+
+    fn config_map(name: &str, uid: &str, rv: &str) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": rv},
+        })
+    }
+
+    fn list(items: &[serde_json::Value], rv: &str, shard_info: bool) -> String {
+        let mut metadata = serde_json::json!({"resourceVersion": rv});
+        if shard_info {
+            metadata["shardInfo"] = serde_json::json!({"selector": "echoed"});
+        }
+        serde_json::json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": metadata, "items": items})
+            .to_string()
+    }
+
+    /// An apiserver that honours the shard selector: a, b and a deleted-later c... see the test.
+    fn fake_apiserver(requests: Arc<Mutex<Vec<String>>>) -> kube::Client {
+        let service = tower::service_fn(move |request: Request<kube::client::Body>| {
+            let uri = request.uri().to_string();
+            requests.lock().unwrap().push(uri.clone());
+            let sharded = uri.contains("shardSelector=");
+            let body = if uri.contains("watch=true") {
+                if sharded {
+                    // The filtered watch: one new object in the range, then the stream ends.
+                    let event = serde_json::json!({"type": "ADDED", "object": config_map("d", "d-uid", "21")});
+                    format!("{event}\n")
+                } else {
+                    String::new()
+                }
+            } else if uri.contains("limit=1&") {
+                list(&[], "20", true)
+            } else if sharded {
+                // The new range holds a (unchanged) and c; b left the range, e was deleted.
+                list(&[config_map("a", "a-uid", "10"), config_map("c", "c-uid", "12")], "20", true)
+            } else {
+                list(
+                    &[
+                        config_map("a", "a-uid", "10"),
+                        config_map("b", "b-uid", "11"),
+                        config_map("e", "e-uid", "13"),
+                    ],
+                    "13",
+                    false,
+                )
+            };
+            std::future::ready(Ok::<_, std::convert::Infallible>(Response::new(
+                kube::client::Body::from(body.into_bytes()),
+            )))
+        });
+        kube::Client::new(service, "ns")
+    }
+
+    fn describe(event: &InformerEvent) -> String {
+        format!(
+            "{:?} {}",
+            event.action(),
+            event.object().metadata().name.as_deref().unwrap_or("")
+        )
+    }
+
+    #[tokio::test]
+    async fn a_range_change_lists_and_watches_again_with_the_selector_and_forgets_what_left() {
+        let mut within = SlotSet::EMPTY;
+        for uid in ["a-uid", "c-uid", "d-uid", "e-uid"] {
+            within.insert(slot_of_uid(uid));
+        }
+        assert!(!within.contains(slot_of_uid("b-uid")), "pick other uids");
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let resource = ApiResource::erase::<ConfigMap>(&());
+        let api = Api::all_with(fake_apiserver(Arc::clone(&requests)), &resource);
+        let scope = Arc::new(ShardScope::default());
+        let informer = Informer::shared(
+            api,
+            &resource,
+            watcher::Config::default(),
+            None,
+            false,
+            dynamic_decoder(None),
+            Arc::clone(&scope),
+        );
+        let mut events = informer.into_stream().unwrap();
+        let mut next = async || describe(&events.next().await.unwrap());
+        assert_eq!(
+            [next().await, next().await, next().await],
+            ["Created a", "Created b", "Created e"]
+        );
+        assert!(requests.lock().unwrap().iter().all(|uri| !uri.contains("shardSelector")));
+
+        scope.want(within);
+        // c enters; e, inside the range, was deleted meanwhile; b left the range: forgotten,
+        // no event; then the filtered watch's first event.
+        assert_eq!(
+            [next().await, next().await, next().await],
+            ["Created c", "Deleted e", "Created d"]
+        );
+        let requests = requests.lock().unwrap().clone();
+        let selector = form_urlencoded::Serializer::new(String::new())
+            .append_pair("shardSelector", &within.selector().unwrap())
+            .finish();
+        let after: Vec<&String> = requests
+            .iter()
+            .skip_while(|uri| !uri.contains("shardSelector"))
+            .collect();
+        assert!(after.len() >= 3, "probe, list, watch: {after:?}");
+        assert!(after[0].contains("limit=1&"), "the probe first: {}", after[0]);
+        assert!(
+            after[1..].iter().all(|uri| uri.contains(&selector)),
+            "the re-list and the watch carry the selector: {after:?}"
+        );
+        assert!(after[2].contains("watch=true"));
+        assert_eq!(scope.filtered(), Some(within));
+    }
+}

@@ -35,7 +35,10 @@ impl ShardSelection {
 
     /// The selector requests carry now.
     pub fn get(&self) -> Option<Arc<str>> {
-        self.0.read().unwrap_or_else(PoisonError::into_inner).clone()
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -137,7 +140,12 @@ mod tests {
     /// A service that records the URIs it is called with.
     fn recorder() -> (
         Arc<Mutex<Vec<String>>>,
-        impl Service<Request<()>, Response = (), Error = Infallible, Future = std::future::Ready<Result<(), Infallible>>>,
+        impl Service<
+            Request<()>,
+            Response = (),
+            Error = Infallible,
+            Future = std::future::Ready<Result<(), Infallible>>,
+        >,
     ) {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&seen);
@@ -164,14 +172,23 @@ mod tests {
         let mut service = ShardSelectorLayer::new(COLLECTION, selection).layer(inner);
         for (method, uri) in [
             (Method::GET, format!("{COLLECTION}?limit=500")),
-            (Method::GET, format!("{COLLECTION}?watch=true&resourceVersion=7")),
+            (
+                Method::GET,
+                format!("{COLLECTION}?watch=true&resourceVersion=7"),
+            ),
             (Method::GET, COLLECTION.to_string()),
             // Not a list or watch of the collection: one object, a subresource, another kind,
             // the same kind in another namespace, a write.
             (Method::GET, format!("{COLLECTION}/one")),
             (Method::GET, format!("{COLLECTION}/one/status")),
-            (Method::GET, "/api/v1/namespaces/ns/configmaps?watch=true".to_string()),
-            (Method::GET, "/apis/example.dev/v1/namespaces/other/greetings".to_string()),
+            (
+                Method::GET,
+                "/api/v1/namespaces/ns/configmaps?watch=true".to_string(),
+            ),
+            (
+                Method::GET,
+                "/apis/example.dev/v1/namespaces/other/greetings".to_string(),
+            ),
             (Method::POST, COLLECTION.to_string()),
             (Method::DELETE, COLLECTION.to_string()),
         ] {
@@ -182,7 +199,10 @@ mod tests {
         let seen = seen.lock().unwrap().clone();
         let encoded = "shardSelector=shardRange%28object.metadata.uid%2C+%270x0000000000000000%27%2C+%270x8000000000000000%27%29";
         assert_eq!(seen[0], format!("{COLLECTION}?limit=500&{encoded}"));
-        assert_eq!(seen[1], format!("{COLLECTION}?watch=true&resourceVersion=7&{encoded}"));
+        assert_eq!(
+            seen[1],
+            format!("{COLLECTION}?watch=true&resourceVersion=7&{encoded}")
+        );
         assert_eq!(seen[2], format!("{COLLECTION}?{encoded}"));
         for untouched in &seen[3..] {
             assert!(!untouched.contains("shardSelector"), "{untouched}");
