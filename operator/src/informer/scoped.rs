@@ -170,7 +170,8 @@ mod tests {
             .to_string()
     }
 
-    /// An apiserver that honours the shard selector: a, b and a deleted-later c... see the test.
+    /// An apiserver that honours the shard selector: unfiltered, it lists a, b and e; filtered
+    /// (the new range), a and c, and its watch sends d; the probe's list echoes `shardInfo`.
     fn fake_apiserver(requests: Arc<Mutex<Vec<String>>>) -> kube::Client {
         let service = tower::service_fn(move |request: Request<kube::client::Body>| {
             let uri = request.uri().to_string();
@@ -188,7 +189,14 @@ mod tests {
                 list(&[], "20", true)
             } else if sharded {
                 // The new range holds a (unchanged) and c; b left the range, e was deleted.
-                list(&[config_map("a", "a-uid", "10"), config_map("c", "c-uid", "12")], "20", true)
+                list(
+                    &[
+                        config_map("a", "a-uid", "10"),
+                        config_map("c", "c-uid", "12"),
+                    ],
+                    "20",
+                    true,
+                )
             } else {
                 list(
                     &[
@@ -236,12 +244,22 @@ mod tests {
             Arc::clone(&scope),
         );
         let mut events = informer.into_stream().unwrap();
-        let mut next = async || describe(&events.next().await.unwrap());
+        // A failure guard, not a timing: a stream that does not restart would wait forever.
+        let mut next = async || {
+            let event = tokio::time::timeout(std::time::Duration::from_secs(30), events.next());
+            describe(&event.await.expect("an event").expect("the stream goes on"))
+        };
         assert_eq!(
             [next().await, next().await, next().await],
             ["Created a", "Created b", "Created e"]
         );
-        assert!(requests.lock().unwrap().iter().all(|uri| !uri.contains("shardSelector")));
+        assert!(
+            requests
+                .lock()
+                .unwrap()
+                .iter()
+                .all(|uri| !uri.contains("shardSelector"))
+        );
 
         scope.want(within);
         // c enters; e, inside the range, was deleted meanwhile; b left the range: forgotten,
@@ -259,7 +277,11 @@ mod tests {
             .skip_while(|uri| !uri.contains("shardSelector"))
             .collect();
         assert!(after.len() >= 3, "probe, list, watch: {after:?}");
-        assert!(after[0].contains("limit=1&"), "the probe first: {}", after[0]);
+        assert!(
+            after[0].contains("limit=1&"),
+            "the probe first: {}",
+            after[0]
+        );
         assert!(
             after[1..].iter().all(|uri| uri.contains(&selector)),
             "the re-list and the watch carry the selector: {after:?}"

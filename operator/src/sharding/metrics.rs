@@ -44,8 +44,11 @@ pub struct ShardMetrics {
 #[derive(Clone)]
 pub struct CachedObjects {
     gauge: IntGaugeVec,
-    caches: Arc<Mutex<Vec<(String, Weak<SharedCache>)>>>,
+    caches: Arc<Mutex<Vec<TrackedCache>>>,
 }
+
+/// A kind's name and its informer cache (not kept alive by the metric).
+type TrackedCache = (String, Weak<SharedCache>);
 
 impl CachedObjects {
     /// Reports the size of `cache` as kind `kind` (a cache tracked already is not added twice).

@@ -137,17 +137,15 @@ mod tests {
     use std::convert::Infallible;
     use std::sync::Mutex;
 
+    /// The URIs a [`recorder`] saw.
+    type Seen = Arc<Mutex<Vec<String>>>;
+
     /// A service that records the URIs it is called with.
     fn recorder() -> (
-        Arc<Mutex<Vec<String>>>,
-        impl Service<
-            Request<()>,
-            Response = (),
-            Error = Infallible,
-            Future = std::future::Ready<Result<(), Infallible>>,
-        >,
+        Seen,
+        impl Service<Request<()>, Response = (), Error = Infallible, Future = Ready<()>>,
     ) {
-        let seen = Arc::new(Mutex::new(Vec::new()));
+        let seen = Seen::default();
         let sink = Arc::clone(&seen);
         let service = tower::service_fn(move |request: Request<()>| {
             sink.lock().unwrap().push(request.uri().to_string());
@@ -155,6 +153,8 @@ mod tests {
         });
         (seen, service)
     }
+
+    type Ready<T> = std::future::Ready<Result<T, Infallible>>;
 
     fn request(method: Method, uri: &str) -> Request<()> {
         Request::builder().method(method).uri(uri).body(()).unwrap()
