@@ -3,7 +3,9 @@
 //!
 //! A term is one run of the controller under one acknowledged membership:
 //!
-//! - **Starting** a term: the replica acknowledges the membership it sees (on its Lease), reads
+//! - **Starting** a term: the replica asks its kinds' informers to cache its owned slots (the
+//!   server-side selector, where the apiserver honours it: they list again and forget what
+//!   left the range), acknowledges the membership it sees (on its Lease), reads
 //!   the ring again, and activates the slots no other live member still holds under its own
 //!   acknowledgement. The kinds subscribe; their cached objects in active slots arrive as Adds.
 //! - **During** the term, as previous owners acknowledge (or their Leases expire), more of the
@@ -49,6 +51,19 @@ impl InformerController {
         self.check_restartable()?;
         let me = membership.identity().to_string();
         let changed_at = Arc::new(Mutex::new(Instant::now()));
+        if let Some(metrics) = membership.metrics() {
+            for runtime in self.runtimes() {
+                let Some(fanout) = runtime.fanout.get() else {
+                    continue;
+                };
+                metrics
+                    .cached_objects
+                    .track(&fanout.resource.kind, &fanout.cache);
+                if let Some(scope) = &fanout.scope {
+                    scope.report_to(metrics.server_side_selector.clone());
+                }
+            }
+        }
         loop {
             // A member, and listed as one, before acknowledging anything.
             loop {
@@ -67,6 +82,10 @@ impl InformerController {
             if let Some(metrics) = membership.metrics() {
                 metrics.handoffs_started.inc();
             }
+            // Owned, not only active: objects of slots still held by a previous owner must be
+            // cached when they are handed over. Asked for before acknowledging, so the re-list
+            // overlaps the handoff.
+            self.cache_only(owned_by(&view, &me));
             tokio::select! {
                 () = stop.cancelled() => return Ok(()),
                 () = membership.acknowledge(view.clone()) => {}
@@ -114,6 +133,21 @@ impl InformerController {
                 return Ok(());
             }
             tracing::info!("sharding: the term ended (membership changed or own Lease lost)");
+        }
+    }
+
+    /// Asks the informers of the term's kinds to cache only `owned` slots: where the apiserver
+    /// honours the shard selector, each lists and watches again with it (see
+    /// [`sharding`](crate::sharding#server-side-selection)).
+    fn cache_only(&self, owned: SlotSet) {
+        for runtime in self.runtimes() {
+            if let Some(scope) = runtime
+                .fanout
+                .get()
+                .and_then(|fanout| fanout.scope.as_ref())
+            {
+                scope.want(owned);
+            }
         }
     }
 

@@ -4,6 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::object::{ObjectKey, SharedObject};
+use crate::sharding::assignment::{SlotSet, slot_of_uid};
 use crate::store::cache::SharedCache;
 
 use super::InformerEvent;
@@ -14,8 +15,9 @@ use super::InformerEvent;
 /// listed.
 #[derive(Debug)]
 pub(crate) enum Observed {
-    /// A (re-)list begins.
-    ListStart,
+    /// A (re-)list begins; `within`: the shard slots the apiserver filters it to (`None`: every
+    /// object).
+    ListStart { within: Option<SlotSet> },
     /// An object from a list page or a watch event.
     Object {
         key: ObjectKey,
@@ -35,7 +37,14 @@ pub(crate) enum Observed {
 #[derive(Default)]
 pub(crate) struct InformerCache {
     objects: Objects,
-    listing: Option<HashSet<ObjectKey>>,
+    listing: Option<Listing>,
+}
+
+/// A list in progress.
+struct Listing {
+    seen: HashSet<ObjectKey>,
+    /// The shard slots the list is filtered to (`None`: every object).
+    within: Option<SlotSet>,
 }
 
 /// Where the last known states live.
@@ -73,6 +82,23 @@ impl Objects {
         }
     }
 
+    /// Removes `key` without an event: an object outside the shard range being listed, which
+    /// is forgotten, never reported deleted. A shared cache is written here directly (no
+    /// subscriber hears of it); the object is outside the replica's share, so no active slot,
+    /// and no delivery from the cache, involves it.
+    fn forget(&mut self, key: &ObjectKey) {
+        match self {
+            Self::Own(objects) => {
+                objects.remove(key);
+            }
+            Self::Shared(cache) => {
+                if let Some(last) = cache.get(key) {
+                    cache.apply(&InformerEvent::Delete(last));
+                }
+            }
+        }
+    }
+
     /// Every key, sorted.
     fn sorted_keys(&self) -> Vec<ObjectKey> {
         let mut keys: Vec<ObjectKey> = match self {
@@ -104,17 +130,20 @@ impl InformerCache {
     /// list completed (the informer is synced from then on).
     pub(crate) fn apply(&mut self, observed: Observed, out: &mut Vec<InformerEvent>) -> bool {
         match observed {
-            Observed::ListStart => {
-                self.listing = Some(HashSet::new());
+            Observed::ListStart { within } => {
+                self.listing = Some(Listing {
+                    seen: HashSet::new(),
+                    within,
+                });
             }
             Observed::Object {
                 key,
                 object,
                 listed,
             } => {
-                if listed && let Some(seen) = &mut self.listing {
+                if listed && let Some(listing) = &mut self.listing {
                     // Seen even when undecodable: it exists, so it must not be reported deleted.
-                    seen.insert(key.clone());
+                    listing.seen.insert(key.clone());
                 }
                 if let Some(new) = object {
                     self.upsert(key, new, out);
@@ -127,7 +156,7 @@ impl InformerCache {
                 }
             }
             Observed::ListDone => {
-                if let Some(seen) = self.listing.take() {
+                if let Some(Listing { seen, within }) = self.listing.take() {
                     let gone: Vec<ObjectKey> = self
                         .objects
                         .sorted_keys()
@@ -135,7 +164,15 @@ impl InformerCache {
                         .filter(|key| !seen.contains(key))
                         .collect();
                     for key in gone {
-                        if let Some(last) = self.objects.remove(&key) {
+                        let Some(last) = self.objects.get(&key) else {
+                            continue;
+                        };
+                        // Outside the list's shard range: not deleted, only not ours to cache.
+                        if within.is_some_and(|slots| {
+                            !slots.contains(slot_of_uid(uid(&last).unwrap_or("")))
+                        }) {
+                            self.objects.forget(&key);
+                        } else if let Some(last) = self.objects.remove(&key) {
                             out.push(InformerEvent::Delete(last));
                         }
                     }
@@ -224,7 +261,7 @@ mod tests {
     fn relist_turns_missing_objects_into_deletes_changed_into_updates_new_into_adds() {
         let mut cache = InformerCache::default();
         let mut out = Vec::new();
-        cache.apply(Observed::ListStart, &mut out);
+        cache.apply(Observed::ListStart { within: None }, &mut out);
         for obj in [cm("a", "1", "10"), cm("b", "2", "11"), cm("c", "3", "12")] {
             cache.apply(listed(obj), &mut out);
         }
@@ -236,7 +273,7 @@ mod tests {
 
         // A disconnect, then a re-list: a unchanged, b changed, c gone, d new, e undecodable.
         out.clear();
-        cache.apply(Observed::ListStart, &mut out);
+        cache.apply(Observed::ListStart { within: None }, &mut out);
         cache.apply(listed(cm("a", "1", "10")), &mut out);
         cache.apply(listed(cm("b", "2", "20")), &mut out);
         cache.apply(listed(cm("d", "4", "21")), &mut out);
@@ -304,7 +341,11 @@ mod tests {
         let shared = Arc::new(SharedCache::new(crate::informer::SyncedFlag::new(false)));
         let mut cache = InformerCache::shared(Arc::clone(&shared));
         let mut events = Vec::new();
-        events.extend(observe_shared(&mut cache, &shared, Observed::ListStart));
+        events.extend(observe_shared(
+            &mut cache,
+            &shared,
+            Observed::ListStart { within: None },
+        ));
         for obj in [cm("a", "1", "10"), cm("b", "2", "11"), cm("c", "3", "12")] {
             events.extend(observe_shared(&mut cache, &shared, listed(obj)));
         }
@@ -320,7 +361,11 @@ mod tests {
         );
 
         let mut events = Vec::new();
-        events.extend(observe_shared(&mut cache, &shared, Observed::ListStart));
+        events.extend(observe_shared(
+            &mut cache,
+            &shared,
+            Observed::ListStart { within: None },
+        ));
         events.extend(observe_shared(
             &mut cache,
             &shared,
@@ -351,5 +396,63 @@ mod tests {
             .map(|o| o.metadata().resource_version.clone().unwrap_or_default())
             .collect();
         assert_eq!(keys, ["30", "20", "21"], "a (new), b, d");
+    }
+
+    /// Lists a, b, c (uids a-uid, b-uid, c-uid), then re-lists filtered to the slots of a-uid and c-uid
+    /// (and d-uid) seeing a and a new d: b left the range (forgotten), c was deleted (inside the range).
+    fn relist_after_a_range_change(
+        mut apply: impl FnMut(Observed) -> Vec<InformerEvent>,
+    ) -> Vec<InformerEvent> {
+        let mut within = SlotSet::EMPTY;
+        within.insert(slot_of_uid("a-uid"));
+        within.insert(slot_of_uid("c-uid"));
+        within.insert(slot_of_uid("d-uid"));
+        assert!(!within.contains(slot_of_uid("b-uid")), "pick other uids");
+        apply(Observed::ListStart { within: None });
+        for obj in [
+            cm("a", "a-uid", "10"),
+            cm("b", "b-uid", "11"),
+            cm("c", "c-uid", "12"),
+        ] {
+            apply(listed(obj));
+        }
+        apply(Observed::ListDone);
+        let mut events = apply(Observed::ListStart {
+            within: Some(within),
+        });
+        events.extend(apply(listed(cm("a", "a-uid", "10"))));
+        events.extend(apply(listed(cm("d", "d-uid", "13"))));
+        events.extend(apply(Observed::ListDone));
+        events
+    }
+
+    #[test]
+    fn a_relist_within_shard_slots_forgets_objects_outside_them_and_deletes_those_inside() {
+        let mut cache = InformerCache::default();
+        let events = relist_after_a_range_change(|observed| {
+            let mut out = Vec::new();
+            cache.apply(observed, &mut out);
+            out
+        });
+        assert_eq!(describe(&events), ["Created d 13", "Deleted c 12"]);
+        let mut out = Vec::new();
+        cache.resync(&mut out);
+        assert_eq!(
+            describe(&out),
+            ["Resynced a 10", "Resynced d 13"],
+            "b forgotten"
+        );
+
+        let shared = Arc::new(SharedCache::new(crate::informer::SyncedFlag::new(false)));
+        let mut cache = InformerCache::shared(Arc::clone(&shared));
+        let events =
+            relist_after_a_range_change(|observed| observe_shared(&mut cache, &shared, observed));
+        assert_eq!(describe(&events), ["Created d 13", "Deleted c 12"]);
+        let names: Vec<String> = shared
+            .snapshot()
+            .iter()
+            .map(|o| o.metadata().name.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(names, ["a", "d"], "b forgotten from the shared cache too");
     }
 }

@@ -12,7 +12,10 @@
 //! - after a re-list (watch expired, HTTP 410, reconnect after the apiserver was down): objects
 //!   absent from the new list as [`InformerEvent::Delete`] with their last known state (a delete
 //!   missed during a disconnect is never dropped), changed objects as `Update`, new ones as `Add`;
-//!   an object whose UID changed under the same name as `Delete(old)` then `Add(new)`;
+//!   an object whose UID changed under the same name as `Delete(old)` then `Add(new)`; a re-list
+//!   filtered to shard slots (a shared informer of a sharded kind, see
+//!   [`sharding`](crate::sharding#server-side-selection)) forgets, without an event, the absent
+//!   objects outside those slots (they left the replica's range; they were not deleted);
 //! - with [`InformerOptions::resync_interval`], every cached object as [`InformerEvent::Resync`]
 //!   on each tick (watchers see `update(obj, obj)`, reconcilers `Resynced`). Ticks missed while the
 //!   consumer did not pull (backpressure) are not replayed: one resync, then a period later.
@@ -47,6 +50,7 @@
 mod backoff;
 mod cache;
 mod options;
+mod scoped;
 
 use std::fmt;
 use std::sync::Arc;
@@ -61,6 +65,7 @@ use tokio::sync::watch;
 use crate::metrics::{ControllerMetrics, KindMetrics};
 use crate::object::{ObjectKey, SharedObject, Undecodable, share};
 use crate::reconciler::ReconcileAction;
+use crate::sharding::server_side::ShardScope;
 use crate::store::cache::SharedCache;
 
 use self::cache::{InformerCache, Observed};
@@ -233,7 +238,16 @@ impl Informer {
         let max_concurrent_workers = options.max_concurrent_workers;
         let decode = typed_decoder::<K>();
         let source: Source = Box::new(move |metrics, shared| {
-            informer_events(events.boxed(), options, decode, kind, flag, metrics, shared)
+            informer_events(
+                events.boxed(),
+                options,
+                decode,
+                kind,
+                flag,
+                metrics,
+                shared,
+                None,
+            )
         });
         Self {
             info,
@@ -244,7 +258,8 @@ impl Informer {
     }
 
     /// The informer of a shared informer ([`Informers`](crate::Informers)): `api` and `config`
-    /// as kube-rs gives them, `decode` turning each raw object into the kind's object.
+    /// as kube-rs gives them, `decode` turning each raw object into the kind's object, `scope`
+    /// the shard slots it is asked to cache (see [`sharding`](crate::sharding)).
     pub(crate) fn shared(
         api: Api<DynamicObject>,
         resource: &ApiResource,
@@ -252,6 +267,7 @@ impl Informer {
         resync: Option<std::time::Duration>,
         keep_managed_fields: bool,
         decode: Decode,
+        scope: Arc<ShardScope>,
     ) -> Self {
         let mut options = InformerOptions::default();
         if let Some(period) = resync {
@@ -260,7 +276,7 @@ impl Informer {
         if keep_managed_fields {
             options = options.keep_managed_fields();
         }
-        Self::listing(api, resource, config, options, decode)
+        Self::listing(api, resource, config, options, decode, Some(scope))
     }
 
     /// Group, version and kind of the objects.
@@ -316,17 +332,19 @@ impl Informer {
             None => Api::all_with(client, &resource),
         };
         let config = options.watcher_config();
-        Self::listing(api, &resource, config, options, decode)
+        Self::listing(api, &resource, config, options, decode, None)
     }
 
     /// The list+watch of `api` with `config` (kube-runtime's watcher and its backoff), through
-    /// the cache, diff, managedFields rule, transform, resync and decoding of `options`.
+    /// the cache, diff, managedFields rule, transform, resync and decoding of `options`; with a
+    /// `scope`, restarted with a shard selector as the scope asks (see `scoped.rs`).
     fn listing(
         api: Api<DynamicObject>,
         resource: &ApiResource,
         config: watcher::Config,
         options: InformerOptions,
         decode: Decode,
+        scope: Option<Arc<ShardScope>>,
     ) -> Self {
         let info = KindInfo {
             group: resource.group.clone(),
@@ -337,9 +355,13 @@ impl Informer {
         let flag = synced.clone();
         let kind = resource.kind.clone();
         let max_concurrent_workers = options.max_concurrent_workers;
+        let resource = resource.clone();
         let source: Source = Box::new(move |metrics, shared| {
-            let raw = backoff::backoff_until_data(watcher::watcher(api, config).boxed());
-            informer_events(raw, options, decode, kind, flag, metrics, shared)
+            let raw = match &scope {
+                Some(scope) => scoped::scoped_watch(api, &resource, config, Arc::clone(scope)),
+                None => backoff::backoff_until_data(watcher::watcher(api, config).boxed()),
+            };
+            informer_events(raw, options, decode, kind, flag, metrics, shared, scope)
         });
         Self {
             info,
@@ -402,6 +424,7 @@ impl fmt::Debug for Informer {
 type RawEvents = BoxStream<'static, Result<Event<DynamicObject>, watcher::Error>>;
 
 /// Turns raw watch traffic into informer events through the cache (see the module docs).
+#[allow(clippy::too_many_arguments)] // One call site per informer constructor.
 fn informer_events(
     raw: RawEvents,
     options: InformerOptions,
@@ -410,6 +433,7 @@ fn informer_events(
     synced: SyncedFlag,
     metrics: KindMetrics,
     shared: Option<Arc<SharedCache>>,
+    scope: Option<Arc<ShardScope>>,
 ) -> BoxStream<'static, InformerEvent> {
     let resync = options.resync_interval.map(|period| {
         let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
@@ -429,6 +453,7 @@ fn informer_events(
         kind,
         synced,
         metrics,
+        scope,
     };
     futures::stream::unfold(state, InformerState::next_event).boxed()
 }
@@ -445,6 +470,8 @@ struct InformerState {
     kind: String,
     synced: SyncedFlag,
     metrics: KindMetrics,
+    /// The shard slots a list is filtered to are read here when it starts.
+    scope: Option<Arc<ShardScope>>,
 }
 
 impl InformerState {
@@ -481,7 +508,7 @@ impl InformerState {
                 Some(Ok(event)) => {
                     self.metrics.watch_events.inc();
                     let observed = self.observe(event);
-                    if matches!(observed, Observed::ListStart) && self.synced.is_synced() {
+                    if matches!(observed, Observed::ListStart { .. }) && self.synced.is_synced() {
                         tracing::info!(
                             kind = %self.kind,
                             "re-listing (watch expired or reconnected); missed deletes follow as Delete"
@@ -500,7 +527,9 @@ impl InformerState {
 
     fn observe(&self, event: Event<DynamicObject>) -> Observed {
         match event {
-            Event::Init => Observed::ListStart,
+            Event::Init => Observed::ListStart {
+                within: self.scope.as_ref().and_then(|scope| scope.filtered()),
+            },
             Event::InitDone => Observed::ListDone,
             Event::InitApply(object) => {
                 let (key, object) = self.decode(object);

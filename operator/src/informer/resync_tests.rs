@@ -33,6 +33,7 @@ async fn a_consumer_that_paused_for_several_periods_gets_one_resync_then_one_per
         SyncedFlag::new(false),
         kind_metrics,
         None,
+        None,
     );
     let created = events.next().await.expect("the listed object");
     assert_eq!(created.action(), ReconcileAction::Created);

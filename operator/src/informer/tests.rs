@@ -78,6 +78,7 @@ async fn undecodable_objects_are_reported_delivered_raw_and_the_list_still_syncs
         synced.clone(),
         kind_metrics.clone(),
         None,
+        None,
     );
     let seen: Vec<String> = events
         .by_ref()
@@ -136,6 +137,7 @@ async fn resync_reemits_every_cached_object_on_each_tick() {
         "ConfigMap".into(),
         SyncedFlag::new(false),
         kind_metrics,
+        None,
         None,
     );
     let seen: Vec<(String, u64)> = events

@@ -28,6 +28,7 @@ use kube::runtime::watcher;
 use crate::informer::{Decode, Informer, dynamic_decoder, typed_decoder_with};
 use crate::kind::Kind;
 use crate::metrics::ControllerMetrics;
+use crate::sharding::server_side::ShardScope;
 use crate::store::{IndexFn, Store};
 
 pub use self::options::InformerOptions;
@@ -243,6 +244,7 @@ impl Informers {
                 metrics,
                 resource,
                 workers,
+                None,
             )
             .over_stream(),
         );
@@ -274,6 +276,7 @@ impl Informers {
                         max_concurrent_workers,
                         ..
                     } = &registration;
+                    let scope = Arc::new(ShardScope::default());
                     let informer = Informer::shared(
                         api.clone(),
                         resource,
@@ -281,6 +284,7 @@ impl Informers {
                         resync,
                         keep_managed_fields,
                         Arc::clone(decode),
+                        Arc::clone(&scope),
                     );
                     let metrics = self
                         .registry
@@ -294,6 +298,7 @@ impl Informers {
                         metrics,
                         resource.clone(),
                         *max_concurrent_workers,
+                        Some(scope),
                     ));
                     informers.insert(key, Arc::downgrade(&shared));
                     shared

@@ -24,6 +24,7 @@ use super::{InformerKey, Registry};
 use crate::controller::kind::{KindRuntime, Running};
 use crate::informer::{Informer, InformerEvent};
 use crate::metrics::KindMetrics;
+use crate::sharding::server_side::ShardScope;
 use crate::store::SharedCache;
 use crate::trigger::TriggerSink;
 
@@ -71,6 +72,9 @@ pub(crate) struct Fanout {
     subscribed: tokio::sync::watch::Sender<usize>,
     /// Held while an event is applied and delivered, and while a subscriber joins.
     delivery: tokio::sync::Mutex<()>,
+    /// The shard slots a sharded controller asks this informer to cache (`None` for a
+    /// ready-made stream, which cannot be listed again); see [`crate::sharding`].
+    pub(crate) scope: Option<Arc<ShardScope>>,
 }
 
 impl Fanout {
@@ -173,6 +177,7 @@ impl SharedInformer {
         metrics: KindMetrics,
         resource: ApiResource,
         max_concurrent_workers: Option<usize>,
+        scope: Option<Arc<ShardScope>>,
     ) -> Self {
         let cache = Arc::new(SharedCache::new(informer.synced()));
         Self {
@@ -183,6 +188,7 @@ impl SharedInformer {
                 subscribers: Mutex::default(),
                 subscribed: tokio::sync::watch::Sender::new(0),
                 delivery: tokio::sync::Mutex::new(()),
+                scope,
             }),
             key,
             registry,

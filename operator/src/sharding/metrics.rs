@@ -1,7 +1,13 @@
 //! What a sharded replica reports: members seen, the share it owns and acts on, objects in it,
 //! handoffs and how long acknowledging took.
 
-use prometheus::{Gauge, Histogram, HistogramOpts, IntCounter, IntGauge, Opts};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::MetricFamily;
+use prometheus::{Gauge, Histogram, HistogramOpts, IntCounter, IntGauge, IntGaugeVec, Opts};
+
+use crate::store::SharedCache;
 
 /// The sharding collectors of one replica (registered in a [`MetricsRegistry`](crate::MetricsRegistry)).
 #[derive(Clone, Debug)]
@@ -24,6 +30,63 @@ pub struct ShardMetrics {
     /// `shard_acknowledge_seconds`: from seeing a membership change to having acknowledged it
     /// (its work on lost ranges drained and cancelled, the acknowledgement written).
     pub acknowledge_seconds: Histogram,
+    /// `shard_server_side_selector`: 1 when the apiserver filters this replica's lists and
+    /// watches by its shard selector (it caches only its share), 0 when it does not (it caches
+    /// every object and filters itself, or has not probed yet).
+    pub server_side_selector: IntGauge,
+    /// `shard_cached_objects{kind}`: objects in the informer cache of each sharded kind, read
+    /// at each scrape.
+    pub cached_objects: CachedObjects,
+}
+
+/// The `shard_cached_objects{kind}` collector: the size of each tracked informer cache, read
+/// when scraped (so it is exact at every scrape, with no task updating it).
+#[derive(Clone)]
+pub struct CachedObjects {
+    gauge: IntGaugeVec,
+    caches: Arc<Mutex<Vec<TrackedCache>>>,
+}
+
+/// A kind's name and its informer cache (not kept alive by the metric).
+type TrackedCache = (String, Weak<SharedCache>);
+
+impl CachedObjects {
+    /// Reports the size of `cache` as kind `kind` (a cache tracked already is not added twice).
+    pub(crate) fn track(&self, kind: &str, cache: &Arc<SharedCache>) {
+        let mut caches = self.caches.lock().unwrap_or_else(PoisonError::into_inner);
+        caches.retain(|(_, tracked)| tracked.strong_count() > 0);
+        if !caches
+            .iter()
+            .any(|(_, tracked)| std::ptr::eq(tracked.as_ptr(), Arc::as_ptr(cache)))
+        {
+            caches.push((kind.to_string(), Arc::downgrade(cache)));
+        }
+    }
+}
+
+impl std::fmt::Debug for CachedObjects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedObjects").finish_non_exhaustive()
+    }
+}
+
+impl Collector for CachedObjects {
+    fn desc(&self) -> Vec<&Desc> {
+        self.gauge.desc()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let caches = self.caches.lock().unwrap_or_else(PoisonError::into_inner);
+        for (kind, cache) in caches.iter() {
+            if let Some(cache) = cache.upgrade() {
+                let count = cache.read().objects.len();
+                self.gauge
+                    .with_label_values(&[kind.as_str()])
+                    .set(i64::try_from(count).unwrap_or(i64::MAX));
+            }
+        }
+        self.gauge.collect()
+    }
 }
 
 impl ShardMetrics {
@@ -69,6 +132,20 @@ impl ShardMetrics {
                 .namespace(prefix)
                 .buckets(vec![0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
             )?,
+            server_side_selector: IntGauge::with_opts(opts(
+                "shard_server_side_selector",
+                "1 when the apiserver filters this replica's lists and watches to its share (shardSelector), 0 when it does not.",
+            ))?,
+            cached_objects: CachedObjects {
+                gauge: IntGaugeVec::new(
+                    opts(
+                        "shard_cached_objects",
+                        "Objects in the informer cache of a sharded kind.",
+                    ),
+                    &["kind"],
+                )?,
+                caches: Arc::default(),
+            },
         };
         let registry = metrics.registry();
         registry.register(Box::new(this.members.clone()))?;
@@ -78,6 +155,8 @@ impl ShardMetrics {
         registry.register(Box::new(this.handoffs_started.clone()))?;
         registry.register(Box::new(this.handoffs_finished.clone()))?;
         registry.register(Box::new(this.acknowledge_seconds.clone()))?;
+        registry.register(Box::new(this.server_side_selector.clone()))?;
+        registry.register(Box::new(this.cached_objects.clone()))?;
         Ok(this)
     }
 }

@@ -27,10 +27,26 @@
 //! - **Forgetting, not deleting.** Events of objects outside the active slots are dropped before
 //!   they reach the controller's lanes; an object leaving a replica's share is never reported as
 //!   deleted. Triggered reconciles (owned objects, mapped objects) follow their owner's slot.
-//!   Stores, inputs and related objects are not sharded: a handler sees all of them.
+//!   Stores, inputs and related objects are not sharded: a handler sees all of them (except a
+//!   store sharing the sharded kind's own informer, see below).
 //! - **No fencing.** As with leader election, a handler call in flight when a replica was paused
 //!   (SIGSTOP) past its Lease may still finish its write after another replica took the slot;
 //!   every handler call checks the replica's own Lease validity before it starts.
+//!
+//! # Server-side selection
+//!
+//! Where the apiserver has the `ShardedListAndWatch` feature gate (Kubernetes 1.36, alpha), each
+//! replica's informers of the sharded kinds list and watch only the replica's *owned* slots
+//! (`shardSelector=shardRange(object.metadata.uid, ..) || ..`, added to their requests by
+//! [`selector_layer::ShardSelectorLayer`], as kube's parameters have no field for it), so a
+//! replica caches only its share. At each term the controller asks for its owned slots; the
+//! informer then lists and watches again with the new selector and forgets (never reports as
+//! deleted) the cached objects outside the new range; an object inside it that the new list
+//! lacks was deleted and is reported so. Whether the apiserver honours the selector is probed
+//! once per informer (`server_side`); if not, the informer watches every object and the
+//! client-side filter above shards alone (it stays on in both cases). A store that shares the
+//! sharded kind's informer sees the same share. Metrics: `shard_server_side_selector`,
+//! `shard_cached_objects{kind}`. Facts and figures: `docs/high-availability.md`.
 //!
 //! Leader election is the special case of one slot set and N candidates; use
 //! [`election`](crate::election) for it (it needs one Lease, not one per replica).
@@ -43,6 +59,8 @@ pub(crate) mod gate;
 pub mod handoff;
 mod metrics;
 mod ring;
+pub mod selector_layer;
+pub(crate) mod server_side;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -58,7 +76,7 @@ use tokio_util::sync::CancellationToken;
 use crate::election::Leadership;
 
 pub use self::handoff::MemberAck;
-pub use self::metrics::ShardMetrics;
+pub use self::metrics::{CachedObjects, ShardMetrics};
 pub use self::ring::{ACK_ANNOTATION, RING_LABEL};
 use self::ring::{Liveness, RingLeases};
 
