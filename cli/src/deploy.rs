@@ -56,6 +56,7 @@ pub async fn run(args: &DeployArgs) -> Result<(), DeployError> {
         return Err(DeployError::NoImage);
     }
     let project = Project::load(&args.dir).map_err(GenerateError::from)?;
+    project.manifest().map_err(GenerateError::from)?;
     let binary = OperatorBinary::build(&project).map_err(GenerateError::from)?;
     let mut docs = generate::deploy_objects(&project, &binary, &args.target)?;
     if args.target.namespace != "default" {

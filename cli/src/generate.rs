@@ -179,6 +179,9 @@ pub fn write_files(
 /// See [`GenerateError`].
 pub fn run(args: &GenerateArgs) -> Result<(), GenerateError> {
     let project = Project::load(&args.dir)?;
+    // A missing or invalid manifest is named before cargo runs (the build would fail on it
+    // too, with the error buried in the compiler's output).
+    project.manifest()?;
     let binary = OperatorBinary::build(&project)?;
     let docs = deploy_objects(&project, &binary, &args.target)?;
     let out = project.dir.join(&args.out);

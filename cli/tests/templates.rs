@@ -158,3 +158,70 @@ fn every_command_has_help() {
         );
     }
 }
+
+/// The last line of `output`'s stderr (the one-line error; cargo's own messages come above it).
+fn last_error_line(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn bad_kinds_missing_manifests_and_projects_that_do_not_build_get_one_line_errors() {
+    let parent = tempfile::tempdir().expect("temp dir");
+    let bad_kind = kubeapp(
+        parent.path(),
+        &[
+            "init",
+            "lower",
+            "--kind",
+            "widget",
+            "--group",
+            "example.com",
+        ],
+    );
+    assert_eq!(bad_kind.status.code(), Some(1), "{}", shown(&bad_kind));
+    let line = last_error_line(&bad_kind);
+    assert!(
+        line.starts_with("error: ") && line.contains("--kind \"widget\""),
+        "{}",
+        shown(&bad_kind)
+    );
+    let usage = kubeapp(parent.path(), &["init", "nokind", "--group", "example.com"]);
+    assert_eq!(usage.status.code(), Some(2), "{}", shown(&usage));
+
+    let project = init(parent.path(), "broken", "reconciler", "Widget");
+    let manifest = project.join("manifest.yaml");
+    let text = std::fs::read_to_string(&manifest).expect("the manifest");
+    std::fs::remove_file(&manifest).expect("remove the manifest");
+    let missing = kubeapp(&project, &["generate"]);
+    assert_eq!(missing.status.code(), Some(1), "{}", shown(&missing));
+    let line = last_error_line(&missing);
+    assert!(
+        line.starts_with("error: ") && line.contains("manifest.yaml"),
+        "{}",
+        shown(&missing)
+    );
+
+    std::fs::write(&manifest, text).expect("restore the manifest");
+    std::fs::write(
+        project.join("src/main.rs"),
+        "fn main() { this does not compile }\n",
+    )
+    .expect("break main.rs");
+    let _one_cargo_at_a_time = support::cargo_lock();
+    let broken = kubeapp(&project, &["generate"]);
+    assert_eq!(broken.status.code(), Some(1), "{}", shown(&broken));
+    let line = last_error_line(&broken);
+    assert!(
+        line.starts_with("error: cargo build of broken") && line.contains("its errors are above"),
+        "{}",
+        shown(&broken)
+    );
+    assert!(
+        !project.join("deploy").exists(),
+        "nothing generated from a project that does not build"
+    );
+}
