@@ -16,6 +16,7 @@ use crate::apply::{Applier, Apply, StatusWriter};
 use crate::events::EventRecorder;
 use crate::handler::HandlerContext;
 use crate::kind::Kind;
+use crate::own_writes::WrittenPart;
 use crate::related::RelatedCaches;
 use crate::store::Store;
 
@@ -140,6 +141,14 @@ impl<C> Context<C> {
     /// [`StatusWriter`]).
     pub fn status<K: Resource<DynamicType = ()> + Clone>(&self, object: &K) -> StatusWriter<K> {
         self.env.applier.status(object)
+    }
+
+    /// Records that this handler wrote its object with its own client and got `written` back,
+    /// changing only `part` (e.g. a status merge patch): the watch event of that write starts no
+    /// reconcile (see [`own_writes`](crate::own_writes)). [`status`](Self::status) records its
+    /// writes itself.
+    pub fn note_own_write<K: Resource>(&self, written: &K, part: WrittenPart) {
+        self.call.note_own_write(written.meta(), part);
     }
 
     /// The untyped call context (kind name, cancellation token), for code written against the

@@ -9,7 +9,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tokio_util::sync::CancellationToken;
+
+use crate::own_writes::{OwnWrites, WrittenPart};
 
 /// Any error a handler returns.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -56,21 +59,48 @@ pub struct HandlerContext {
 struct ContextShared {
     kind: Arc<str>,
     stop: CancellationToken,
+    /// Where the writes of this controller's kind are recorded (none outside a controller).
+    own_writes: Option<OwnWrites>,
 }
 
 impl HandlerContext {
     /// A context for calling a handler outside a controller (tests, wrappers): kind `kind`, first
     /// attempt, cancelled when `stop` is.
     pub fn new(kind: &str, stop: CancellationToken) -> Self {
-        Self::of_kind(Arc::from(kind), stop)
+        Self::of_kind(Arc::from(kind), stop, None)
     }
 
-    /// The first-attempt context of a controller's kind.
-    pub(crate) fn of_kind(kind: Arc<str>, stop: CancellationToken) -> Self {
+    /// The first-attempt context of a controller's kind, recording own writes in `own_writes`.
+    pub(crate) fn of_kind(
+        kind: Arc<str>,
+        stop: CancellationToken,
+        own_writes: Option<OwnWrites>,
+    ) -> Self {
         Self {
-            shared: Arc::new(ContextShared { kind, stop }),
+            shared: Arc::new(ContextShared {
+                kind,
+                stop,
+                own_writes,
+            }),
             attempt: 0,
         }
+    }
+
+    /// Records that this handler wrote the object the controller handles and that the
+    /// apiserver answered with `written` (the returned object's metadata), changing only `part`
+    /// of it. The watch event of that write then starts no reconcile (see
+    /// [`own_writes`](crate::own_writes)). For writes made with the handler's own client; the
+    /// SDK's status writer and the opinionated wrappers record theirs themselves. Does nothing
+    /// outside a controller.
+    pub fn note_own_write(&self, written: &ObjectMeta, part: WrittenPart) {
+        if let Some(own) = &self.shared.own_writes {
+            own.record(written, part);
+        }
+    }
+
+    /// Where this controller's kind records its own writes.
+    pub(crate) fn own_writes(&self) -> Option<&OwnWrites> {
+        self.shared.own_writes.as_ref()
     }
 
     /// The same context for attempt `attempt`.

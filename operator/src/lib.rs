@@ -55,6 +55,7 @@ pub mod metrics;
 pub mod metrics_registry;
 pub mod object;
 pub mod opinionated;
+pub mod own_writes;
 pub mod reconciler;
 mod related;
 pub mod runner;
@@ -81,6 +82,7 @@ pub use metrics::ControllerMetrics;
 pub use metrics_registry::{MetricsRegistry, MetricsRegistryError};
 pub use object::{KubeObject, ObjectKey};
 pub use opinionated::{OpinionatedOptions, OpinionatedReconciler, OpinionatedWatcher};
+pub use own_writes::WrittenPart;
 pub use reconciler::{
     DynReconciler, ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult,
     ReconcileState,

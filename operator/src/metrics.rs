@@ -20,6 +20,7 @@
 //! | `informer_decode_errors_total` | counter, objects skipped because they did not deserialize | `kind` |
 //! | `reconciler_terminal_errors_total` | counter, reconciles failed with a terminal error (never retried) | `kind` |
 //! | `controller_triggered_reconciles_total` | counter, reconciles queued by `owns`, `watches` or a `Trigger` | `kind` |
+//! | `reconciler_own_write_events_skipped_total` | counter, watch events that reconciled nothing as the echo of the controller's own write ([`own_writes`](crate::own_writes)) | `kind` |
 //!
 //! `result` of a retry: `success` (done), `requeue` (ran and asked to run again later), `retry`
 //! (failed, will retry), `failed` (failed and the policy gave up).
@@ -114,6 +115,7 @@ pub struct ControllerMetrics {
     decode_errors: IntCounterVec,
     terminal_errors: IntCounterVec,
     triggered: IntCounterVec,
+    own_write_echoes: IntCounterVec,
 }
 
 const EVENT_LABELS: &[&str] = &["event_type", "kind"];
@@ -234,6 +236,11 @@ impl ControllerMetrics {
                 "Reconciles queued by owns, watches or a Trigger.",
                 KIND_LABEL,
             )?,
+            own_write_echoes: counter(
+                "reconciler_own_write_events_skipped_total",
+                "Watch events that started no reconcile because they were the controller's own writes.",
+                KIND_LABEL,
+            )?,
         })
     }
 
@@ -246,7 +253,7 @@ impl ControllerMetrics {
             .collect()
     }
 
-    fn named_collectors(&self) -> [(&'static str, Box<dyn prometheus::core::Collector>); 18] {
+    fn named_collectors(&self) -> [(&'static str, Box<dyn prometheus::core::Collector>); 19] {
         [
             ("informer_events_total", Box::new(self.events_total.clone())),
             (
@@ -311,6 +318,10 @@ impl ControllerMetrics {
                 "informer_decode_errors_total",
                 Box::new(self.decode_errors.clone()),
             ),
+            (
+                "reconciler_own_write_events_skipped_total",
+                Box::new(self.own_write_echoes.clone()),
+            ),
         ]
     }
 
@@ -355,6 +366,7 @@ impl ControllerMetrics {
             decode_errors: self.decode_errors.with_label_values(&[kind]),
             terminal_errors: self.terminal_errors.with_label_values(&[kind]),
             triggered: self.triggered.with_label_values(&[kind]),
+            own_write_echoes: self.own_write_echoes.with_label_values(&[kind]),
         }
     }
 }
@@ -388,6 +400,7 @@ pub(crate) struct KindMetrics {
     pub decode_errors: IntCounter,
     pub terminal_errors: IntCounter,
     pub triggered: IntCounter,
+    pub own_write_echoes: IntCounter,
 }
 
 impl KindMetrics {

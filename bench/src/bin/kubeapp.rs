@@ -1,7 +1,9 @@
 //! The kubeapp contender: a `kubeapp::simple::App` with one managed kind whose reconciler runs
 //! behind the opinionated wrapper (the default: it adds the finalizer `bench.kubeapp.dev/finalizer`), run in
 //! the `Runner` as a real operator would be. The logic: when `status.observedGeneration`
-//! differs from `metadata.generation`, merge-patch the status subresource so they are equal.
+//! differs from `metadata.generation`, merge-patch the status subresource so they are equal. The
+//! status write is noted as the operator's own (`Context::note_own_write`), so its watch event
+//! starts no second reconcile, as the SDK's own status writer does by itself.
 //!
 //! Diagnostic only (never set by the tool): `KUBEAPP_BENCH_CONFLICT_BASE_DELAY_MS` replaces the
 //! wrapper's wait before re-reading after a conflicting finalizer patch (default 50 ms), to show
@@ -14,11 +16,11 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Parser as _;
 use kube::api::{Api, Patch, PatchParams};
-use kube::{Client, ResourceExt};
+use kube::ResourceExt;
 use kubeapp::operator::opinionated::ConflictRetry;
 use kubeapp::operator::{
-    ControllerConfig, OpinionatedOptions, ReconcileAction, ReconcileError, ReconcileRequest,
-    ReconcileResult, Runner, RunnerConfig,
+    Context, ControllerConfig, OpinionatedOptions, ReconcileAction, ReconcileError,
+    ReconcileRequest, ReconcileResult, Runner, RunnerConfig, WrittenPart,
 };
 use kubeapp::sdk::manifest::ManifestData;
 use kubeapp::simple::{App, AppConfig, ManagedKind};
@@ -34,7 +36,7 @@ async fn main() -> anyhow::Result<()> {
     let objects = ManagedKind::<BenchObject>::new()
         .namespace(&args.namespace)
         .finalizer(FINALIZER)
-        .reconcile_fn(|request, ctx| reconcile(ctx.client().clone(), request));
+        .reconcile_fn(reconcile);
     let config = AppConfig::new(APP_NAME)
         .manifest(manifest)
         .managed_kind(objects)
@@ -72,22 +74,26 @@ fn conflict_base_delay() -> anyhow::Result<Option<Duration>> {
 }
 
 async fn reconcile(
-    client: Client,
     request: ReconcileRequest<BenchObject>,
+    ctx: Context,
 ) -> Result<ReconcileResult, ReconcileError> {
     let object = &request.object;
     if request.action == ReconcileAction::Deleted || object.is_reconciled() {
         return Ok(ReconcileResult::done());
     }
     let generation = object.metadata.generation.unwrap_or_default();
-    let api: Api<BenchObject> =
-        Api::namespaced(client, object.namespace().as_deref().unwrap_or_default());
-    api.patch_status(
-        &object.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(status_patch(generation)),
-    )
-    .await
-    .map_err(ReconcileError::new)?;
+    let api: Api<BenchObject> = Api::namespaced(
+        ctx.client().clone(),
+        object.namespace().as_deref().unwrap_or_default(),
+    );
+    let written = api
+        .patch_status(
+            &object.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(status_patch(generation)),
+        )
+        .await
+        .map_err(ReconcileError::new)?;
+    ctx.note_own_write(&written, WrittenPart::Status);
     Ok(ReconcileResult::done())
 }

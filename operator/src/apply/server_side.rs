@@ -11,10 +11,13 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
 use super::body::drop_nulls;
 use super::error::{ApplyError, describe, is_conflict};
 use super::owner::set_controller;
 use super::scope::KindScope;
+use crate::own_writes::{OwnWrites, WrittenPart};
 
 /// Applies objects and writes statuses under one field manager.
 ///
@@ -24,6 +27,8 @@ use super::scope::KindScope;
 pub struct Applier {
     client: Client,
     field_manager: String,
+    /// Where status writes to the controller's own kind are recorded (handler contexts only).
+    own_writes: Option<OwnWrites>,
 }
 
 impl Debug for Applier {
@@ -41,6 +46,23 @@ impl Applier {
         Self {
             client,
             field_manager: field_manager.into(),
+            own_writes: None,
+        }
+    }
+
+    /// The same applier, recording its status writes to objects of the controller's kind in
+    /// `own_writes` (see [`own_writes`](crate::own_writes)).
+    pub(crate) fn recording_into(mut self, own_writes: OwnWrites) -> Self {
+        self.own_writes = Some(own_writes);
+        self
+    }
+
+    /// Records a status write of `written` (of `group` / `kind`) as the controller's own.
+    pub(crate) fn note_status_write(&self, group: &str, kind: &str, written: &ObjectMeta) {
+        if let Some(own) = &self.own_writes
+            && own.accepts(group, kind)
+        {
+            own.record(written, WrittenPart::Status);
         }
     }
 

@@ -106,7 +106,7 @@ where
             "status": new,
         });
         let url = K::url_path(&self.dyntype, target.namespace.as_deref());
-        let written = send_apply(
+        let written: K = send_apply(
             self.applier.client(),
             &url,
             Some("status"),
@@ -116,6 +116,11 @@ where
             "status write",
         )
         .await?;
+        self.applier.note_status_write(
+            &K::group(&self.dyntype),
+            &K::kind(&self.dyntype),
+            written.meta(),
+        );
         Ok(StatusWrite::Written(written))
     }
 }
@@ -157,14 +162,17 @@ impl Applier {
             "status": status,
         });
         let params = kube::api::PatchParams::apply(self.field_manager()).force();
-        api.patch_status(&name, &params, &kube::api::Patch::Apply(&body))
+        let written = api
+            .patch_status(&name, &params, &kube::api::Patch::Apply(&body))
             .await
             .map_err(|source| ApplyError::Api {
                 operation: "status write",
                 object: super::error::describe(&kind, meta.namespace.as_deref(), &name),
                 field_manager: self.field_manager().to_string(),
                 source: Box::new(source),
-            })
+            })?;
+        self.note_status_write(&K::group(&()), &kind, &written.metadata);
+        Ok(written)
     }
 }
 

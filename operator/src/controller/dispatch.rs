@@ -158,7 +158,22 @@ impl KindRuntime {
                         .1;
                 }
             }
-            if let Some((reconcile_action, object)) = &queued.reconcile {
+            if let InformerEvent::Delete(object) = &queued.event
+                && let Some(uid) = object.metadata().uid.as_deref()
+            {
+                self.own_writes.forget(uid);
+            }
+            let reconcile = queued.reconcile.as_ref().filter(|_| {
+                // Checked now, not at push: the call that made the write has finished (and
+                // recorded it) before the lane's next item is taken.
+                let updates = queued.echo.updates();
+                let echo = self.own_writes.all_echoes(updates);
+                if echo {
+                    self.metrics.own_write_echoes.inc_by(updates.len() as u64);
+                }
+                !echo
+            });
+            if let Some((reconcile_action, object)) = reconcile {
                 for entry in &handlers.reconcilers {
                     if !held.run.acting() {
                         break;

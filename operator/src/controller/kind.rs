@@ -37,6 +37,7 @@ use crate::informer::{InformerEvent, KindInfo};
 use crate::informers::Fanout;
 use crate::metrics::KindMetrics;
 use crate::object::SharedObject;
+use crate::own_writes::OwnWrites;
 use crate::store::SharedCache;
 use crate::trigger::TriggerCause;
 
@@ -140,6 +141,9 @@ pub(crate) struct KindRuntime {
     /// What handles registered, by token (see `HandlerHandle`).
     pub(crate) registrations: Mutex<HashMap<u64, Registration>>,
     pub(super) next_token: AtomicU64,
+    /// The writes this controller made to objects of the kind, whose watch events reconcile
+    /// nothing (see [`own_writes`](crate::own_writes)).
+    pub(crate) own_writes: OwnWrites,
 }
 
 impl KindRuntime {
@@ -150,7 +154,10 @@ impl KindRuntime {
             handlers: RwLock::default(),
             handlers_version: AtomicU64::new(0),
             has_watchers: AtomicBool::new(false),
-            state: Mutex::default(),
+            state: Mutex::new(State {
+                lanes: Lanes::tracking_echoes(!config.reconciles_own_writes()),
+                ..State::default()
+            }),
             worker_limit: OnceLock::new(),
             work_ready: Notify::new(),
             room: Notify::new(),
@@ -162,6 +169,7 @@ impl KindRuntime {
             fanout: OnceLock::new(),
             registrations: Mutex::default(),
             next_token: AtomicU64::new(0),
+            own_writes: OwnWrites::default(),
         }
     }
 
@@ -368,7 +376,11 @@ impl KindRuntime {
 
     /// One worker: takes ready work until the controller stops.
     async fn work(self: Arc<Self>, run: Arc<Running>) {
-        let ctx = HandlerContext::of_kind(Arc::clone(&self.name), run.stop.clone());
+        let ctx = HandlerContext::of_kind(
+            Arc::clone(&self.name),
+            run.stop.clone(),
+            Some(self.own_writes.clone()),
+        );
         let mut handlers = HandlersCache::default();
         loop {
             if !run.acting() {

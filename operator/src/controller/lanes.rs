@@ -116,6 +116,49 @@ pub(super) struct Queued {
     pub(super) seq: u64,
     /// For one handler only (the cache replayed to a handler added at run time).
     pub(super) only: Option<HandlerId>,
+    /// The updates merged into the reconcile request, for the own-writes check at dispatch.
+    pub(super) echo: EchoCandidates,
+}
+
+/// The events merged into a waiting reconcile request, as far as the
+/// [own-writes](crate::own_writes) check needs them: the request is skipped at dispatch only when
+/// every one of them is the echo of the controller's own write.
+#[derive(Default)]
+pub(super) enum EchoCandidates {
+    /// Some event in it cannot be an echo (an Add, Delete, Resync, a trigger, or echoes are
+    /// reconciled by configuration).
+    #[default]
+    No,
+    /// One update (old, new).
+    One((SharedObject, SharedObject)),
+    /// Several merged updates, oldest first.
+    Many(Vec<(SharedObject, SharedObject)>),
+}
+
+impl EchoCandidates {
+    /// The request's candidates once `newer` merged into it.
+    fn merged(self, newer: Self) -> Self {
+        let mut updates = match self {
+            Self::No => return Self::No,
+            Self::One(pair) => vec![pair],
+            Self::Many(updates) => updates,
+        };
+        match newer {
+            Self::No => return Self::No,
+            Self::One(pair) => updates.push(pair),
+            Self::Many(more) => updates.extend(more),
+        }
+        Self::Many(updates)
+    }
+
+    /// The updates to check; empty for [`No`](Self::No).
+    pub(super) fn updates(&self) -> &[(SharedObject, SharedObject)] {
+        match self {
+            Self::No => &[],
+            Self::One(pair) => std::slice::from_ref(pair),
+            Self::Many(updates) => updates,
+        }
+    }
 }
 
 /// How a push differs from a plain informer event.
@@ -192,9 +235,20 @@ pub(super) struct Lanes {
     pub(super) backlog: usize,
     /// The sequence number of the next push.
     next_seq: u64,
+    /// Whether reconcile requests keep their updates for the own-writes check.
+    track_echoes: bool,
 }
 
 impl Lanes {
+    /// Empty lanes; `track_echoes`: keep each reconcile request's updates for the own-writes
+    /// check (false when the controller reconciles its own writes).
+    pub(super) fn tracking_echoes(track_echoes: bool) -> Self {
+        Self {
+            track_echoes,
+            ..Self::default()
+        }
+    }
+
     /// The slot of `key`'s lane, made when missing.
     fn slot_of(&mut self, key: LaneKey) -> usize {
         let hash = self.hasher.hash_one(&key);
@@ -243,6 +297,14 @@ impl Lanes {
         self.next_seq += 1;
         let lane = &mut self.slots[slot];
         let mut reconcile = (action, object);
+        let mut echo = match &event {
+            InformerEvent::Update { old, new }
+                if self.track_echoes && extra.cause.is_none() && extra.only.is_none() =>
+            {
+                EchoCandidates::One((SharedObject::clone(old), SharedObject::clone(new)))
+            }
+            _ => EchoCandidates::No,
+        };
         let mut cause = extra.cause;
         let mut merged_away = 0;
         // Level-triggered merge: the newest event takes over the reconcile request of the last
@@ -262,6 +324,7 @@ impl Lanes {
                 waiting.reconcile = None;
                 reconcile.0 = merged;
                 cause = cause.or_else(|| waiting.cause.take());
+                echo = std::mem::take(&mut waiting.echo).merged(echo);
                 if !waiting.for_watchers {
                     lane.queue.remove(position);
                     merged_away = 1;
@@ -275,6 +338,7 @@ impl Lanes {
             cause,
             seq,
             only: extra.only,
+            echo,
         });
         if for_watchers {
             self.backlog += 1;

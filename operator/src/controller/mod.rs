@@ -117,6 +117,7 @@ pub struct ControllerConfig {
     name: String,
     informers: Option<Informers>,
     instance: Option<String>,
+    reconcile_own_writes: bool,
 }
 
 impl Default for ControllerConfig {
@@ -132,6 +133,7 @@ impl Default for ControllerConfig {
             name: "kubeapp".to_string(),
             informers: None,
             instance: None,
+            reconcile_own_writes: false,
         }
     }
 }
@@ -220,6 +222,21 @@ impl ControllerConfig {
     /// See [`instance`](Self::instance).
     pub fn instance_name(&self) -> Option<&str> {
         self.instance.as_deref()
+    }
+
+    /// Opt-in: reconcile the watch events of this controller's own writes too (default false:
+    /// the event of a status write or finalizer patch the controller made itself starts no
+    /// reconcile; see [`own_writes`](crate::own_writes)). Watchers get every event either way.
+    #[must_use]
+    pub fn reconcile_own_writes(mut self, reconcile: bool) -> Self {
+        self.reconcile_own_writes = reconcile;
+        self
+    }
+
+    /// Whether the events of own writes are reconciled (see
+    /// [`reconcile_own_writes`](Self::reconcile_own_writes)).
+    pub fn reconciles_own_writes(&self) -> bool {
+        self.reconcile_own_writes
     }
 }
 

@@ -42,6 +42,9 @@ impl InformerController {
             version: fanout.resource.version.clone(),
             kind: fanout.resource.kind.clone(),
         });
+        runtime
+            .own_writes
+            .set_kind(&fanout.resource.group, &fanout.resource.kind);
         runtime.init_workers(fanout.max_concurrent_workers);
         let _ = runtime.cache.set(Arc::clone(&fanout.cache));
         let _ = runtime.fanout.set(Arc::clone(fanout));

@@ -214,7 +214,8 @@ impl InformerController {
         let runtime = self.shared_kind(&informer.fanout);
         let manager = self.config().controller_name().to_string();
         let env = Arc::new(HandlerEnv {
-            applier: Applier::new(client.clone(), manager.clone()),
+            applier: Applier::new(client.clone(), manager.clone())
+                .recording_into(runtime.own_writes.clone()),
             recorder: EventRecorder::new(
                 client.clone(),
                 Reporter {

@@ -9,6 +9,7 @@ use tracing::Instrument;
 
 use crate::handler::HandlerContext;
 use crate::object::ObjectKey;
+use crate::own_writes::WrittenPart;
 
 use super::*;
 
@@ -214,7 +215,7 @@ impl FinalizerPatcher {
                 ListPlan::Unchanged => return Ok(PatchOutcome::Unchanged),
                 ListPlan::BlockedByDeletion => return Ok(PatchOutcome::BlockedByDeletion),
             };
-            let patch = finalizer_patch(meta.resource_version.as_deref(), &next);
+            let patch = finalizer_patch(uid.as_deref(), list, &next);
             span.record("attempts", conflicts + 1);
             match api
                 .patch(
@@ -227,9 +228,12 @@ impl FinalizerPatcher {
                 Ok(patched) => {
                     self.metrics.patch_counter(kind, operation, "success").inc();
                     tracing::debug!(finalizers = ?next, "finalizers patched");
+                    if let Some(own) = ctx.own_writes() {
+                        own.record(&patched.metadata, WrittenPart::Finalizers);
+                    }
                     return Ok(PatchOutcome::Patched(Box::new(patched.metadata)));
                 }
-                Err(kube::Error::Api(status)) if status.code == 409 => {
+                Err(kube::Error::Api(status)) if is_stale_copy(&status) => {
                     self.metrics
                         .patch_counter(kind, operation, "conflict")
                         .inc();
@@ -241,8 +245,8 @@ impl FinalizerPatcher {
                             attempts: conflicts + 1,
                         });
                     }
-                    // A conflict on the caller's copy only says that copy was old: re-read at
-                    // once. A conflict on a fresh read is a race with another writer: back off.
+                    // A refusal of the caller's copy only says that copy was old: re-read at
+                    // once. One of a fresh read is a race with another writer: back off.
                     let delay = if from_known {
                         Duration::ZERO
                     } else {
@@ -281,22 +285,50 @@ pub(crate) async fn backoff(ctx: &HandlerContext, delay: Duration) -> bool {
     }
 }
 
-/// The RFC 6902 patch that sets the finalizer list, with `resource_version` as the precondition
-/// (see the [module docs](self#patches)).
+/// Whether a refused patch says the copy it was computed from is out of date (see the
+/// [module docs](super#patches)): HTTP 409, or HTTP 422 from a failed `test` operation or from
+/// adding a finalizer to an object whose deletion began meanwhile.
+fn is_stale_copy(status: &kube::core::Status) -> bool {
+    match status.code {
+        409 => true,
+        422 => {
+            status.message.contains("testing value")
+                || status.message.contains("no new finalizers can be added")
+        }
+        _ => false,
+    }
+}
+
+/// The RFC 6902 patch that sets the finalizer list to `finalizers`, on the condition that the
+/// object is still the incarnation `uid` and its list is still `current` (see the
+/// [module docs](self#patches)).
 pub(crate) fn finalizer_patch(
-    resource_version: Option<&str>,
+    uid: Option<&str>,
+    current: &[String],
     finalizers: &[String],
 ) -> json_patch::Patch {
     use json_patch::jsonptr::PointerBuf;
-    use json_patch::{AddOperation, PatchOperation, ReplaceOperation};
-    json_patch::Patch(vec![
-        PatchOperation::Replace(ReplaceOperation {
-            path: PointerBuf::from_tokens(["metadata", "resourceVersion"]),
-            value: serde_json::json!(resource_version),
-        }),
-        PatchOperation::Add(AddOperation {
-            path: PointerBuf::from_tokens(["metadata", "finalizers"]),
-            value: serde_json::json!(finalizers),
-        }),
-    ])
+    use json_patch::{AddOperation, PatchOperation, TestOperation};
+    let mut operations = Vec::with_capacity(3);
+    if let Some(uid) = uid {
+        operations.push(PatchOperation::Test(TestOperation {
+            path: PointerBuf::from_tokens(["metadata", "uid"]),
+            value: serde_json::json!(uid),
+        }));
+    }
+    operations.push(PatchOperation::Test(TestOperation {
+        path: PointerBuf::from_tokens(["metadata", "finalizers"]),
+        // An empty list is stored as no list at all; `null` tests for that (kube-apiserver's
+        // JSON patch treats a missing member as equal to `null`).
+        value: if current.is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::json!(current)
+        },
+    }));
+    operations.push(PatchOperation::Add(AddOperation {
+        path: PointerBuf::from_tokens(["metadata", "finalizers"]),
+        value: serde_json::json!(finalizers),
+    }));
+    json_patch::Patch(operations)
 }

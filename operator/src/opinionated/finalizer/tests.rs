@@ -273,13 +273,28 @@ fn registering_the_finalizer_metrics_twice_is_harmless() {
 }
 
 #[test]
-fn the_patch_sets_the_list_with_the_resource_version_as_precondition() {
-    let patch = finalizer_patch(Some("42"), &["theirs".to_string(), "ours".to_string()]);
+fn the_patch_sets_the_list_on_condition_of_the_incarnation_and_the_list_it_was_computed_from() {
+    let current = ["theirs".to_string()];
+    let patch = finalizer_patch(
+        Some("u-1"),
+        &current,
+        &["theirs".to_string(), "ours".to_string()],
+    );
     assert_eq!(
         serde_json::to_value(&patch).expect("json"),
         serde_json::json!([
-            { "op": "replace", "path": "/metadata/resourceVersion", "value": "42" },
+            { "op": "test", "path": "/metadata/uid", "value": "u-1" },
+            { "op": "test", "path": "/metadata/finalizers", "value": ["theirs"] },
             { "op": "add", "path": "/metadata/finalizers", "value": ["theirs", "ours"] },
+        ])
+    );
+    // No list yet: the test is for `null` (an absent member), never for `[]`.
+    let first = finalizer_patch(None, &[], &["ours".to_string()]);
+    assert_eq!(
+        serde_json::to_value(&first).expect("json"),
+        serde_json::json!([
+            { "op": "test", "path": "/metadata/finalizers", "value": null },
+            { "op": "add", "path": "/metadata/finalizers", "value": ["ours"] },
         ])
     );
 }

@@ -379,9 +379,11 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
                 let result = self.inner.reconcile(ctx, downstream).await?;
                 self.delivered.set(&id, Progress::ADDED);
                 // A reconciler that just handled a new object has most likely written it (its
-                // status, say), so a patch under the event's resourceVersion would only earn a
-                // 409 and a re-read: reading first costs one GET instead of a 409 plus a GET.
-                self.patch_after(ctx, &request, result, add, PENDING_ADD, false)
+                // status, say), but not its finalizers: the patch's precondition is the list
+                // (and the UID), not the resourceVersion, so the event's copy still holds and
+                // no read is needed (two requests per new object: the reconciler's write and
+                // this patch).
+                self.patch_after(ctx, &request, result, add, PENDING_ADD, true)
                     .await
             }
             ReconcileDecision::AddFinalizer => {

@@ -1,0 +1,281 @@
+//! Own writes: the resourceVersions this controller's writes produced, so that their watch events
+//! (the "echo" of a write) do not start another reconcile.
+//!
+//! A reconciler that writes its object's status, or an opinionated wrapper that puts its
+//! finalizer on, changes the object; the watch then reports that change like any other. Running
+//! the reconciler again for it costs a call (and, for a reconciler that reads before it writes,
+//! requests) and tells it nothing it did not know: it made the change. Every write the SDK makes
+//! to an object of the kind ([`StatusWriter`](crate::apply::StatusWriter), the opinionated
+//! wrappers' finalizer patches) records the `resourceVersion` the apiserver returned, together
+//! with [what it wrote](WrittenPart); a handler that writes with its own client records its write
+//! with [`HandlerContext::note_own_write`](crate::handler::HandlerContext::note_own_write) (or
+//! [`Context::note_own_write`](crate::context::Context::note_own_write)).
+//!
+//! # The rule
+//!
+//! An update event is an echo, and reaches no reconciler, when both hold:
+//!
+//! - its new object's `resourceVersion` is one this controller recorded for that object (UID);
+//! - the new object differs from the old one only in what that write changes: `status` for a
+//!   status write, `metadata.finalizers` for a finalizer patch (always apart from
+//!   `metadata.resourceVersion` and `metadata.managedFields`).
+//!
+//! The first condition alone would be enough for events straight from a watch, which reports
+//! every resourceVersion of an object one by one: a change by anyone else has a resourceVersion
+//! of its own and reconciles as usual, also when it is a status write. The second condition
+//! covers the informer's re-list after a broken watch, which can fold someone else's change and
+//! our write into one update whose new resourceVersion is ours: such an update is an echo only
+//! when everything it shows changed is what we wrote. (Two writes folded together, someone's
+//! status and ours, still look like ours: that needs a re-list between them and is the one case
+//! where a foreign status change is not delivered as its own reconcile; its next change is.)
+//!
+//! Waiting reconcile requests merge (see the [controller docs](crate::controller)), so the check
+//! runs when a worker takes the request, over every event merged into it: the request is skipped
+//! only when all of them are echoes. That is also after the write's response was recorded: the
+//! call that made the write finished before the lane's next item is taken, even when the watch
+//! event arrived before the response did. Add, Delete, Resync and triggered requests are never
+//! echoes, and watchers get every event as before.
+//!
+//! Kinds without `metadata.generation` (ConfigMap, Secret, ...) follow the same rule: their
+//! content is compared, not a generation. The check serializes the two objects, which it only
+//! does for events whose resourceVersion is recorded (the echoes themselves).
+//!
+//! To have every event reconciled, own writes included, set
+//! [`ControllerConfig::reconcile_own_writes`](crate::ControllerConfig::reconcile_own_writes).
+//! Skipped echoes are counted in `reconciler_own_write_events_skipped_total{kind}`.
+//!
+//! Memory: at most [`MAX_PER_OBJECT`] resourceVersions per object, dropped when their echo is
+//! seen or the object's Delete event is dispatched.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::object::{KubeObject, SharedObject};
+
+/// The most resourceVersions remembered per object; older ones are dropped first (their echo
+/// then reconciles, which is the safe side).
+pub const MAX_PER_OBJECT: usize = 8;
+
+/// What a recorded write changed: the part of the object its echo may differ in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WrittenPart {
+    /// The `status` (a write through the status subresource).
+    Status,
+    /// `metadata.finalizers`.
+    Finalizers,
+}
+
+/// The writes of one controller's kind (shared by its workers and writers; cheap to clone).
+#[derive(Clone, Default)]
+pub(crate) struct OwnWrites {
+    inner: Arc<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// By object UID: the resourceVersions our writes returned, oldest first.
+    writes: Mutex<HashMap<String, Vec<(String, WrittenPart)>>>,
+    /// `(group, kind)` of the objects that belong here; writes of other kinds are not recorded.
+    kind: std::sync::OnceLock<(String, String)>,
+}
+
+impl std::fmt::Debug for OwnWrites {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnWrites")
+            .field("objects", &self.lock().len())
+            .finish()
+    }
+}
+
+impl OwnWrites {
+    /// Records only writes to objects of `group` / `kind` from now on (a status written to
+    /// another kind's object through the same applier would never see its echo here).
+    pub(crate) fn set_kind(&self, group: &str, kind: &str) {
+        let _ = self.inner.kind.set((group.to_string(), kind.to_string()));
+    }
+
+    /// Whether writes to objects of `group` / `kind` are recorded here.
+    pub(crate) fn accepts(&self, group: &str, kind: &str) -> bool {
+        self.inner
+            .kind
+            .get()
+            .is_none_or(|(g, k)| g == group && k == kind)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<(String, WrittenPart)>>> {
+        self.inner
+            .writes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records that a write of `part` produced the object whose metadata is `written` (as the
+    /// apiserver returned it). Objects without a UID or resourceVersion are not recorded.
+    pub(crate) fn record(&self, written: &ObjectMeta, part: WrittenPart) {
+        let (Some(uid), Some(rv)) = (&written.uid, &written.resource_version) else {
+            return;
+        };
+        let mut writes = self.lock();
+        let list = writes.entry(uid.clone()).or_default();
+        if list.len() >= MAX_PER_OBJECT {
+            list.remove(0);
+        }
+        list.push((rv.clone(), part));
+    }
+
+    /// The part written at `rv` of object `uid`, if this controller's write produced it; the
+    /// record is consumed.
+    fn take(&self, uid: &str, rv: &str) -> Option<WrittenPart> {
+        let mut writes = self.lock();
+        let list = writes.get_mut(uid)?;
+        let position = list.iter().position(|(written, _)| written == rv)?;
+        let (_, part) = list.remove(position);
+        if list.is_empty() {
+            writes.remove(uid);
+        }
+        Some(part)
+    }
+
+    /// Forgets every write to object `uid` (it is gone).
+    pub(crate) fn forget(&self, uid: &str) {
+        self.lock().remove(uid);
+    }
+
+    /// How many objects have writes recorded (for tests).
+    #[cfg(test)]
+    pub(crate) fn objects(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether every update in `updates` (old, new) is the echo of a recorded write (see the
+    /// [module docs](self)); an empty list is not. Records found are consumed either way.
+    pub(crate) fn all_echoes(&self, updates: &[(SharedObject, SharedObject)]) -> bool {
+        if updates.is_empty() {
+            return false;
+        }
+        let mut all = true;
+        for (old, new) in updates {
+            all &= self.is_echo(old.as_ref(), new.as_ref());
+        }
+        all
+    }
+
+    fn is_echo(&self, old: &dyn KubeObject, new: &dyn KubeObject) -> bool {
+        let meta = new.metadata();
+        let (Some(uid), Some(rv)) = (meta.uid.as_deref(), meta.resource_version.as_deref()) else {
+            return false;
+        };
+        if old.metadata().uid.as_deref() != Some(uid) {
+            return false;
+        }
+        match self.take(uid, rv) {
+            Some(part) => differs_only_in(old, new, part),
+            None => false,
+        }
+    }
+}
+
+/// Whether `new` equals `old` apart from `part` and the bookkeeping every write changes.
+fn differs_only_in(old: &dyn KubeObject, new: &dyn KubeObject, part: WrittenPart) -> bool {
+    match (comparable(old, part), comparable(new, part)) {
+        (Ok(old), Ok(new)) => old == new,
+        (Err(error), _) | (_, Err(error)) => {
+            // Never expected (the objects were deserialized from JSON); not an echo, so the
+            // change is reconciled rather than lost.
+            tracing::warn!(%error, "object not serializable for comparison; reconciled");
+            false
+        }
+    }
+}
+
+/// The object as JSON without `part` and the bookkeeping fields.
+fn comparable(object: &dyn KubeObject, part: WrittenPart) -> serde_json::Result<serde_json::Value> {
+    let mut json = object.to_json()?;
+    if let Some(map) = json.as_object_mut() {
+        if part == WrittenPart::Status {
+            map.remove("status");
+        }
+        if let Some(meta) = map
+            .get_mut("metadata")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            meta.remove("resourceVersion");
+            meta.remove("managedFields");
+            if part == WrittenPart::Finalizers {
+                meta.remove("finalizers");
+            }
+        }
+    }
+    Ok(json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::share;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    fn cm(rv: &str, finalizers: &[&str], value: &str) -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.uid = Some("u1".into());
+        cm.metadata.resource_version = Some(rv.into());
+        cm.metadata.finalizers = Some(finalizers.iter().map(|f| (*f).to_string()).collect());
+        cm.data = Some([("k".to_string(), value.to_string())].into());
+        cm
+    }
+
+    fn pair(old: ConfigMap, new: ConfigMap) -> (SharedObject, SharedObject) {
+        (share(old), share(new))
+    }
+
+    #[test]
+    fn an_update_to_a_recorded_version_that_only_changes_the_written_part_is_an_echo() {
+        let own = OwnWrites::default();
+        let written = cm("2", &["ours"], "a");
+        own.record(&written.metadata, WrittenPart::Finalizers);
+        assert!(own.all_echoes(&[pair(cm("1", &[], "a"), written.clone())]));
+        assert_eq!(own.objects(), 0, "the record is consumed");
+        // The same event again is not an echo any more.
+        assert!(!own.all_echoes(&[pair(cm("1", &[], "a"), written)]));
+    }
+
+    #[test]
+    fn a_foreign_version_or_a_folded_foreign_change_is_not_an_echo() {
+        let own = OwnWrites::default();
+        own.record(&cm("2", &["ours"], "a").metadata, WrittenPart::Finalizers);
+        // Someone else's write: a resourceVersion we did not record.
+        assert!(!own.all_echoes(&[pair(cm("1", &[], "a"), cm("3", &["ours"], "a"))]));
+        // A re-list folded a data change into our version: the content tells.
+        own.record(&cm("4", &["ours"], "b").metadata, WrittenPart::Finalizers);
+        assert!(!own.all_echoes(&[pair(cm("1", &[], "a"), cm("4", &["ours"], "b"))]));
+        // A status write's echo may not change finalizers.
+        own.record(&cm("5", &["x"], "a").metadata, WrittenPart::Status);
+        assert!(!own.all_echoes(&[pair(cm("1", &[], "a"), cm("5", &["x"], "a"))]));
+    }
+
+    #[test]
+    fn a_merged_request_is_skipped_only_when_every_event_in_it_is_an_echo() {
+        let own = OwnWrites::default();
+        own.record(&cm("2", &["ours"], "a").metadata, WrittenPart::Finalizers);
+        let echo = pair(cm("1", &[], "a"), cm("2", &["ours"], "a"));
+        let foreign = pair(cm("2", &["ours"], "a"), cm("3", &["ours"], "b"));
+        assert!(!own.all_echoes(&[echo, foreign]));
+        assert!(!own.all_echoes(&[]));
+    }
+
+    #[test]
+    fn writes_of_other_kinds_are_not_accepted_and_old_records_are_bounded() {
+        let own = OwnWrites::default();
+        own.set_kind("example.dev", "Widget");
+        assert!(own.accepts("example.dev", "Widget"));
+        assert!(!own.accepts("", "ConfigMap"));
+        for rv in 0..(MAX_PER_OBJECT + 3) {
+            own.record(&cm(&rv.to_string(), &[], "a").metadata, WrittenPart::Status);
+        }
+        assert_eq!(own.lock().get("u1").map(Vec::len), Some(MAX_PER_OBJECT));
+        own.forget("u1");
+        assert_eq!(own.objects(), 0);
+    }
+}

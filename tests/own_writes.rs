@@ -1,0 +1,525 @@
+//! End-to-end tests (real kube-apiserver + etcd) of the request path of an opinionated
+//! reconciler (kubeapp issue #18): two requests per new object, one reconcile per object, no
+//! reconcile for the watch events of the operator's own writes, and no delete lost.
+//!
+//! - 200 new objects of a kind with a generation and a status subresource, reconciled by a
+//!   reconciler that writes `status.observedGeneration` through the SDK's status writer: exactly
+//!   one status write and one finalizer patch per object, no read, no refused request, one
+//!   reconcile each; the 400 echoes (status write, finalizer patch) are counted as skipped. Then a
+//!   status write, a label change and a spec change by someone else each reconcile again, and
+//!   deleting all 200 at once delivers `Deleted` for every one.
+//! - The same for a kind without `metadata.generation` (ConfigMap): the finalizer patch's echo
+//!   is skipped, a data change by someone else reconciles.
+//! - With `reconcile_own_writes(true)` the echoes are reconciled (the opt-in works, and so the
+//!   first test fails when echoes are not recognised).
+//! - Objects deleted while their `Created` runs, just before the finalizer is applied (with and
+//!   without another controller's finalizer holding the deletion), and 200 objects created and
+//!   deleted at once under churn: every object whose `Created` ran gets `Deleted`, none is left.
+//!
+//! Requests are counted by the operator's own instrumented client; reconciles by the handler.
+
+mod call_log;
+
+use call_log::{CallLog, eventually, logs};
+use futures::future::join_all;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{CustomResource, ResourceExt};
+use kubeapp::operator::client_metrics::ClientMetrics;
+use kubeapp::operator::{
+    CancellationToken, Context, ControllerConfig, InformerController, InformerOptions,
+    MetricsRegistry, OpinionatedOptions, ReconcileAction, ReconcileError, ReconcileRequest,
+    ReconcileResult, Reconciler, reconciler_fn,
+};
+use kubeapp::sdk::testenv::TestEnv;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Semaphore, SemaphorePermit};
+
+#[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[kube(
+    group = "ownwrites.kubeapp.dev",
+    version = "v1",
+    kind = "Gadget",
+    namespaced,
+    status = "GadgetStatus"
+)]
+struct GadgetSpec {
+    size: i32,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct GadgetStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
+}
+
+const OBJECTS: usize = 200;
+const OURS: &str = "ownwrites.kubeapp.dev/operator-gadgets-v1";
+const CM_OURS: &str = "test.kubeapp.dev/own-writes";
+const HOLD: &str = "test.kubeapp.dev/hold";
+const MAX_PARALLEL_ENVS: usize = 2;
+
+struct Env {
+    env: TestEnv,
+    ns: String,
+    _slot: SemaphorePermit<'static>,
+}
+
+impl Env {
+    async fn start(prefix: &str) -> Self {
+        static SLOTS: Semaphore = Semaphore::const_new(MAX_PARALLEL_ENVS);
+        logs();
+        let slot = SLOTS.acquire().await.expect("never closed");
+        let env = TestEnv::start().await.expect("control plane");
+        env.install_crd::<Gadget>().await.expect("CRD");
+        let ns = env.create_namespace(prefix).await.expect("namespace");
+        Self {
+            env,
+            ns,
+            _slot: slot,
+        }
+    }
+
+    fn gadgets(&self) -> Api<Gadget> {
+        Api::namespaced(self.env.client(), &self.ns)
+    }
+
+    fn config_maps(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.env.client(), &self.ns)
+    }
+}
+
+/// A running controller with its counted client and metrics.
+struct Operator {
+    stop: CancellationToken,
+    requests: ClientMetrics,
+    registry: MetricsRegistry,
+    prefix: String,
+}
+
+impl Operator {
+    /// Requests of the operator's client with this status code, verb and subresource, to the
+    /// kind's plural `kind`.
+    fn requests(&self, code: &str, verb: &str, kind: &str, subresource: &str) -> u64 {
+        self.requests.requests(code, verb, kind, subresource)
+    }
+
+    /// `reconciler_own_write_events_skipped_total` for `kind`.
+    fn skipped(&self, kind: &str) -> u64 {
+        let name = format!("{}_reconciler_own_write_events_skipped_total", self.prefix);
+        self.registry
+            .registry()
+            .gather()
+            .iter()
+            .filter(|family| family.name() == name)
+            .flat_map(|family| family.get_metric())
+            .filter(|metric| {
+                metric
+                    .get_label()
+                    .iter()
+                    .any(|label| label.name() == "kind" && label.value() == kind)
+            })
+            .map(|metric| metric.get_counter().get_value() as u64)
+            .sum()
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Starts a controller whose kinds `register` adds through the operator's counted client.
+async fn start_operator(
+    env: &Env,
+    prefix: &str,
+    config: ControllerConfig,
+    register: impl FnOnce(&InformerController, kube::Client),
+) -> Operator {
+    let (client, requests) = call_log::counted_client(env.env.kubeconfig(), prefix).await;
+    let registry = MetricsRegistry::new(Some(prefix)).expect("metrics");
+    let controller = InformerController::new(config.metrics(registry.controller()));
+    register(&controller, client);
+    let stop = CancellationToken::new();
+    tokio::spawn({
+        let (controller, stop) = (controller.clone(), stop.clone());
+        async move { controller.run(stop).await }
+    });
+    eventually("the controller synced", || controller.is_synced()).await;
+    Operator {
+        stop,
+        requests,
+        registry,
+        prefix: prefix.to_string(),
+    }
+}
+
+/// Logs `<action> <name>` and writes `status.observedGeneration` through the SDK's status
+/// writer when it differs from the generation.
+fn status_reconciler(log: CallLog) -> impl Reconciler<Gadget> {
+    reconciler_fn(move |request: ReconcileRequest<Gadget>, ctx: Context| {
+        let log = log.clone();
+        async move {
+            let gadget = request.object.as_ref();
+            log.push(format!("{} {}", request.action, gadget.name_any()));
+            if request.action == ReconcileAction::Deleted {
+                return Ok(ReconcileResult::done());
+            }
+            let generation = gadget.metadata.generation;
+            let mut status = gadget.status.clone().unwrap_or_default();
+            if status.observed_generation != generation {
+                status.observed_generation = generation;
+                ctx.status(gadget)
+                    .write(status)
+                    .await
+                    .map_err(ReconcileError::new)?;
+            }
+            Ok(ReconcileResult::done())
+        }
+    })
+}
+
+fn gadget(name: &str) -> Gadget {
+    Gadget::new(name, GadgetSpec { size: 1 })
+}
+
+async fn create_gadgets(api: &Api<Gadget>, count: usize) {
+    let creates = (0..count).map(|i| async move {
+        api.create(&PostParams::default(), &gadget(&format!("g-{i:03}")))
+            .await
+            .expect("create gadget");
+    });
+    join_all(creates).await;
+}
+
+/// Waits until every gadget carries our finalizer and has its generation observed.
+async fn wait_all_reconciled(api: &Api<Gadget>, count: usize) {
+    let deadline = tokio::time::Instant::now() + call_log::WAIT;
+    loop {
+        let list = api.list(&ListParams::default()).await.expect("list");
+        let done = list
+            .items
+            .iter()
+            .filter(|g| {
+                g.finalizers().iter().any(|f| f == OURS)
+                    && g.status.as_ref().and_then(|s| s.observed_generation)
+                        == g.metadata.generation
+            })
+            .count();
+        if done == count {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{done} of {count} gadgets reconciled within {:?}",
+            call_log::WAIT
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn new_objects_cost_two_requests_and_one_reconcile_and_others_changes_still_reconcile() {
+    let env = Env::start("own-writes").await;
+    let log = CallLog::new();
+    let operator = start_operator(
+        &env,
+        "own_writes_gadgets",
+        ControllerConfig::default(),
+        |controller, client| {
+            let handle = controller.kind(
+                Api::<Gadget>::namespaced(client, &env.ns),
+                watcher::Config::default(),
+                InformerOptions::default(),
+            );
+            let _ = handle
+                .reconcile_opinionated(status_reconciler(log.clone()), OpinionatedOptions::default())
+                .expect("finalizer name");
+        },
+    )
+    .await;
+    create_gadgets(&env.gadgets(), OBJECTS).await;
+    wait_all_reconciled(&env.gadgets(), OBJECTS).await;
+    // Every object's two writes come back as two watch events; once all 400 were taken as
+    // echoes, the counts below are final (a reconcile of an echo would come before its skip).
+    eventually("400 echoes skipped", || {
+        operator.skipped("gadgets") == 2 * OBJECTS as u64
+    })
+    .await;
+    let objects = OBJECTS as u64;
+    assert_eq!(operator.requests("200", "patch", "gadgets", "status"), objects);
+    assert_eq!(operator.requests("200", "patch", "gadgets", ""), objects);
+    assert_eq!(operator.requests("200", "get", "gadgets", ""), 0, "no reads");
+    for code in ["409", "422"] {
+        assert_eq!(operator.requests(code, "patch", "gadgets", ""), 0, "{code}");
+        assert_eq!(operator.requests(code, "patch", "gadgets", "status"), 0);
+    }
+    let calls = log.entries();
+    assert_eq!(calls.len(), OBJECTS, "one reconcile per object: {calls:?}");
+    assert!(calls.iter().all(|c| c.starts_with("Created ")), "{calls:?}");
+
+    // Someone else's writes reconcile: a status write, a label, a spec change.
+    let api = env.gadgets();
+    let params = PatchParams::default();
+    let status = serde_json::json!({"status": {"note": "set by someone else"}});
+    api.patch_status("g-000", &params, &Patch::Merge(status))
+        .await
+        .expect("foreign status write");
+    log.wait_contains("Updated g-000").await;
+    let label = serde_json::json!({"metadata": {"labels": {"team": "blue"}}});
+    api.patch("g-001", &params, &Patch::Merge(label))
+        .await
+        .expect("label");
+    log.wait_contains("Updated g-001").await;
+    let spec = serde_json::json!({"spec": {"size": 2}});
+    api.patch("g-002", &params, &Patch::Merge(spec))
+        .await
+        .expect("spec");
+    log.wait_contains("Updated g-002").await;
+    // The spec change's status write is the reconciler's own again: skipped too.
+    eventually("the spec change's status write skipped", || {
+        operator.skipped("gadgets") == 2 * objects + 1
+    })
+    .await;
+    assert_eq!(log.count("Updated g-002"), 1, "{:?}", log.entries());
+
+    // Deleting all at once delivers Deleted for every one and releases them.
+    join_all((0..OBJECTS).map(|i| {
+        let api = api.clone();
+        async move {
+            api.delete(&format!("g-{i:03}"), &DeleteParams::default())
+                .await
+                .expect("delete");
+        }
+    }))
+    .await;
+    log.wait_for("Deleted for every gadget", |calls| {
+        (0..OBJECTS).all(|i| {
+            let deleted = format!("Deleted g-{i:03}");
+            calls.iter().any(|c| *c == deleted)
+        })
+    })
+    .await;
+    eventually_empty(&api).await;
+}
+
+/// Waits until no gadget is left (their finalizers were removed).
+async fn eventually_empty(api: &Api<Gadget>) {
+    let deadline = tokio::time::Instant::now() + call_log::WAIT;
+    loop {
+        let left = api.list(&ListParams::default()).await.expect("list").items;
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} gadgets left, e.g. {:?}",
+            left.len(),
+            left.first().map(|g| (g.name_any(), g.finalizers().to_vec()))
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn with_reconcile_own_writes_the_echoes_are_reconciled() {
+    let env = Env::start("own-writes-opt-in").await;
+    let log = CallLog::new();
+    let operator = start_operator(
+        &env,
+        "own_writes_opt_in",
+        ControllerConfig::default().reconcile_own_writes(true),
+        |controller, client| {
+            let _ = controller
+                .kind(
+                    Api::<Gadget>::namespaced(client, &env.ns),
+                    watcher::Config::default(),
+                    InformerOptions::default(),
+                )
+                .reconcile_opinionated(status_reconciler(log.clone()), OpinionatedOptions::default())
+                .expect("finalizer name");
+        },
+    )
+    .await;
+    create_gadgets(&env.gadgets(), 1).await;
+    wait_all_reconciled(&env.gadgets(), 1).await;
+    // The status write's and the finalizer patch's events reach the reconciler (they may merge
+    // into one request while the first call runs, so at least one more call).
+    log.wait_contains("Updated g-000").await;
+    assert_eq!(operator.skipped("gadgets"), 0);
+}
+
+#[tokio::test]
+async fn a_kind_without_generation_skips_its_finalizer_echo_and_reconciles_data_changes() {
+    let env = Env::start("own-writes-cm").await;
+    let log = CallLog::new();
+    let operator = start_operator(
+        &env,
+        "own_writes_cm",
+        ControllerConfig::default(),
+        |controller, client| {
+            let reconciler = reconciler_fn({
+                let log = log.clone();
+                move |request: ReconcileRequest<ConfigMap>, _ctx: Context| {
+                    let log = log.clone();
+                    async move {
+                        log.push(format!("{} {}", request.action, request.object.name_any()));
+                        Ok::<_, ReconcileError>(ReconcileResult::done())
+                    }
+                }
+            });
+            let _ = controller
+                .kind(
+                    Api::<ConfigMap>::namespaced(client, &env.ns),
+                    watcher::Config::default().labels("test=own-writes"),
+                    InformerOptions::default(),
+                )
+                .reconcile_opinionated(reconciler, OpinionatedOptions::default().finalizer(CM_OURS))
+                .expect("finalizer name");
+        },
+    )
+    .await;
+    let api = env.config_maps();
+    join_all((0..OBJECTS).map(|i| {
+        let api = api.clone();
+        async move {
+            let mut cm = ConfigMap::default();
+            cm.metadata.name = Some(format!("cm-{i:03}"));
+            cm.metadata.labels = Some([("test".to_string(), "own-writes".to_string())].into());
+            cm.data = Some([("k".to_string(), "v1".to_string())].into());
+            api.create(&PostParams::default(), &cm).await.expect("create");
+        }
+    }))
+    .await;
+    eventually("every finalizer echo skipped", || {
+        operator.skipped("configmaps") == OBJECTS as u64
+    })
+    .await;
+    assert_eq!(log.entries().len(), OBJECTS, "{:?}", log.entries());
+    assert_eq!(
+        operator.requests("200", "patch", "configmaps", ""),
+        OBJECTS as u64
+    );
+    assert_eq!(operator.requests("200", "get", "configmaps", ""), 0);
+    let data = serde_json::json!({"data": {"k": "v2"}});
+    api.patch("cm-007", &PatchParams::default(), &Patch::Merge(data))
+        .await
+        .expect("data change");
+    log.wait_contains("Updated cm-007").await;
+}
+
+/// Logs calls; `Created` of a gadget whose name starts with `doomed` deletes it first, so the
+/// finalizer patch that follows meets an object being deleted or gone.
+fn deleting_reconciler(log: CallLog, api: Api<Gadget>) -> impl Reconciler<Gadget> {
+    reconciler_fn(move |request: ReconcileRequest<Gadget>, _ctx: Context| {
+        let (log, api) = (log.clone(), api.clone());
+        async move {
+            let name = request.object.name_any();
+            log.push(format!("{} {name}", request.action));
+            if request.action == ReconcileAction::Created && name.starts_with("doomed") {
+                api.delete(&name, &DeleteParams::default())
+                    .await
+                    .map_err(ReconcileError::new)?;
+            }
+            Ok(ReconcileResult::done())
+        }
+    })
+}
+
+#[tokio::test]
+async fn objects_deleted_just_before_the_finalizer_is_applied_and_under_churn_lose_no_delete() {
+    let env = Env::start("own-writes-delete").await;
+    let log = CallLog::new();
+    let api = env.gadgets();
+    let operator = start_operator(
+        &env,
+        "own_writes_delete",
+        ControllerConfig::default(),
+        |controller, client| {
+            let _ = controller
+                .kind(
+                    Api::<Gadget>::namespaced(client, &env.ns),
+                    watcher::Config::default(),
+                    InformerOptions::default(),
+                )
+                .reconcile_opinionated(
+                    deleting_reconciler(log.clone(), api.clone()),
+                    OpinionatedOptions::default(),
+                )
+                .expect("finalizer name");
+        },
+    )
+    .await;
+    // Gone before the patch: the patch finds nothing, the Delete event delivers Deleted.
+    api.create(&PostParams::default(), &gadget("doomed-gone"))
+        .await
+        .expect("create");
+    log.wait_contains("Deleted doomed-gone").await;
+    // Held by another finalizer: the patch may not add ours to an object being deleted.
+    let mut held = gadget("doomed-held");
+    held.metadata.finalizers = Some(vec![HOLD.to_string()]);
+    api.create(&PostParams::default(), &held)
+        .await
+        .expect("create");
+    eventually_deleting(&api, "doomed-held").await;
+    eventually("the finalizer patch refused for the object being deleted", || {
+        operator.requests("422", "patch", "gadgets", "") >= 1
+    })
+    .await;
+    let object = api.get("doomed-held").await.expect("get");
+    assert_eq!(object.finalizers(), [HOLD], "ours was not added");
+    let release = serde_json::json!({"metadata": {"finalizers": null}});
+    api.patch("doomed-held", &PatchParams::default(), &Patch::Merge(release))
+        .await
+        .expect("release");
+    log.wait_contains("Deleted doomed-held").await;
+
+    // Churn: 200 objects created and deleted at once.
+    join_all((0..OBJECTS).map(|i| {
+        let api = api.clone();
+        async move {
+            let name = format!("churn-{i:03}");
+            api.create(&PostParams::default(), &gadget(&name))
+                .await
+                .expect("create");
+            api.delete(&name, &DeleteParams::default())
+                .await
+                .expect("delete");
+        }
+    }))
+    .await;
+    eventually_empty(&api).await;
+    log.wait_for("Deleted for every churned gadget whose Created ran", |calls| {
+        (0..OBJECTS).all(|i| {
+            let name = format!("churn-{i:03}");
+            let created = calls.iter().any(|c| *c == format!("Created {name}"));
+            !created || calls.iter().any(|c| *c == format!("Deleted {name}"))
+        })
+    })
+    .await;
+    let calls = log.entries();
+    for i in 0..OBJECTS {
+        let deleted = format!("Deleted churn-{i:03}");
+        let count = calls.iter().filter(|c| **c == deleted).count();
+        assert!(count <= 1, "{deleted} delivered {count} times");
+    }
+}
+
+/// Waits until `name` has a deletionTimestamp.
+async fn eventually_deleting(api: &Api<Gadget>, name: &str) {
+    let deadline = tokio::time::Instant::now() + call_log::WAIT;
+    loop {
+        let object = api.get(name).await.expect("get");
+        if object.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{name} not deleting");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
