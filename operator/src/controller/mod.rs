@@ -59,6 +59,13 @@
 //! reconcilers only, waiting work is bounded by the number of objects (plus one per pending
 //! re-creation).
 //!
+//! An update that is only the echo of the controller's own write (a status written through the
+//! SDK, an opinionated finalizer patch, a write a handler noted with
+//! [`note_own_write`](crate::HandlerContext::note_own_write)) starts no reconcile; a request into
+//! which such echoes merged is skipped only when every event in it is one. Watchers still see
+//! them. See [`own_writes`](crate::own_writes) for the rule, and
+//! [`ControllerConfig::reconcile_own_writes`] to reconcile them anyway.
+//!
 //! Events waiting for watchers are bounded per kind by [`ControllerConfig::max_pending_events`]
 //! (default 1000; an event counts from its arrival until its handlers finished). When that many
 //! events of a kind wait, the controller stops pulling from the kind's informers until one is

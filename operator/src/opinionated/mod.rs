@@ -28,9 +28,11 @@
 //! unqualified names of earlier releases are recognised and replaced. Both can be set through
 //! [`OpinionatedOptions`]; every name must be a qualified name `prefix/name` with at most 63
 //! characters after the slash (a [`FinalizerNameError`] names the rejected finalizer and the rule
-//! when the wrapper is built). Finalizer changes are patches with
-//! a `resourceVersion` precondition that are re-read and retried on HTTP 409 and never remove or
-//! reorder other controllers' finalizers; see [`finalizer`] for the details.
+//! when the wrapper is built). Finalizer changes are JSON patches whose precondition is the
+//! object's UID and the finalizer list they were computed from (not the `resourceVersion`, see
+//! [below](#two-requests-per-new-object)); a patch refused because the list changed is re-read and
+//! retried, and none removes or reorders other controllers' finalizers; see [`finalizer`] for the
+//! details.
 //!
 //! # What the watcher does in each state
 //!
@@ -104,14 +106,49 @@
 //! - without our finalizer after `Created` was delivered: the finalizer is added, downstream is
 //!   not called (this repairs a finalizer someone else removed, and turns the failed `Created`'s
 //!   later retry, whose copy is older, into nothing but that check). A spec change made while
-//!   `Created` ran still reaches downstream: the finalizer patch reads the object first, and
-//!   the update event of that patch carries the newest object downstream;
+//!   `Created` ran still reaches downstream: it has a watch event of its own, which is not the
+//!   echo of our writes (see below) and is reconciled after `Created` with the newest object;
 //! - anything else goes downstream unchanged (kinds without `metadata.generation` need no special
 //!   rule here: every update with our finalizer goes downstream).
 //!
 //! Downstream sees exactly one successful `Deleted` per object UID (it sees it again only when
 //! its own `Deleted` call fails or asks for a requeue, or across a restart between the call and
 //! the finalizer removal).
+//!
+//! # Two requests per new object
+//!
+//! For a new object the reconciler wrapper sends one request of its own: the finalizer patch
+//! after `Created` succeeded. Its precondition is the UID and the finalizer list of the event's
+//! copy, which a status write by the reconciler does not change, so it needs no read first and
+//! meets no conflict. A reconciler that writes the status makes the second request. Both writes
+//! come back as watch events; they are the controller's own writes (the finalizer patch records
+//! its resourceVersion, and so does [`StatusWriter`](crate::StatusWriter) or a handler's
+//! [`note_own_write`](crate::Context::note_own_write)), so they start no further reconcile
+//! ([`own_writes`](crate::own_writes)): one reconcile per new object. A change by anyone else,
+//! a status write included, has a resourceVersion of its own and is reconciled as usual.
+//!
+//! Why the order stays `Created`, then the finalizer (kube-runtime's helper adds the finalizer
+//! first and reconciles on its event): the contract promises `Resynced`, not `Created`, for an
+//! object that carries our finalizer at start-up, and `Created` for one that does not. With the
+//! finalizer first, an operator stopped between the patch and a successful `Created` would, at
+//! its next start, deliver `Resynced` for an object whose creation was never handled. With the
+//! list precondition the order costs nothing: two requests either way.
+//!
+//! No delete is lost by the finalizer coming second:
+//! - an object deleted while `Created` runs, without other finalizers, is gone before the patch:
+//!   the patch finds nothing (404, or a UID test that fails on a new incarnation) and changes
+//!   nothing; the watch's Delete event delivers `Deleted`;
+//! - one whose deletion another controller's finalizer holds: the apiserver refuses to add ours
+//!   ("no new finalizers can be added if the object is being deleted", 422); the patch reads the
+//!   object again, sees the deletion and adds nothing; `Deleted` comes with the Delete event when
+//!   the other finalizer goes;
+//! - between the patch and its event the object carries our finalizer, so a deletion waits for
+//!   the wrapper as for any handled object.
+//!
+//! Tests: `tests/own_writes.rs` (200 new objects: 200 status writes, 200 finalizer patches, no
+//! read, no refusal, 200 reconciles; an object deleted inside `Created` with and without another
+//! finalizer; 200 objects created and deleted at once), `tests/opinionated.rs` and
+//! `tests/opinionated_spec_changes.rs` for the rest of the guarantee.
 //!
 //! # Objects that do not decode
 //!

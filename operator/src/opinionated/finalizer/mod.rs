@@ -38,26 +38,37 @@
 //!
 //! # Patches
 //!
-//! A change of the list is an RFC 6902 JSON patch of two operations: `replace
-//! /metadata/resourceVersion` with the resourceVersion the list was computed from, and `add
-//! /metadata/finalizers` with the whole new list. The apiserver applies the patch to the current
-//! object and then checks the resulting resourceVersion like an update does: when the object
-//! changed in between, the versions differ and the answer is HTTP 409 Conflict, so a list computed
-//! from an old copy can never overwrite a newer one. (A `test` op on the resourceVersion would
-//! express the same precondition, but kube-apiserver 1.36 answers a failed `test` with HTTP 422
-//! and a generic message that cannot be told apart from a truly invalid patch, such as adding a
-//! finalizer to an object being deleted; the `replace` form gives a clean 409.)
+//! A change of the list is an RFC 6902 JSON patch of three operations: `test /metadata/uid` (the
+//! incarnation the list was computed for), `test /metadata/finalizers` (the list it was computed
+//! from; `null` when there was none, which kube-apiserver's JSON patch takes as "absent"), and
+//! `add /metadata/finalizers` with the whole new list. The apiserver applies the patch to the
+//! current object: when the list (or the UID) changed in between, the `test` fails and the answer
+//! is HTTP 422 ("testing value ... failed"), so a list computed from an old copy can never
+//! overwrite a newer one. The precondition is the list, not the `resourceVersion` (issue #18):
+//! a write that leaves the finalizers alone, the status the reconciler wrote a moment ago above
+//! all, does not invalidate the patch, so the event's copy of a new object stays good after the
+//! reconciler's own write and the finalizer costs one request, no read and no 409. (An earlier
+//! version used a `resourceVersion` precondition; after a status write its first attempt always
+//! met a 409 or had to read first: three requests per new object instead of two.)
 //!
-//! The first attempt computes the new list from the event's copy of the object, which saves a
-//! read when nothing else wrote meanwhile; a retry of a handler call (whose copy is known to be
-//! old), and the opinionated reconciler's patch after a successful downstream call (which has most
-//! likely written the object), start from a fresh read. On a conflict the object is read again,
-//! the list is computed again from the fresh copy, and the patch is retried: at once when the
-//! conflict was on the caller's copy (it was merely old), after a short backoff
-//! ([`ConflictRetry`]) when it was on a fresh read (a race with another writer); the wait ends
-//! early when the handler context is cancelled. Other
-//! controllers' finalizers are never removed or reordered: the new list is the current list
-//! minus ours, plus ours at the end.
+//! kube-apiserver answers a failed `test` with a bare HTTP 422 ("the server rejected our request
+//! due to an error in our request"), the same status as a truly invalid patch, and it refuses a
+//! finalizer added to an object whose deletion began after the copy was read with a 422 too. So
+//! after a 409 or 422 the object is read again: when its list, UID and deletion state are what
+//! the refused patch was computed from, the refusal was about something else and is returned as
+//! an error; otherwise the copy was stale, the list is computed again from the fresh copy, and
+//! the patch is retried: at once when the refusal was of the caller's copy (it was merely old),
+//! after a short backoff ([`ConflictRetry`]) when it was of a fresh read (a race with another
+//! writer of the list);
+//! the wait ends early when the handler context is cancelled. Each refusal counts as a conflict
+//! in [`FinalizerMetrics`]. Other controllers' finalizers are never removed or reordered: the
+//! new list is the current list minus ours, plus ours at the end.
+//!
+//! The first attempt computes the new list from the event's copy of the object; a retry of a
+//! handler call (whose copy is known to be old) and the reconciler's repair of a finalizer found
+//! missing after `Created` (usually an older event than our patch) start from a fresh read. Every successful patch
+//! records its resourceVersion as the controller's own write
+//! ([`own_writes`](crate::own_writes)), so its watch event starts no reconcile.
 //!
 //! A patch never touches another incarnation of the object: when the fresh read finds a
 //! different UID under the name (or nothing), the patch reports the object gone and changes

@@ -192,6 +192,10 @@ impl FinalizerPatcher {
         let mut current: Option<ObjectMeta> =
             (trusted && known.resource_version.is_some()).then(|| known.clone());
         let mut conflicts = 0u32;
+        // The list (and deletion state) a patch refused with HTTP 422 was computed from, and the
+        // refusal: a 422 says no more than "the patch did not apply" (a failed `test` has no
+        // message of its own), so the next read decides whether the copy was stale.
+        let mut refused: Option<(Vec<String>, bool, Box<kube::core::Status>)> = None;
         loop {
             // Whether this attempt works from the caller's copy rather than a fresh read.
             let from_known = current.is_some();
@@ -210,6 +214,18 @@ impl FinalizerPatcher {
                 },
             };
             let list = meta.finalizers.as_deref().unwrap_or_default();
+            if let Some((tested, deleting, status)) = refused.take()
+                && tested == list
+                && deleting == meta.deletion_timestamp.is_some()
+            {
+                // Nothing the patch depended on changed: the refusal was not about a stale copy.
+                self.metrics.patch_counter(kind, operation, "error").inc();
+                return Err(FinalizerPatchError::Patch {
+                    kind: kind.to_string(),
+                    object: key.clone(),
+                    source: kube::Error::Api(status),
+                });
+            }
             let next = match plan_finalizers(list, change, meta.deletion_timestamp.is_some()) {
                 ListPlan::Set(next) => next,
                 ListPlan::Unchanged => return Ok(PatchOutcome::Unchanged),
@@ -233,7 +249,10 @@ impl FinalizerPatcher {
                     }
                     return Ok(PatchOutcome::Patched(Box::new(patched.metadata)));
                 }
-                Err(kube::Error::Api(status)) if is_stale_copy(&status) => {
+                Err(kube::Error::Api(status)) if status.code == 409 || status.code == 422 => {
+                    if status.code == 422 {
+                        refused = Some((list.to_vec(), meta.deletion_timestamp.is_some(), status));
+                    }
                     self.metrics
                         .patch_counter(kind, operation, "conflict")
                         .inc();
@@ -282,20 +301,6 @@ pub(crate) async fn backoff(ctx: &HandlerContext, delay: Duration) -> bool {
     tokio::select! {
         () = tokio::time::sleep(delay) => true,
         () = ctx.cancelled() => false,
-    }
-}
-
-/// Whether a refused patch says the copy it was computed from is out of date (see the
-/// [module docs](super#patches)): HTTP 409, or HTTP 422 from a failed `test` operation or from
-/// adding a finalizer to an object whose deletion began meanwhile.
-fn is_stale_copy(status: &kube::core::Status) -> bool {
-    match status.code {
-        409 => true,
-        422 => {
-            status.message.contains("testing value")
-                || status.message.contains("no new finalizers can be added")
-        }
-        _ => false,
     }
 }
 
