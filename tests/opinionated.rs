@@ -747,7 +747,10 @@ async fn other_controllers_finalizers_survive_every_patch_in_order_and_conflicts
     log.wait_contains("delete w").await;
     let held = wait_finalizers(&api, "w", &["other.dev/a", "other.dev/b"]).await;
     assert!(held.metadata.deletion_timestamp.is_some());
-    assert_eq!(held.labels().get("touched").map(String::as_str), Some("yes"));
+    assert_eq!(
+        held.labels().get("touched").map(String::as_str),
+        Some("yes")
+    );
     assert!(
         metrics.conflicts("Widget") > conflicts_after_add,
         "the list change during delete forced another refusal"

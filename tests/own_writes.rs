@@ -239,7 +239,10 @@ async fn new_objects_cost_two_requests_and_one_reconcile_and_others_changes_stil
                 InformerOptions::default(),
             );
             let _ = handle
-                .reconcile_opinionated(status_reconciler(log.clone()), OpinionatedOptions::default())
+                .reconcile_opinionated(
+                    status_reconciler(log.clone()),
+                    OpinionatedOptions::default(),
+                )
                 .expect("finalizer name");
         },
     )
@@ -253,9 +256,16 @@ async fn new_objects_cost_two_requests_and_one_reconcile_and_others_changes_stil
     })
     .await;
     let objects = OBJECTS as u64;
-    assert_eq!(operator.requests("200", "patch", "gadgets", "status"), objects);
+    assert_eq!(
+        operator.requests("200", "patch", "gadgets", "status"),
+        objects
+    );
     assert_eq!(operator.requests("200", "patch", "gadgets", ""), objects);
-    assert_eq!(operator.requests("200", "get", "gadgets", ""), 0, "no reads");
+    assert_eq!(
+        operator.requests("200", "get", "gadgets", ""),
+        0,
+        "no reads"
+    );
     for code in ["409", "422"] {
         assert_eq!(operator.requests(code, "patch", "gadgets", ""), 0, "{code}");
         assert_eq!(operator.requests(code, "patch", "gadgets", "status"), 0);
@@ -321,7 +331,8 @@ async fn eventually_empty(api: &Api<Gadget>) {
             tokio::time::Instant::now() < deadline,
             "{} gadgets left, e.g. {:?}",
             left.len(),
-            left.first().map(|g| (g.name_any(), g.finalizers().to_vec()))
+            left.first()
+                .map(|g| (g.name_any(), g.finalizers().to_vec()))
         );
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
@@ -342,7 +353,10 @@ async fn with_reconcile_own_writes_the_echoes_are_reconciled() {
                     watcher::Config::default(),
                     InformerOptions::default(),
                 )
-                .reconcile_opinionated(status_reconciler(log.clone()), OpinionatedOptions::default())
+                .reconcile_opinionated(
+                    status_reconciler(log.clone()),
+                    OpinionatedOptions::default(),
+                )
                 .expect("finalizer name");
         },
     )
@@ -393,7 +407,9 @@ async fn a_kind_without_generation_skips_its_finalizer_echo_and_reconciles_data_
             cm.metadata.name = Some(format!("cm-{i:03}"));
             cm.metadata.labels = Some([("test".to_string(), "own-writes".to_string())].into());
             cm.data = Some([("k".to_string(), "v1".to_string())].into());
-            api.create(&PostParams::default(), &cm).await.expect("create");
+            api.create(&PostParams::default(), &cm)
+                .await
+                .expect("create");
         }
     }))
     .await;
@@ -468,16 +484,21 @@ async fn objects_deleted_just_before_the_finalizer_is_applied_and_under_churn_lo
         .await
         .expect("create");
     eventually_deleting(&api, "doomed-held").await;
-    eventually("the finalizer patch refused for the object being deleted", || {
-        operator.requests("422", "patch", "gadgets", "") >= 1
-    })
+    eventually(
+        "the finalizer patch refused for the object being deleted",
+        || operator.requests("422", "patch", "gadgets", "") >= 1,
+    )
     .await;
     let object = api.get("doomed-held").await.expect("get");
     assert_eq!(object.finalizers(), [HOLD], "ours was not added");
     let release = serde_json::json!({"metadata": {"finalizers": null}});
-    api.patch("doomed-held", &PatchParams::default(), &Patch::Merge(release))
-        .await
-        .expect("release");
+    api.patch(
+        "doomed-held",
+        &PatchParams::default(),
+        &Patch::Merge(release),
+    )
+    .await
+    .expect("release");
     log.wait_contains("Deleted doomed-held").await;
 
     // Churn: 200 objects created and deleted at once.
@@ -495,13 +516,16 @@ async fn objects_deleted_just_before_the_finalizer_is_applied_and_under_churn_lo
     }))
     .await;
     eventually_empty(&api).await;
-    log.wait_for("Deleted for every churned gadget whose Created ran", |calls| {
-        (0..OBJECTS).all(|i| {
-            let name = format!("churn-{i:03}");
-            let created = calls.iter().any(|c| *c == format!("Created {name}"));
-            !created || calls.iter().any(|c| *c == format!("Deleted {name}"))
-        })
-    })
+    log.wait_for(
+        "Deleted for every churned gadget whose Created ran",
+        |calls| {
+            (0..OBJECTS).all(|i| {
+                let name = format!("churn-{i:03}");
+                let created = calls.iter().any(|c| *c == format!("Created {name}"));
+                !created || calls.iter().any(|c| *c == format!("Deleted {name}"))
+            })
+        },
+    )
     .await;
     let calls = log.entries();
     for i in 0..OBJECTS {
@@ -519,7 +543,10 @@ async fn eventually_deleting(api: &Api<Gadget>, name: &str) {
         if object.metadata.deletion_timestamp.is_some() {
             return;
         }
-        assert!(tokio::time::Instant::now() < deadline, "{name} not deleting");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} not deleting"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }

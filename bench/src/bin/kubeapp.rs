@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser as _;
-use kube::api::{Api, Patch, PatchParams};
 use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
 use kubeapp::operator::opinionated::ConflictRetry;
 use kubeapp::operator::{
     Context, ControllerConfig, OpinionatedOptions, ReconcileAction, ReconcileError,
