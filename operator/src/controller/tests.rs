@@ -1430,3 +1430,131 @@ async fn spans_are_named_as_the_contract_says_and_failures_mark_them_as_errors()
 mod handoff;
 mod kept_retries;
 mod timers;
+
+// ---- Own writes (issue #18) ----
+
+/// ConfigMap `a` with a UID, at `rv`, with `finalizers` and `data`.
+fn own(rv: u32, finalizers: &[&str], data: &str) -> SharedObject {
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("a".into());
+    cm.metadata.namespace = Some("ns".into());
+    cm.metadata.uid = Some("uid-a".into());
+    cm.metadata.resource_version = Some(rv.to_string());
+    cm.metadata.finalizers = Some(finalizers.iter().map(|f| (*f).to_string()).collect());
+    cm.data = Some([("k".to_string(), data.to_string())].into());
+    share(cm)
+}
+
+fn own_update(old: SharedObject, new: SharedObject) -> InformerEvent {
+    InformerEvent::Update { old, new }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_echo_of_an_own_write_reaches_watchers_but_no_reconciler_unless_merged_with_a_foreign_change()
+ {
+    let log = Log::new();
+    let hold = Arc::new(Semaphore::new(0));
+    let metrics = metrics();
+    let config = ControllerConfig::default()
+        .max_concurrent_workers(1)
+        .metrics(metrics.clone());
+    let h = Harness::start(config, |c| {
+        let (watch_log, hold) = (log.clone(), hold.clone());
+        c.add_watcher(
+            KIND,
+            DynWatcherFns::<ConfigMap>::new()
+                .on_add(move |_, obj| {
+                    let hold = hold.clone();
+                    async move {
+                        if name(&obj) == "blocker" {
+                            // Holds the only worker while "a" collects events (each
+                            // blocker takes one permit for good).
+                            hold.acquire().await?.forget();
+                        }
+                        Ok(())
+                    }
+                })
+                .on_update(move |_, _, new| {
+                    watch_log.push(format!("w update {} rv{}", name(&new), rv(&new)));
+                    async { Ok(()) }
+                }),
+        );
+        let log = log.clone();
+        c.add_reconciler(
+            KIND,
+            ReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
+                log.push(format!(
+                    "r {} {} rv{}",
+                    request.action,
+                    name(&request.object),
+                    rv(&request.object)
+                ));
+                // Each call "writes" the finalizer list and notes the version it got back: the
+                // next one, or (at rv5) the next two.
+                let next: &[u32] = match (name(&request.object), rv(&request.object)) {
+                    ("a", "1") => &[2],
+                    ("a", "3") => &[4],
+                    ("a", "5") => &[6, 7],
+                    _ => &[],
+                };
+                for version in next {
+                    let mut meta = request.object.metadata.clone();
+                    meta.resource_version = Some(version.to_string());
+                    ctx.note_own_write(&meta, crate::WrittenPart::Finalizers);
+                }
+                async { Ok(ReconcileResult::done()) }
+            }),
+        );
+    });
+    let kind = metrics.for_kind(KIND);
+    h.send(InformerEvent::Add(own(1, &[], "x")));
+    log.wait_len(1).await;
+    // Our own write: watchers see it, the reconciler does not.
+    h.send(own_update(own(1, &[], "x"), own(2, &["f"], "x")));
+    log.wait_len(2).await;
+    // Someone else's data change reconciles.
+    h.send(own_update(own(2, &["f"], "x"), own(3, &["f"], "y")));
+    log.wait_len(4).await;
+    // Our echo and a foreign change merged into one waiting request: reconciled, newest object.
+    h.send(InformerEvent::Add(cm("blocker", 1, 1)));
+    eventually("the blocker runs", || kind.queue_depth.get() == 0).await;
+    h.send(own_update(own(3, &["f"], "y"), own(4, &[], "y")));
+    h.send(own_update(own(4, &[], "y"), own(5, &[], "z")));
+    // Merged: the first stays for the watchers, the request moved to the second.
+    eventually("a's two events wait", || kind.queue_depth.get() == 2).await;
+    hold.add_permits(1);
+    log.wait_len(8).await;
+    // Two echoes merged into one waiting request: skipped.
+    h.send(InformerEvent::Add(cm("blocker", 2, 1)));
+    eventually("the blocker runs again", || kind.queue_depth.get() == 0).await;
+    h.send(own_update(own(5, &[], "z"), own(6, &["f"], "z")));
+    h.send(own_update(own(6, &["f"], "z"), own(7, &["f", "g"], "z")));
+    eventually("a's two echoes wait", || kind.queue_depth.get() == 2).await;
+    hold.add_permits(1);
+    eventually("both echoes counted", || kind.own_write_echoes.get() == 3).await;
+    // A foreign change after them is still reconciled.
+    h.send(own_update(
+        own(7, &["f", "g"], "z"),
+        own(8, &["f", "g"], "w"),
+    ));
+    log.wait_len(13).await;
+    assert_eq!(
+        log.entries(),
+        [
+            "r Created a rv1",
+            "w update a rv2",
+            "w update a rv3",
+            "r Updated a rv3",
+            "r Created blocker rv1",
+            "w update a rv4",
+            "w update a rv5",
+            "r Updated a rv5",
+            "r Created blocker rv2",
+            "w update a rv6",
+            "w update a rv7",
+            "w update a rv8",
+            "r Updated a rv8",
+        ]
+    );
+    h.stop().await;
+}

@@ -103,11 +103,15 @@
 //!   failed and waits for its retry, or the object was first seen in an update): downstream
 //!   `Created` with this, the newest, object, then the finalizer is added. A spec change made
 //!   after a failed `Created` is thus delivered as the creation, never behind the older copy;
-//! - without our finalizer after `Created` was delivered: the finalizer is added, downstream is
-//!   not called (this repairs a finalizer someone else removed, and turns the failed `Created`'s
-//!   later retry, whose copy is older, into nothing but that check). A spec change made while
-//!   `Created` ran still reaches downstream: it has a watch event of its own, which is not the
-//!   echo of our writes (see below) and is reconciled after `Created` with the newest object;
+//! - without our finalizer after `Created` was delivered, for a retry of `Created` (whose copy is
+//!   older than the event that delivered `Created`): the finalizer is added, downstream is not
+//!   called;
+//! - without our finalizer after `Created` was delivered, for an update or resync: the finalizer
+//!   is added (read first), then the request goes downstream. Such an event is a change by
+//!   someone else seen before our finalizer patch's event (a spec change made while `Created`
+//!   ran), or our finalizer removed by someone: our own writes' events never get here, they
+//!   reconcile nothing (see [below](#two-requests-per-new-object)), so this is what carries the
+//!   change downstream;
 //! - anything else goes downstream unchanged (kinds without `metadata.generation` need no special
 //!   rule here: every update with our finalizer goes downstream).
 //!

@@ -48,10 +48,15 @@ pub(crate) enum ReconcileDecision {
     /// delivered for this incarnation in this process (the `Created` failed and waits for its
     /// retry): downstream `Created` with this, the newest, object, then add the finalizer.
     Create,
-    /// Updated or resynced without our finalizer after `Created` was delivered (our finalizer
-    /// patch has not landed yet, or someone removed it), or a retry of a `Created` whose newer
-    /// event already delivered `Created`: add the finalizer, downstream is not called.
+    /// A retry of a `Created` whose newer event already delivered `Created`, without our
+    /// finalizer: add the finalizer, downstream is not called (its copy is older).
     AddFinalizer,
+    /// Updated or resynced without our finalizer after `Created` was delivered: a change by
+    /// someone else seen before our finalizer patch's event (made while `Created` ran, say), or
+    /// our finalizer removed by someone: add the finalizer, then downstream gets the request.
+    /// (Our own writes' events never get here: they reconcile nothing, see
+    /// [`own_writes`](crate::own_writes).)
+    AddFinalizerAndPass,
     /// Anything else goes downstream unchanged.
     Pass,
 }
@@ -67,6 +72,7 @@ impl ReconcileDecision {
             Self::Resync => "resync",
             Self::Create => "create",
             Self::AddFinalizer => "add-finalizer",
+            Self::AddFinalizerAndPass => "add-finalizer-and-pass",
             Self::Pass => "pass",
         }
     }
@@ -107,7 +113,8 @@ pub(crate) fn decide(
         // Without our finalizer, `created` tells a spec change that must go downstream as the
         // object's creation (its `Created` failed: the newest object is delivered, never the
         // failed event's older copy later) from our finalizer patch still to land.
-        (_, false) if created => ReconcileDecision::AddFinalizer,
+        (ReconcileAction::Created, false) if created => ReconcileDecision::AddFinalizer,
+        (_, false) if created => ReconcileDecision::AddFinalizerAndPass,
         (_, false) => ReconcileDecision::Create,
         _ => ReconcileDecision::Pass,
     }
@@ -401,6 +408,17 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
                     false,
                 )
                 .await
+            }
+            ReconcileDecision::AddFinalizerAndPass => {
+                // Read first: the event is usually older than our finalizer patch, which then
+                // needs nothing sent. The change is delivered either way: its event is not the
+                // echo of our own write, so it would otherwise be lost (the patch's own event
+                // reconciles nothing).
+                self.patcher
+                    .apply(ctx, request.object.metadata(), false, add)
+                    .await
+                    .map_err(ReconcileError::new)?;
+                self.inner.reconcile(ctx, request).await
             }
             ReconcileDecision::Pass => {
                 // Seen with our finalizer (a reconciler registered after the object's Created):

@@ -58,15 +58,17 @@ fn created_with_our_finalizer_is_a_resync_and_without_it_a_create() {
     );
 }
 
+/// Since issue #18 the echo of our own finalizer patch reconciles nothing, so an update seen
+/// before it (a change someone made while `Created` ran) must go downstream itself.
 #[test]
-fn an_update_without_our_finalizer_after_created_only_adds_it() {
+fn an_update_without_our_finalizer_after_created_adds_it_and_goes_downstream() {
     assert_eq!(
         decide(Updated, &meta(&[], false), &none(), &ours(), true),
-        ReconcileDecision::AddFinalizer
+        ReconcileDecision::AddFinalizerAndPass
     );
     assert_eq!(
         decide(Resynced, &meta(&[], false), &none(), &ours(), true),
-        ReconcileDecision::AddFinalizer
+        ReconcileDecision::AddFinalizerAndPass
     );
     assert_eq!(
         decide(Updated, &meta(&["ours"], false), &none(), &ours(), false),
@@ -108,7 +110,7 @@ fn an_update_before_created_was_delivered_is_delivered_as_created_and_the_stale_
     );
     assert_eq!(
         decide(Updated, &meta(&[], false), &none(), &ours(), true),
-        ReconcileDecision::AddFinalizer
+        ReconcileDecision::AddFinalizerAndPass
     );
 }
 
