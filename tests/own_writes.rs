@@ -312,7 +312,7 @@ async fn new_objects_cost_two_requests_and_one_reconcile_and_others_changes_stil
     log.wait_for("Deleted for every gadget", |calls| {
         (0..OBJECTS).all(|i| {
             let deleted = format!("Deleted g-{i:03}");
-            calls.iter().any(|c| *c == deleted)
+            calls.contains(&deleted)
         })
     })
     .await;
