@@ -17,113 +17,35 @@
 
 mod example_support;
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::Stdio;
-
-use example_support::{binary, eventually, free_port, get, output_of, send_signal};
+use example_support::replica::{LEADER_ELECTED, MINIMAL, Replica};
+use example_support::{binary, eventually, get, output_of, send_signal};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kubeapp::sdk::testenv::TestEnv;
 
-const MINIMAL: &str = "kubeapp-example-minimal";
-
-struct Replica {
-    name: &'static str,
-    child: tokio::process::Child,
-    pid: u32,
-    metrics: SocketAddr,
-    log: PathBuf,
+/// How many reconciler calls `replica` made (`None` until `/metrics` answers).
+async fn reconciles(replica: &Replica) -> Option<f64> {
+    replica
+        .metric("reconciler_process_duration_seconds_count")
+        .await
 }
 
-impl Replica {
-    fn start(env: &TestEnv, ns: &str, name: &'static str) -> Self {
-        let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let log = env.dir().join(format!("{name}.log"));
-        let child = tokio::process::Command::new(binary(MINIMAL, MINIMAL))
-            .args(["run", "--metrics-addr", &metrics.to_string()])
-            .args(["--leader-elect", "--leader-ready", "--instance", name])
-            .args(["--leader-election-namespace", ns])
-            .args([
-                "--lease-duration",
-                "4s",
-                "--renew-deadline",
-                "3s",
-                "--retry-period",
-                "1s",
-            ])
-            .env("KUBECONFIG", env.kubeconfig_path())
-            .env("RUST_LOG", "info")
-            .env_remove("WATCH_NAMESPACE")
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"))
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start a replica");
-        let pid = child.id().expect("a pid");
-        Self {
-            name,
-            child,
-            pid,
-            metrics,
-            log,
+/// Waits until no handler call of `replica` runs and its reconcile count holds still for a
+/// second: the replica is idle (a call in flight when a process is paused may finish after it
+/// resumes; the promise is about calls started after).
+async fn idle(replica: &Replica) -> f64 {
+    let mut last = None;
+    loop {
+        let calls = reconciles(replica).await;
+        let running = replica.metric("ongoing_reconcile_processes").await;
+        if calls.is_some() && calls == last && running == Some(0.0) {
+            return calls.unwrap_or_default();
         }
-    }
-
-    fn logs(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// How many reconciler calls this replica made (`None` until `/metrics` answers).
-    async fn reconciles(&self) -> Option<f64> {
-        self.metric("reconciler_process_duration_seconds_count")
-            .await
-    }
-
-    /// The sum of the samples of `name` (`None` until `/metrics` answers).
-    async fn metric(&self, name: &str) -> Option<f64> {
-        let (status, body) = get(self.metrics, "/metrics").await?;
-        (status == 200).then(|| {
-            body.lines()
-                .filter(|l| l.starts_with(name))
-                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .sum()
-        })
-    }
-
-    /// Waits until no handler call runs and the reconcile count holds still for a second: the
-    /// replica is idle (a call in flight when a process is paused may finish after it resumes;
-    /// the promise is about calls started after).
-    async fn idle(&self) -> f64 {
-        let mut last = None;
-        loop {
-            let calls = self.reconciles().await;
-            let running = self.metric("ongoing_reconcile_processes").await;
-            if calls.is_some() && calls == last && running == Some(0.0) {
-                return calls.unwrap_or_default();
-            }
-            last = calls;
-            // Polling for stillness: two equal readings a second apart.
-            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        }
-    }
-
-    async fn stop(mut self) {
-        send_signal(self.pid, "TERM");
-        let status = tokio::time::timeout(std::time::Duration::from_secs(60), self.child.wait())
-            .await
-            .expect("stops within a minute of SIGTERM")
-            .expect("wait");
-        assert!(
-            status.success(),
-            "{} exited with {status}\n{}",
-            self.name,
-            self.logs()
-        );
+        last = calls;
+        // Polling for stillness: two equal readings a second apart.
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
 }
 
@@ -167,9 +89,9 @@ async fn only_the_leader_reconciles_and_a_paused_leader_starts_nothing_after_it_
     let client = env.client();
     let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let a = Replica::start(&env, &ns, "replica-a");
-    let b = Replica::start(&env, &ns, "replica-b");
-    let logs = || format!("{}\n---\n{}", a.logs(), b.logs());
+    let a = Replica::start(&env, &ns, "replica-a", LEADER_ELECTED, "info");
+    let b = Replica::start(&env, &ns, "replica-b", LEADER_ELECTED, "info");
+    let logs = || format!("{}\n---\n{}", a.log(), b.log());
     let leader = eventually("a replica holds the Lease", logs, || holder(&leases)).await;
     let (leading, standing_by) = if leader == a.name { (&a, &b) } else { (&b, &a) };
 
@@ -179,7 +101,7 @@ async fn only_the_leader_reconciles_and_a_paused_leader_starts_nothing_after_it_
     })
     .await;
     let standby_calls = eventually("the standby serves /metrics", logs, || {
-        standing_by.reconciles()
+        reconciles(standing_by)
     })
     .await;
     assert_eq!(standby_calls, 0.0, "the standby reconciled nothing");
@@ -208,7 +130,7 @@ async fn only_the_leader_reconciles_and_a_paused_leader_starts_nothing_after_it_
     );
 
     // Pause the idle leader past its Lease: the standby takes over.
-    let paused_calls = tokio::time::timeout(std::time::Duration::from_secs(60), leading.idle())
+    let paused_calls = tokio::time::timeout(std::time::Duration::from_secs(60), idle(leading))
         .await
         .expect("the leader becomes idle");
     send_signal(leading.pid, "STOP");
@@ -232,7 +154,7 @@ async fn only_the_leader_reconciles_and_a_paused_leader_starts_nothing_after_it_
         rendered(&config_maps, "third")
     })
     .await;
-    let after = eventually("the resumed replica's count", logs, || leading.reconciles()).await;
+    let after = eventually("the resumed replica's count", logs, || reconciles(leading)).await;
     assert_eq!(
         after, paused_calls,
         "the resumed replica started no reconcile without the Lease"
@@ -272,7 +194,7 @@ async fn a_leader_killed_mid_burst_loses_nothing_its_successor_reaches_every_fin
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let mut replicas: Vec<Replica> = ["replica-a", "replica-b", "replica-c"]
         .into_iter()
-        .map(|name| Replica::start(&env, &ns, name))
+        .map(|name| Replica::start(&env, &ns, name, LEADER_ELECTED, "info"))
         .collect();
     let logs = || String::new();
     let leader = eventually("a replica holds the Lease", logs, || holder(&leases)).await;

@@ -15,92 +15,16 @@
 
 mod example_support;
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
-
-use example_support::{binary, eventually, free_port, get, output_of, send_signal};
+use example_support::replica::{MINIMAL, Replica, SHARDED};
+use example_support::{binary, eventually, output_of};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kubeapp::operator::sharding::assignment::{owned_by, slot_of_uid};
 use kubeapp::sdk::testenv::TestEnv;
 
-const MINIMAL: &str = "kubeapp-example-minimal";
 const OBJECTS: usize = 3_000;
 const GATE: &str = "--feature-gates=ShardedListAndWatch=true";
-
-struct Replica {
-    name: &'static str,
-    child: tokio::process::Child,
-    pid: u32,
-    metrics: SocketAddr,
-    log: PathBuf,
-}
-
-impl Replica {
-    fn start(env: &TestEnv, ns: &str, name: &'static str) -> Self {
-        let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let log = env.dir().join(format!("{name}.log"));
-        let child = tokio::process::Command::new(binary(MINIMAL, MINIMAL))
-            .args(["run", "--metrics-addr", &metrics.to_string()])
-            .args(["--shard", "--instance", name, "--log-format", "json"])
-            .args(["--leader-election-namespace", ns])
-            .args(["--lease-duration", "4s", "--renew-deadline", "3s"])
-            .args(["--retry-period", "1s", "--shutdown-timeout", "10s"])
-            .env("KUBECONFIG", env.kubeconfig_path())
-            .env("RUST_LOG", "info")
-            .env_remove("WATCH_NAMESPACE")
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            .stdout(std::fs::File::create(&log).expect("log file"))
-            .stderr(
-                std::fs::OpenOptions::new()
-                    .append(true)
-                    .open(&log)
-                    .expect("log file"),
-            )
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start a replica");
-        let pid = child.id().expect("a pid");
-        Self {
-            name,
-            child,
-            pid,
-            metrics,
-            log,
-        }
-    }
-
-    /// The sum of the samples of `name` whose line contains `filter` (`None` until `/metrics`
-    /// answers).
-    async fn metric_where(&self, name: &str, filter: &str) -> Option<f64> {
-        let (status, body) = get(self.metrics, "/metrics").await?;
-        (status == 200).then(|| {
-            body.lines()
-                .filter(|l| l.starts_with(name) && l.contains(filter))
-                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .sum()
-        })
-    }
-
-    async fn metric(&self, name: &str) -> Option<f64> {
-        self.metric_where(name, "").await
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    async fn stop(mut self) {
-        send_signal(self.pid, "TERM");
-        let status = tokio::time::timeout(std::time::Duration::from_secs(60), self.child.wait())
-            .await
-            .expect("stops within a minute of SIGTERM")
-            .expect("wait");
-        assert!(status.success(), "{} exited with {status}", self.name);
-    }
-}
 
 fn greeting(ns: &str, name: &str, message: &str) -> DynamicObject {
     serde_json::from_value(serde_json::json!({
@@ -306,13 +230,13 @@ async fn with_the_gate_each_replica_caches_only_its_share_through_2_3_2_replicas
         greetings,
         config_maps,
     } = setup(&[GATE]).await;
-    let a = Replica::start(&env, &ns, "replica-a");
-    let b = Replica::start(&env, &ns, "replica-b");
+    let a = Replica::start(&env, &ns, "replica-a", SHARDED, "info");
+    let b = Replica::start(&env, &ns, "replica-b", SHARDED, "info");
     let two = stable_split(&greetings, &[&a, &b], true).await;
     all_rendered(&config_maps, "first", || a.log()).await;
 
     // A third replica joins: a and b list again with smaller ranges and forget the rest.
-    let c = Replica::start(&env, &ns, "replica-c");
+    let c = Replica::start(&env, &ns, "replica-c", SHARDED, "info");
     let three = stable_split(&greetings, &[&a, &b, &c], true).await;
     update_all(&greetings, "second").await;
     all_rendered(&config_maps, "second", || c.log()).await;
@@ -354,9 +278,9 @@ async fn without_the_gate_every_replica_caches_every_object_and_the_client_side_
         greetings,
         config_maps,
     } = setup(&[]).await;
-    let a = Replica::start(&env, &ns, "replica-a");
-    let b = Replica::start(&env, &ns, "replica-b");
-    let c = Replica::start(&env, &ns, "replica-c");
+    let a = Replica::start(&env, &ns, "replica-a", SHARDED, "info");
+    let b = Replica::start(&env, &ns, "replica-b", SHARDED, "info");
+    let c = Replica::start(&env, &ns, "replica-c", SHARDED, "info");
     let counts = stable_split(&greetings, &[&a, &b, &c], false).await;
     all_rendered(&config_maps, "first", || a.log()).await;
     update_all(&greetings, "second").await;

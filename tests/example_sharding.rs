@@ -14,82 +14,17 @@
 mod example_support;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use example_support::{binary, eventually, free_port, get, output_of, send_signal};
+use example_support::replica::{MINIMAL, Replica, SHARDED};
+use example_support::{binary, eventually, output_of, send_signal};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kubeapp::sdk::testenv::TestEnv;
 
-const MINIMAL: &str = "kubeapp-example-minimal";
 const OBJECTS: usize = 3_000;
-
-struct Replica {
-    name: &'static str,
-    child: tokio::process::Child,
-    pid: u32,
-    metrics: SocketAddr,
-    log: PathBuf,
-}
-
-impl Replica {
-    fn start(env: &TestEnv, ns: &str, name: &'static str) -> Self {
-        let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let log = env.dir().join(format!("{name}.log"));
-        let child = tokio::process::Command::new(binary(MINIMAL, MINIMAL))
-            .args(["run", "--metrics-addr", &metrics.to_string()])
-            .args(["--shard", "--instance", name, "--log-format", "json"])
-            .args(["--leader-election-namespace", ns])
-            .args(["--lease-duration", "4s", "--renew-deadline", "3s"])
-            .args(["--retry-period", "1s", "--shutdown-timeout", "10s"])
-            .env("KUBECONFIG", env.kubeconfig_path())
-            .env("RUST_LOG", "info,kubeapp::calls=debug")
-            .env_remove("WATCH_NAMESPACE")
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            .stdout(std::fs::File::create(&log).expect("log file"))
-            .stderr(
-                std::fs::OpenOptions::new()
-                    .append(true)
-                    .open(&log)
-                    .expect("log file"),
-            )
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start a replica");
-        let pid = child.id().expect("a pid");
-        Self {
-            name,
-            child,
-            pid,
-            metrics,
-            log,
-        }
-    }
-
-    /// The sum of the samples of `name` (`None` until `/metrics` answers).
-    async fn metric(&self, name: &str) -> Option<f64> {
-        let (status, body) = get(self.metrics, "/metrics").await?;
-        (status == 200).then(|| {
-            body.lines()
-                .filter(|l| l.starts_with(name))
-                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .sum()
-        })
-    }
-
-    async fn stop(mut self) {
-        send_signal(self.pid, "TERM");
-        let status = tokio::time::timeout(std::time::Duration::from_secs(60), self.child.wait())
-            .await
-            .expect("stops within a minute of SIGTERM")
-            .expect("wait");
-        assert!(status.success(), "{} exited with {status}", self.name);
-    }
-}
 
 /// One handler call of one replica: object, start and end (microseconds since the epoch).
 #[derive(Debug)]
@@ -182,7 +117,7 @@ async fn three_thousand_greetings_churned_while_replicas_go_1_3_2_each_handled_b
     let greetings: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
     let logs = || String::new();
 
-    let first = Replica::start(&env, &ns, "replica-a");
+    let first = Replica::start(&env, &ns, "replica-a", SHARDED, "info,kubeapp::calls=debug");
     eventually("the first replica owns the whole ring", logs, || async {
         let width = first.metric("shard_active_range_width").await?;
         (width == 1.0).then_some(())
@@ -234,8 +169,8 @@ async fn three_thousand_greetings_churned_while_replicas_go_1_3_2_each_handled_b
     };
     // 1 -> 3 a third of the way in.
     eventually("a third of the churn is done", logs, progress(1)).await;
-    let second = Replica::start(&env, &ns, "replica-b");
-    let third = Replica::start(&env, &ns, "replica-c");
+    let second = Replica::start(&env, &ns, "replica-b", SHARDED, "info,kubeapp::calls=debug");
+    let third = Replica::start(&env, &ns, "replica-c", SHARDED, "info,kubeapp::calls=debug");
     // 3 -> 2 two thirds in: SIGKILL one (its share waits for its Lease to expire).
     eventually("two thirds of the churn are done", logs, progress(2)).await;
     let mut killed = second;

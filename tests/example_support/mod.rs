@@ -6,6 +6,8 @@
 //! Each test binary that includes this module uses a part of it.
 #![allow(dead_code)]
 
+pub mod replica;
+
 use std::future::Future;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
