@@ -30,9 +30,42 @@ pub(crate) fn label_index(key: &str) -> String {
 /// The objects of one index: value -> keys of the objects indexed under it.
 type Index = HashMap<String, BTreeSet<ObjectKey>>;
 
-/// The objects by key. foldhash (hashbrown's default hasher, randomly seeded per process): the
-/// cache is written once per event, and SipHash over two strings was a measurable part of it.
-type Objects = HashMap<ObjectKey, SharedObject, foldhash::fast::RandomState>;
+/// The objects by key. foldhash (randomly seeded per process): the cache is written once per
+/// event, and SipHash over two strings was a measurable part of it. A hashbrown map, so that an
+/// event finds its object by a [`KeyRef`] borrowed from the object (no key strings copied per
+/// event; only an object new to the cache gets an owned key).
+type Objects = hashbrown::HashMap<ObjectKey, SharedObject, foldhash::fast::RandomState>;
+
+/// An [`ObjectKey`] borrowed from an object's metadata. It hashes exactly as the owned key does
+/// (`Option<&str>` and `&str` hash as `Option<String>` and `String`), so it finds the same entry.
+#[derive(Hash)]
+struct KeyRef<'a> {
+    namespace: Option<&'a str>,
+    name: &'a str,
+}
+
+impl<'a> KeyRef<'a> {
+    fn of(object: &'a dyn KubeObject) -> Self {
+        let meta = object.metadata();
+        Self {
+            namespace: meta.namespace.as_deref(),
+            name: meta.name.as_deref().unwrap_or_default(),
+        }
+    }
+
+    fn to_owned(&self) -> ObjectKey {
+        ObjectKey {
+            namespace: self.namespace.map(str::to_string),
+            name: self.name.to_string(),
+        }
+    }
+}
+
+impl hashbrown::Equivalent<ObjectKey> for KeyRef<'_> {
+    fn equivalent(&self, key: &ObjectKey) -> bool {
+        self.name == key.name && self.namespace == key.namespace.as_deref()
+    }
+}
 
 #[derive(Default)]
 pub(crate) struct CacheState {
@@ -105,17 +138,17 @@ impl SharedCache {
     /// Applies one informer event.
     pub(crate) fn apply(&self, event: &InformerEvent) {
         let object = event.object();
-        let key = ObjectKey::of(object.as_ref());
+        let key = KeyRef::of(object.as_ref());
         {
             let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
             let previous = match event {
                 InformerEvent::Delete(_) => state.objects.remove(&key),
                 InformerEvent::Resync(_) => None,
                 InformerEvent::Add(new) | InformerEvent::Update { new, .. } => {
-                    // An update replaces the value in place: no key copy for the common case.
+                    // An object already cached is replaced in place: no key copied.
                     match state.objects.get_mut(&key) {
                         Some(slot) => Some(std::mem::replace(slot, Arc::clone(new))),
-                        None => state.objects.insert(key.clone(), Arc::clone(new)),
+                        None => state.objects.insert(key.to_owned(), Arc::clone(new)),
                     }
                 }
             };
@@ -124,9 +157,6 @@ impl SharedCache {
                     indexes, indexers, ..
                 } = &mut *state;
                 for (name, indexer) in indexers.iter() {
-                    let Some(index) = indexes.get_mut(name) else {
-                        continue;
-                    };
                     let before = previous
                         .as_ref()
                         .map(|previous| indexer(previous.as_ref()))
@@ -136,20 +166,25 @@ impl SharedCache {
                     } else {
                         indexer(object.as_ref())
                     };
-                    // Most updates keep their index values (owners, labels): nothing to move.
+                    // Most updates keep their index values (owners, labels): nothing to move,
+                    // and no index looked up.
                     if before == after {
                         continue;
                     }
+                    let Some(index) = indexes.get_mut(name) else {
+                        continue;
+                    };
+                    let owned = key.to_owned();
                     for value in before {
                         if let Some(keys) = index.get_mut(&value) {
-                            keys.remove(&key);
+                            keys.remove(&owned);
                             if keys.is_empty() {
                                 index.remove(&value);
                             }
                         }
                     }
                     for value in after {
-                        index.entry(value).or_default().insert(key.clone());
+                        index.entry(value).or_default().insert(owned.clone());
                     }
                 }
             }
