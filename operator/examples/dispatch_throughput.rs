@@ -7,12 +7,14 @@
 //! cargo run --release -p kubeapp-operator --example dispatch_throughput -- \
 //!     [objects] [events-per-object] [workers] \
 //!     [--threads N] [--watchers N] [--reconcilers N] [--delay-ms N] \
-//!     [--kube-runtime | --typed | --typed-before]
+//!     [--kube-runtime | --typed | --typed-before] [--informer]
 //! ```
 //!
 //! `--typed` runs the typed path (`KindHandle<ConfigMap>` over the stream: the shared informer's
 //! cache and fan-out, typed handlers), `--typed-before` the typed API before `KindHandle`
 //! (`typed_watcher` / `typed_reconciler` on `add_informer`); see `benches/dispatch.rs`.
+//! `--informer` feeds kubeapp the stream as raw watch events through the informer (decode, cache,
+//! diff), as the bench's `dispatch-informer` group does.
 //!
 //! Defaults: 10000 objects x 20 events, 10 workers, 1 watcher and 1 reconciler, no delay, a
 //! multi-threaded runtime with one thread per core (`--threads 1` runs on one thread).
@@ -35,6 +37,7 @@ struct Args {
     scenario: Scenario,
     threads: Option<usize>,
     system: System,
+    informer: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -48,6 +51,7 @@ fn parse_args() -> Result<Args, String> {
     };
     let mut threads = None;
     let mut system = System::Erased;
+    let mut informer = false;
     let mut positional = 0;
     let mut args = std::env::args().skip(1);
     let number = |flag: &str, value: Option<String>| -> Result<usize, String> {
@@ -68,6 +72,7 @@ fn parse_args() -> Result<Args, String> {
             "--kube-runtime" => system = System::KubeRuntime,
             "--typed" => system = System::Typed,
             "--typed-before" => system = System::TypedBefore,
+            "--informer" => informer = true,
             _ => {
                 let value = number(&format!("argument {}", positional + 1), Some(arg))?;
                 match positional {
@@ -84,6 +89,7 @@ fn parse_args() -> Result<Args, String> {
         scenario,
         threads,
         system,
+        informer,
     })
 }
 
@@ -115,6 +121,13 @@ fn main() {
         }
     };
     let s = args.scenario;
+    let input = || {
+        if args.informer {
+            scenario::Input::Watch(scenario::watch_input(&s))
+        } else {
+            scenario::Input::Events(scenario::kubeapp_input(&s))
+        }
+    };
     let threads = args
         .threads
         .map_or_else(|| "one per core".to_string(), |t| t.to_string());
@@ -122,20 +135,24 @@ fn main() {
         System::KubeRuntime => {
             let input = scenario::kube_runtime_input(&s);
             let (elapsed, calls) = runtime.block_on(scenario::run_kube_runtime(&s, input));
-            ("kube-runtime Controller, 1 reconciler", elapsed, Some(calls))
+            (
+                "kube-runtime Controller, 1 reconciler",
+                elapsed,
+                Some(calls),
+            )
         }
         System::Erased => {
-            let input = scenario::Input::Events(scenario::kubeapp_input(&s));
+            let input = input();
             let elapsed = runtime.block_on(scenario::run_kubeapp(&s, input));
             ("kubeapp InformerController (erased)", elapsed, None)
         }
         System::Typed => {
-            let input = scenario::Input::Events(scenario::kubeapp_input(&s));
+            let input = input();
             let elapsed = runtime.block_on(scenario::run_kubeapp_typed(&s, input));
             ("kubeapp KindHandle (typed)", elapsed, None)
         }
         System::TypedBefore => {
-            let input = scenario::Input::Events(scenario::kubeapp_input(&s));
+            let input = input();
             let elapsed = runtime.block_on(scenario::run_kubeapp_typed_before(&s, input));
             ("kubeapp typed_watcher (typed before)", elapsed, None)
         }

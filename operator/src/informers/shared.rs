@@ -7,7 +7,10 @@
 //!
 //! A new subscriber gets every cached object as an Add before any later event: subscribing and
 //! delivering take the same (async) lock, so no event slips between the snapshot and the
-//! subscription, and none is delivered twice.
+//! subscription, and none is delivered twice. The task holds that lock across a run of events that
+//! are ready one after another (at most 64, so a joining subscriber waits for at most that many),
+//! and releases it before it waits for the stream: a lock round trip per event was a measurable
+//! part of the typed path's cost (see `docs/benchmarks-micro.md`, issue #18).
 //!
 //! Lifetime: [`SharedInformer`] is the informer's "use". Kind handles, handler handles, stores and
 //! triggers hold one; when the last is dropped, the task stops (and with it the watch). The
@@ -313,6 +316,10 @@ impl SharedInformer {
                     if in_hold == EVENTS_PER_HOLD {
                         held = None;
                     }
+                    // A stream that is always ready, feeding kinds that never make it wait (no
+                    // watchers), would otherwise keep this thread to itself: the lock taken
+                    // once per event used to spend the task's budget, now this does.
+                    tokio::task::consume_budget().await;
                 }
                 drop(held);
             }

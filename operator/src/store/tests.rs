@@ -142,7 +142,11 @@ fn objects_are_found_by_namespace_and_name_and_owner_changes_move_them_in_the_ow
     cache.apply(&InformerEvent::Add(share(cm("a", "1", "web", Some("u1")))));
     cache.apply(&InformerEvent::Add(share(other_ns)));
     cache.apply(&InformerEvent::Add(share(cluster)));
-    assert_eq!(store.len(), 3, "same name, other namespace or none: three objects");
+    assert_eq!(
+        store.len(),
+        3,
+        "same name, other namespace or none: three objects"
+    );
 
     // Updated in place: same owner (the index is kept), then another owner (the index moves).
     cache.apply(&InformerEvent::Update {
@@ -170,7 +174,12 @@ fn objects_are_found_by_namespace_and_name_and_owner_changes_move_them_in_the_ow
     assert_eq!(version(Some("other")).as_deref(), Some("2"));
     assert_eq!(version(None).as_deref(), Some("3"));
 
-    cache.apply(&InformerEvent::Delete(share(cm("a", "6", "web", Some("u3")))));
+    cache.apply(&InformerEvent::Delete(share(cm(
+        "a",
+        "6",
+        "web",
+        Some("u3"),
+    ))));
     assert!(store.by_owner("u3").is_empty());
     assert_eq!(names(store.by_owner("u2")), ["a"]);
     assert_eq!(store.len(), 2);
