@@ -6,8 +6,15 @@
 //! ```sh
 //! cargo run --release -p kubeapp-operator --example dispatch_throughput -- \
 //!     [objects] [events-per-object] [workers] \
-//!     [--threads N] [--watchers N] [--reconcilers N] [--delay-ms N] [--kube-runtime]
+//!     [--threads N] [--watchers N] [--reconcilers N] [--delay-ms N] \
+//!     [--kube-runtime | --typed | --typed-before] [--informer]
 //! ```
+//!
+//! `--typed` runs the typed path (`KindHandle<ConfigMap>` over the stream: the shared informer's
+//! cache and fan-out, typed handlers), `--typed-before` the typed API before `KindHandle`
+//! (`typed_watcher` / `typed_reconciler` on `add_informer`); see `benches/dispatch.rs`.
+//! `--informer` feeds kubeapp the stream as raw watch events through the informer (decode, cache,
+//! diff), as the bench's `dispatch-informer` group does.
 //!
 //! Defaults: 10000 objects x 20 events, 10 workers, 1 watcher and 1 reconciler, no delay, a
 //! multi-threaded runtime with one thread per core (`--threads 1` runs on one thread).
@@ -17,10 +24,20 @@ mod scenario;
 
 use scenario::Scenario;
 
+/// Which system one run measures.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum System {
+    Erased,
+    Typed,
+    TypedBefore,
+    KubeRuntime,
+}
+
 struct Args {
     scenario: Scenario,
     threads: Option<usize>,
-    kube_runtime: bool,
+    system: System,
+    informer: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -33,7 +50,8 @@ fn parse_args() -> Result<Args, String> {
         delay: None,
     };
     let mut threads = None;
-    let mut kube_runtime = false;
+    let mut system = System::Erased;
+    let mut informer = false;
     let mut positional = 0;
     let mut args = std::env::args().skip(1);
     let number = |flag: &str, value: Option<String>| -> Result<usize, String> {
@@ -51,7 +69,10 @@ fn parse_args() -> Result<Args, String> {
                 let ms = number(&arg, args.next())?;
                 scenario.delay = (ms > 0).then(|| std::time::Duration::from_millis(ms as u64));
             }
-            "--kube-runtime" => kube_runtime = true,
+            "--kube-runtime" => system = System::KubeRuntime,
+            "--typed" => system = System::Typed,
+            "--typed-before" => system = System::TypedBefore,
+            "--informer" => informer = true,
             _ => {
                 let value = number(&format!("argument {}", positional + 1), Some(arg))?;
                 match positional {
@@ -67,7 +88,8 @@ fn parse_args() -> Result<Args, String> {
     Ok(Args {
         scenario,
         threads,
-        kube_runtime,
+        system,
+        informer,
     })
 }
 
@@ -99,25 +121,47 @@ fn main() {
         }
     };
     let s = args.scenario;
+    let input = || {
+        if args.informer {
+            scenario::Input::Watch(scenario::watch_input(&s))
+        } else {
+            scenario::Input::Events(scenario::kubeapp_input(&s))
+        }
+    };
     let threads = args
         .threads
         .map_or_else(|| "one per core".to_string(), |t| t.to_string());
-    let (system, elapsed, calls) = if args.kube_runtime {
-        let input = scenario::kube_runtime_input(&s);
-        let (elapsed, calls) = runtime.block_on(scenario::run_kube_runtime(&s, input));
-        ("kube-runtime Controller, 1 reconciler", elapsed, calls)
-    } else {
-        let input = scenario::Input::Events(scenario::kubeapp_input(&s));
-        let elapsed = runtime.block_on(scenario::run_kubeapp(&s, input));
-        ("kubeapp InformerController", elapsed, 0)
+    let (system, elapsed, calls) = match args.system {
+        System::KubeRuntime => {
+            let input = scenario::kube_runtime_input(&s);
+            let (elapsed, calls) = runtime.block_on(scenario::run_kube_runtime(&s, input));
+            (
+                "kube-runtime Controller, 1 reconciler",
+                elapsed,
+                Some(calls),
+            )
+        }
+        System::Erased => {
+            let input = input();
+            let elapsed = runtime.block_on(scenario::run_kubeapp(&s, input));
+            ("kubeapp InformerController (erased)", elapsed, None)
+        }
+        System::Typed => {
+            let input = input();
+            let elapsed = runtime.block_on(scenario::run_kubeapp_typed(&s, input));
+            ("kubeapp KindHandle (typed)", elapsed, None)
+        }
+        System::TypedBefore => {
+            let input = input();
+            let elapsed = runtime.block_on(scenario::run_kubeapp_typed_before(&s, input));
+            ("kubeapp typed_watcher (typed before)", elapsed, None)
+        }
     };
     #[allow(clippy::cast_precision_loss)]
     let rate = s.events() as f64 / elapsed.as_secs_f64();
-    let calls = if args.kube_runtime {
+    let calls = calls.map_or_else(String::new, |calls| {
         format!("; reconcile calls {calls} (waiting requests merge)")
-    } else {
-        String::new()
-    };
+    });
     println!(
         "{system}: {} events ({} objects x {}), {} handlers, {} workers, delay {:?}, threads {threads}: \
          {:.3} s, {rate:.0} events/s{calls}",

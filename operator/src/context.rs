@@ -29,27 +29,42 @@ pub(crate) struct HandlerEnv {
     pub(crate) related: RelatedCaches,
 }
 
-/// What a typed handler call gets; see the [module docs](self). Cheap to clone (three reference
-/// counts).
-pub struct Context<C = ()> {
+/// What every call of the handlers attached with one user data shares: the data and the
+/// environment, behind one reference count (a context is made for every handler call).
+pub(crate) struct ContextShared<C> {
     data: Arc<C>,
     env: Arc<HandlerEnv>,
+}
+
+impl<C> ContextShared<C> {
+    pub(crate) fn new(data: Arc<C>, env: Arc<HandlerEnv>) -> Arc<Self> {
+        Arc::new(Self { data, env })
+    }
+}
+
+/// What a typed handler call gets; see the [module docs](self). Cheap to clone (two reference
+/// counts).
+pub struct Context<C = ()> {
+    shared: Arc<ContextShared<C>>,
     call: HandlerContext,
 }
 
 impl<C> Clone for Context<C> {
     fn clone(&self) -> Self {
         Self {
-            data: Arc::clone(&self.data),
-            env: Arc::clone(&self.env),
+            shared: Arc::clone(&self.shared),
             call: self.call.clone(),
         }
     }
 }
 
 impl<C> Context<C> {
-    pub(crate) fn new(data: Arc<C>, env: Arc<HandlerEnv>, call: HandlerContext) -> Self {
-        Self { data, env, call }
+    /// The context of one call of a handler attached with `shared`.
+    pub(crate) fn of_call(shared: &Arc<ContextShared<C>>, call: &HandlerContext) -> Self {
+        Self {
+            shared: Arc::clone(shared),
+            call: call.clone(),
+        }
     }
 
     /// A context outside any controller, for calling handlers from tests and tools: `data`,
@@ -73,14 +88,17 @@ impl<C> Context<C> {
             client,
             related: RelatedCaches::default(),
         };
-        Self::new(data, Arc::new(env), call)
+        Self {
+            shared: ContextShared::new(data, Arc::new(env)),
+            call,
+        }
     }
 
     /// The informer cache of the `T` objects this kind's handlers relate to (attached with
     /// `owns` or `watches`), while that trigger runs: read children from the cache instead of
     /// the apiserver.
     pub fn related_store<T: Kind>(&self) -> Option<Store<T>> {
-        self.env.related.store::<T>()
+        self.shared.env.related.store::<T>()
     }
 
     /// The cached copy (as JSON) of the object of `resource` named `name`, from the cache of a
@@ -93,17 +111,17 @@ impl<C> Context<C> {
         namespace: Option<&str>,
         name: &str,
     ) -> Option<serde_json::Value> {
-        self.env.related.get(resource, namespace, name)
+        self.shared.env.related.get(resource, namespace, name)
     }
 
     /// The user data given to [`KindHandle::with_context`](crate::KindHandle::with_context).
     pub fn data(&self) -> &Arc<C> {
-        &self.data
+        &self.shared.data
     }
 
     /// The client of the kind's `Api`.
     pub fn client(&self) -> &kube::Client {
-        &self.env.client
+        &self.shared.env.client
     }
 
     /// True once the controller began to stop (in-flight calls may still finish).
@@ -123,24 +141,24 @@ impl<C> Context<C> {
 
     /// Records Kubernetes Events about objects, reporting as the controller.
     pub fn recorder(&self) -> &EventRecorder {
-        &self.env.recorder
+        &self.shared.env.recorder
     }
 
     /// The apply helpers under the controller's field manager.
     pub fn applier(&self) -> &Applier {
-        &self.env.applier
+        &self.shared.env.applier
     }
 
     /// Server-side apply of `object` under the controller's field manager:
     /// `ctx.apply(config_map).owned_by(widget.as_ref())?.await?` (see [`apply`](crate::apply)).
     pub fn apply<O: Resource<DynamicType = ()>>(&self, object: O) -> Apply<O> {
-        self.env.applier.apply(object)
+        self.shared.env.applier.apply(object)
     }
 
     /// Writes `object`'s status through the status subresource, only when it changed (see
     /// [`StatusWriter`]).
     pub fn status<K: Resource<DynamicType = ()> + Clone>(&self, object: &K) -> StatusWriter<K> {
-        self.env.applier.status(object)
+        self.shared.env.applier.status(object)
     }
 
     /// Records that this handler wrote its object with its own client and got `written` back,
@@ -162,7 +180,7 @@ impl<C> Deref for Context<C> {
     type Target = C;
 
     fn deref(&self) -> &C {
-        &self.data
+        &self.shared.data
     }
 }
 

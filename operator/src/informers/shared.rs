@@ -7,16 +7,19 @@
 //!
 //! A new subscriber gets every cached object as an Add before any later event: subscribing and
 //! delivering take the same (async) lock, so no event slips between the snapshot and the
-//! subscription, and none is delivered twice.
+//! subscription, and none is delivered twice. The task holds that lock across a run of events that
+//! are ready one after another (at most 64, so a joining subscriber waits for at most that many),
+//! and releases it before it waits for the stream: a lock round trip per event was a measurable
+//! part of the typed path's cost (see `docs/benchmarks-micro.md`, issue #18).
 //!
 //! Lifetime: [`SharedInformer`] is the informer's "use". Kind handles, handler handles, stores and
 //! triggers hold one; when the last is dropped, the task stops (and with it the watch). The
 //! registry holds only a weak reference.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use kube::api::ApiResource;
 use tokio_util::sync::CancellationToken;
 
@@ -44,10 +47,19 @@ impl Subscriber {
     /// Hands `event` over; false when the subscriber is gone for good.
     async fn deliver(&self, event: &InformerEvent) -> bool {
         match self {
-            // Sharded: an object outside the run's active slots is forgotten, never queued.
-            Self::Kind { runtime, run } if !run.admits(event.object()) => !run.stop.is_cancelled(),
-            Self::Kind { runtime, run } => runtime.enqueue(event.clone(), run).await,
+            Self::Kind { .. } => self.deliver_owned(event.clone()).await,
             Self::Trigger(sink) => sink.deliver(event),
+        }
+    }
+
+    /// The same, handing over the event itself (the last subscriber of an event gets it without
+    /// a copy).
+    async fn deliver_owned(&self, event: InformerEvent) -> bool {
+        match self {
+            // Sharded: an object outside the run's active slots is forgotten, never queued.
+            Self::Kind { run, .. } if !run.admits(event.object()) => !run.stop.is_cancelled(),
+            Self::Kind { runtime, run } => runtime.enqueue(event, run).await,
+            Self::Trigger(sink) => sink.deliver(&event),
         }
     }
 
@@ -68,6 +80,9 @@ pub(crate) struct Fanout {
     pub(crate) resource: ApiResource,
     pub(crate) max_concurrent_workers: Option<usize>,
     subscribers: Mutex<Arc<Vec<Subscriber>>>,
+    /// Bumped on every change of `subscribers`, so the informer's task re-reads the list only
+    /// then (see [`SubscriberList`]).
+    subscribers_version: AtomicU64,
     /// How many subscribers there are (a ready-made stream waits for its first one).
     subscribed: tokio::sync::watch::Sender<usize>,
     /// Held while an event is applied and delivered, and while a subscriber joins.
@@ -96,6 +111,7 @@ impl Fanout {
         f(&mut next);
         self.subscribed.send_replace(next.len());
         *slot = Arc::new(next);
+        self.subscribers_version.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Resolves once someone subscribed.
@@ -137,15 +153,19 @@ impl Fanout {
         self.change(|subscribers| subscribers.retain(|s| !s.is_same(subscriber)));
     }
 
-    /// Applies and delivers one event.
-    async fn publish(&self, event: InformerEvent) {
-        let _delivering = self.delivery.lock().await;
+    /// Applies and delivers one event; the caller holds the delivery lock.
+    async fn publish_locked(&self, event: InformerEvent, list: &mut SubscriberList) {
         self.cache.apply(&event);
-        let subscribers = self.subscribers();
+        let subscribers = list.current(self);
         let mut gone = Vec::new();
-        for subscriber in subscribers.iter() {
-            if !subscriber.deliver(&event).await {
-                gone.push(subscriber.clone());
+        if let Some((last, others)) = subscribers.split_last() {
+            for subscriber in others {
+                if !subscriber.deliver(&event).await {
+                    gone.push(subscriber.clone());
+                }
+            }
+            if !last.deliver_owned(event).await {
+                gone.push(last.clone());
             }
         }
         for subscriber in gone {
@@ -153,6 +173,31 @@ impl Fanout {
         }
     }
 }
+
+/// The informer task's copy of the subscriber list, re-read only when it changed (a read takes
+/// the list's lock and a reference count, once per event otherwise).
+#[derive(Default)]
+struct SubscriberList {
+    version: Option<u64>,
+    list: Arc<Vec<Subscriber>>,
+}
+
+impl SubscriberList {
+    fn current(&mut self, fanout: &Fanout) -> Arc<Vec<Subscriber>> {
+        // The version is read before the list: a change in between bumps it again, and the next
+        // event reads the list anew.
+        let version = fanout.subscribers_version.load(Ordering::Acquire);
+        if self.version != Some(version) {
+            self.list = fanout.subscribers();
+            self.version = Some(version);
+        }
+        Arc::clone(&self.list)
+    }
+}
+
+/// At most this many events are published under one hold of the delivery lock (see
+/// [`SharedInformer::ensure_started`]): how long a joining subscriber may wait for it.
+const EVENTS_PER_HOLD: usize = 64;
 
 /// One list+watch shared by everyone in the process who asked for its key; see the
 /// [module docs](self). Dropping the last `Arc` stops it.
@@ -186,6 +231,7 @@ impl SharedInformer {
                 resource,
                 max_concurrent_workers,
                 subscribers: Mutex::default(),
+                subscribers_version: AtomicU64::new(0),
                 subscribed: tokio::sync::watch::Sender::new(0),
                 delivery: tokio::sync::Mutex::new(()),
                 scope,
@@ -239,17 +285,43 @@ impl SharedInformer {
                 };
             if !stopped_before_start {
                 let mut events = informer.into_shared_events(metrics, Arc::clone(&fanout.cache));
+                let mut subscribers = SubscriberList::default();
+                // Events ready one after another are published under one hold of the delivery
+                // lock (up to `EVENTS_PER_HOLD`; a lock and an unlock per event otherwise). It
+                // is released before waiting for the stream, so a subscriber joins between
+                // events, never in the middle of one.
+                let mut held = None;
+                let mut in_hold = 0;
                 loop {
-                    let next = tokio::select! {
-                        biased;
-                        next = events.next() => next,
-                        () = stop.cancelled() => None,
+                    let next = match events.next().now_or_never() {
+                        Some(next) => next,
+                        None => {
+                            held = None;
+                            tokio::select! {
+                                biased;
+                                next = events.next() => next,
+                                () = stop.cancelled() => None,
+                            }
+                        }
                     };
                     let Some(event) = next else {
                         break;
                     };
-                    fanout.publish(event).await;
+                    if held.is_none() {
+                        held = Some(fanout.delivery.lock().await);
+                        in_hold = 0;
+                    }
+                    fanout.publish_locked(event, &mut subscribers).await;
+                    in_hold += 1;
+                    if in_hold == EVENTS_PER_HOLD {
+                        held = None;
+                    }
+                    // A stream that is always ready, feeding kinds that never make it wait (no
+                    // watchers), would otherwise keep this thread to itself: the lock taken
+                    // once per event used to spend the task's budget, now this does.
+                    tokio::task::consume_budget().await;
                 }
+                drop(held);
             }
             tracing::debug!(%kind, "shared informer stopped");
             if let Some(registry) = registry.upgrade() {

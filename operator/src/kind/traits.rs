@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::context::{Context, HandlerEnv};
+use crate::context::{Context, ContextShared, HandlerEnv};
 use crate::handler::{BoxError, HandlerContext};
 use crate::object::{KubeObject, SharedObject};
 use crate::reconciler::{
@@ -172,8 +172,7 @@ where
 /// A typed handler erased for the controller: the one box per call.
 pub(crate) struct Erased<K, C, H> {
     inner: H,
-    data: Arc<C>,
-    env: Arc<HandlerEnv>,
+    shared: Arc<ContextShared<C>>,
     kind: PhantomData<fn() -> K>,
 }
 
@@ -181,14 +180,13 @@ impl<K, C, H> Erased<K, C, H> {
     pub(crate) fn new(inner: H, data: Arc<C>, env: Arc<HandlerEnv>) -> Self {
         Self {
             inner,
-            data,
-            env,
+            shared: ContextShared::new(data, env),
             kind: PhantomData,
         }
     }
 
     fn context(&self, call: &HandlerContext) -> Context<C> {
-        Context::new(Arc::clone(&self.data), Arc::clone(&self.env), call.clone())
+        Context::of_call(&self.shared, call)
     }
 }
 

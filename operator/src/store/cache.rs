@@ -30,14 +30,56 @@ pub(crate) fn label_index(key: &str) -> String {
 /// The objects of one index: value -> keys of the objects indexed under it.
 type Index = HashMap<String, BTreeSet<ObjectKey>>;
 
-/// The objects by key. foldhash (hashbrown's default hasher, randomly seeded per process): the
-/// cache is written once per event, and SipHash over two strings was a measurable part of it.
-type Objects = HashMap<ObjectKey, SharedObject, foldhash::fast::RandomState>;
+/// The objects by key. foldhash (randomly seeded per process): the cache is written once per
+/// event, and SipHash over two strings was a measurable part of it. A hashbrown map, so that an
+/// event finds its object by a [`KeyRef`] borrowed from the object (no key strings copied per
+/// event; only an object new to the cache gets an owned key).
+type Objects = hashbrown::HashMap<ObjectKey, SharedObject, foldhash::fast::RandomState>;
+
+/// An [`ObjectKey`] borrowed from an object's metadata. It hashes exactly as the owned key does
+/// (`Option<&str>` and `&str` hash as `Option<String>` and `String`), so it finds the same entry.
+#[derive(Hash)]
+struct KeyRef<'a> {
+    namespace: Option<&'a str>,
+    name: &'a str,
+}
+
+impl<'a> KeyRef<'a> {
+    fn of(object: &'a dyn KubeObject) -> Self {
+        let meta = object.metadata();
+        Self {
+            namespace: meta.namespace.as_deref(),
+            name: meta.name.as_deref().unwrap_or_default(),
+        }
+    }
+
+    fn to_owned(&self) -> ObjectKey {
+        ObjectKey {
+            namespace: self.namespace.map(str::to_string),
+            name: self.name.to_string(),
+        }
+    }
+}
+
+impl hashbrown::Equivalent<ObjectKey> for KeyRef<'_> {
+    fn equivalent(&self, key: &ObjectKey) -> bool {
+        self.name == key.name && self.namespace == key.namespace.as_deref()
+    }
+}
+
+/// One index's name and how its values are computed.
+struct Indexer {
+    name: Arc<str>,
+    values: IndexFn,
+    /// The built-in owner index: an update whose owner references did not change keeps its
+    /// values, which is known without computing them.
+    by_owners: bool,
+}
 
 #[derive(Default)]
 pub(crate) struct CacheState {
     pub(crate) objects: Objects,
-    indexers: Vec<(Arc<str>, IndexFn)>,
+    indexers: Vec<Indexer>,
     indexes: HashMap<Arc<str>, Index>,
 }
 
@@ -94,7 +136,12 @@ impl SharedCache {
             }
         }
         state.indexes.insert(Arc::clone(&name), index);
-        state.indexers.push((name, indexer));
+        let by_owners = &*name == OWNER_INDEX;
+        state.indexers.push(Indexer {
+            name,
+            values: indexer,
+            by_owners,
+        });
     }
 
     pub(crate) fn read(&self) -> RwLockReadGuard<'_, CacheState> {
@@ -105,17 +152,17 @@ impl SharedCache {
     /// Applies one informer event.
     pub(crate) fn apply(&self, event: &InformerEvent) {
         let object = event.object();
-        let key = ObjectKey::of(object.as_ref());
+        let key = KeyRef::of(object.as_ref());
         {
             let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
             let previous = match event {
                 InformerEvent::Delete(_) => state.objects.remove(&key),
                 InformerEvent::Resync(_) => None,
                 InformerEvent::Add(new) | InformerEvent::Update { new, .. } => {
-                    // An update replaces the value in place: no key copy for the common case.
+                    // An object already cached is replaced in place: no key copied.
                     match state.objects.get_mut(&key) {
                         Some(slot) => Some(std::mem::replace(slot, Arc::clone(new))),
-                        None => state.objects.insert(key.clone(), Arc::clone(new)),
+                        None => state.objects.insert(key.to_owned(), Arc::clone(new)),
                     }
                 }
             };
@@ -123,10 +170,20 @@ impl SharedCache {
                 let CacheState {
                     indexes, indexers, ..
                 } = &mut *state;
-                for (name, indexer) in indexers.iter() {
-                    let Some(index) = indexes.get_mut(name) else {
+                for Indexer {
+                    name,
+                    values: indexer,
+                    by_owners,
+                } in indexers.iter()
+                {
+                    if *by_owners
+                        && !matches!(event, InformerEvent::Delete(_))
+                        && let Some(previous) = &previous
+                        && previous.metadata().owner_references
+                            == object.metadata().owner_references
+                    {
                         continue;
-                    };
+                    }
                     let before = previous
                         .as_ref()
                         .map(|previous| indexer(previous.as_ref()))
@@ -136,20 +193,25 @@ impl SharedCache {
                     } else {
                         indexer(object.as_ref())
                     };
-                    // Most updates keep their index values (owners, labels): nothing to move.
+                    // Most updates keep their index values (owners, labels): nothing to move,
+                    // and no index looked up.
                     if before == after {
                         continue;
                     }
+                    let Some(index) = indexes.get_mut(name) else {
+                        continue;
+                    };
+                    let owned = key.to_owned();
                     for value in before {
                         if let Some(keys) = index.get_mut(&value) {
-                            keys.remove(&key);
+                            keys.remove(&owned);
                             if keys.is_empty() {
                                 index.remove(&value);
                             }
                         }
                     }
                     for value in after {
-                        index.entry(value).or_default().insert(key.clone());
+                        index.entry(value).or_default().insert(owned.clone());
                     }
                 }
             }
@@ -197,8 +259,17 @@ impl SharedCache {
     }
 }
 
+/// The `resourceVersion` as a number (etcd's revision, what the apiserver sends), `None` when it
+/// is not one. Parsed by hand: `str::parse` was a measurable part of every event's cache write.
 fn numeric_version(object: &dyn KubeObject) -> Option<u64> {
-    object.metadata().resource_version.as_deref()?.parse().ok()
+    let digits = object.metadata().resource_version.as_deref()?.as_bytes();
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |value, &byte| {
+        let digit = byte.checked_sub(b'0').filter(|digit| *digit <= 9)?;
+        value.checked_mul(10)?.checked_add(u64::from(digit))
+    })
 }
 
 fn owner_uids() -> IndexFn {
@@ -225,4 +296,30 @@ pub(crate) fn label_indexer(key: &'static str) -> IndexFn {
             .into_iter()
             .collect()
     })
+}
+
+#[cfg(test)]
+mod version_tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::numeric_version;
+
+    fn version(rv: Option<&str>) -> Option<u64> {
+        let mut cm = ConfigMap::default();
+        cm.metadata.resource_version = rv.map(str::to_string);
+        numeric_version(&cm)
+    }
+
+    #[test]
+    fn resource_versions_parse_as_numbers_only_when_they_are_numbers() {
+        assert_eq!(version(Some("0")), Some(0));
+        assert_eq!(version(Some("1234567")), Some(1_234_567));
+        assert_eq!(version(Some("18446744073709551615")), Some(u64::MAX));
+        assert_eq!(version(Some("18446744073709551616")), None, "overflows u64");
+        assert_eq!(version(Some("")), None);
+        assert_eq!(version(Some("12a")), None);
+        assert_eq!(version(Some("-1")), None);
+        assert_eq!(version(Some("+1")), None);
+        assert_eq!(version(None), None);
+    }
 }

@@ -130,3 +130,57 @@ async fn wait_for_version_returns_once_the_version_is_seen() {
         Err(StoreError::Timeout { .. })
     ));
 }
+
+#[test]
+fn objects_are_found_by_namespace_and_name_and_owner_changes_move_them_in_the_owner_index() {
+    let cache = cache();
+    let store = Store::<ConfigMap>::new(Arc::clone(&cache), None);
+    let mut other_ns = cm("a", "2", "web", Some("u2"));
+    other_ns.metadata.namespace = Some("other".into());
+    let mut cluster = cm("a", "3", "web", None);
+    cluster.metadata.namespace = None;
+    cache.apply(&InformerEvent::Add(share(cm("a", "1", "web", Some("u1")))));
+    cache.apply(&InformerEvent::Add(share(other_ns)));
+    cache.apply(&InformerEvent::Add(share(cluster)));
+    assert_eq!(
+        store.len(),
+        3,
+        "same name, other namespace or none: three objects"
+    );
+
+    // Updated in place: same owner (the index is kept), then another owner (the index moves).
+    cache.apply(&InformerEvent::Update {
+        old: share(cm("a", "1", "web", Some("u1"))),
+        new: share(cm("a", "4", "web", Some("u1"))),
+    });
+    assert_eq!(store.len(), 3);
+    assert_eq!(names(store.by_owner("u1")), ["a"]);
+    cache.apply(&InformerEvent::Update {
+        old: share(cm("a", "4", "web", Some("u1"))),
+        new: share(cm("a", "5", "web", Some("u3"))),
+    });
+    assert!(store.by_owner("u1").is_empty());
+    assert_eq!(names(store.by_owner("u3")), ["a"]);
+    let version = |namespace: Option<&str>| {
+        let key = match namespace {
+            Some(ns) => ObjectRef::new("a").within(ns),
+            None => ObjectRef::new("a"),
+        };
+        store
+            .get(&key)
+            .and_then(|cm| cm.metadata.resource_version.clone())
+    };
+    assert_eq!(version(Some("ns")).as_deref(), Some("5"));
+    assert_eq!(version(Some("other")).as_deref(), Some("2"));
+    assert_eq!(version(None).as_deref(), Some("3"));
+
+    cache.apply(&InformerEvent::Delete(share(cm(
+        "a",
+        "6",
+        "web",
+        Some("u3"),
+    ))));
+    assert!(store.by_owner("u3").is_empty());
+    assert_eq!(names(store.by_owner("u2")), ["a"]);
+    assert_eq!(store.len(), 2);
+}
