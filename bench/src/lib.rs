@@ -17,11 +17,17 @@
 //! [`report`] (medians, ratios, table, JSON).
 
 pub mod audit;
+pub mod cache;
+pub mod cache_contender;
+pub mod cache_report;
 pub mod contender;
 pub mod contender_cli;
+pub mod contender_metrics;
 pub mod gobuild;
+pub mod identity;
 pub mod kind;
 pub mod process;
 pub mod report;
 pub mod run;
+pub mod scrape;
 pub mod tracker;
