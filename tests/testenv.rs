@@ -344,6 +344,48 @@ async fn crds_from_yaml_are_established_and_kubeconfig_file_works_for_other_clie
     );
 }
 
+/// etcd's command line, from `/proc`.
+fn etcd_args(env: &TestEnv) -> Vec<String> {
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", env.etcd_pid())).expect("cmdline");
+    cmdline
+        .split(|b| *b == 0)
+        .map(|arg| String::from_utf8_lossy(arg).into_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn etcd_skips_fsync_unless_asked_and_its_url_is_etcd() {
+    let fast = TestEnv::start().await.expect("start control plane");
+    assert!(
+        etcd_args(&fast).contains(&"--unsafe-no-fsync=true".to_string()),
+        "default: no fsync: {:?}",
+        etcd_args(&fast)
+    );
+    let real = TestEnv::builder()
+        .etcd_fsync()
+        .start()
+        .await
+        .expect("start control plane with etcd fsync");
+    assert!(
+        !etcd_args(&real)
+            .iter()
+            .any(|a| a.contains("unsafe-no-fsync")),
+        "etcd_fsync: fsync on: {:?}",
+        etcd_args(&real)
+    );
+    // The URL is etcd's client URL, the one etcd listens on.
+    let url = real.etcd_url();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    assert!(
+        etcd_args(&real).contains(&format!("--listen-client-urls={url}")),
+        "{url} vs {:?}",
+        etcd_args(&real)
+    );
+    // And it works as a control plane.
+    let ns = real.create_namespace("fsync").await.expect("namespace");
+    assert!(ns.starts_with("fsync"));
+}
+
 #[tokio::test]
 async fn dropping_the_env_kills_both_processes() {
     let env = TestEnv::start().await.expect("start control plane");

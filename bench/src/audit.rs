@@ -2,28 +2,29 @@
 //!
 //! Why the audit log: it is the only place that records every request with the identity that
 //! sent it, so the operator's requests can be told from the tool's own without guessing. Every
-//! contender connects with the test control plane's admin kubeconfig (user `admin`); the tool
-//! itself creates objects and watches through another identity ([`DRIVER_USER`]). The
-//! [`POLICY_YAML`] logs only `admin`'s requests, at the `Metadata` level, one event per request
+//! contender connects as the test control plane's admin (user `admin`) or, with `--identity
+//! service-account`, as a ServiceAccount ([`crate::identity`]); the tool itself creates objects
+//! and watches through another identity ([`DRIVER_USER`]). The [`POLICY_YAML`] logs only the
+//! requests of `admin` and of ServiceAccounts, at the `Metadata` level, one event per request
 //! at `ResponseComplete` (plus `ResponseStarted` for watches, which may never complete); the
 //! requests counted for a run are the distinct audit IDs whose `requestReceivedTimestamp` lies in
 //! the run's window. Discovery and other non-resource requests are counted too: they are the
 //! operator's.
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 use serde::Deserialize;
 
-/// The user every contender connects as (the test control plane's admin).
-pub const OPERATOR_USER: &str = "admin";
+/// The test control plane's admin, the contenders' default identity.
+pub const ADMIN_USER: &str = "admin";
 
 /// The user the tool drives the benchmark as (creates, watch, checks).
 pub const DRIVER_USER: &str = "kubeapp-bench-driver";
 
-/// The audit policy: `admin`'s requests at `Metadata` level, nothing else.
+/// The audit policy: the requests of `admin` and of ServiceAccounts at `Metadata` level,
+/// nothing else.
 pub const POLICY_YAML: &str = "\
 apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -31,6 +32,8 @@ omitStages: [RequestReceived]
 rules:
   - level: Metadata
     users: [admin]
+  - level: Metadata
+    userGroups: [system:serviceaccounts]
   - level: None
 ";
 
@@ -128,6 +131,73 @@ impl Event {
     }
 }
 
+/// Reads every complete audit event of the JSON audit log at `path`.
+///
+/// kube-apiserver ends every event with a newline. Text after the last newline is an event
+/// still being written, or cut off when the apiserver was killed mid-write (the tool stops the
+/// contender, whose closing watch is logged, then kills the control plane; the cache mode reads
+/// the log while the apiserver runs): it is left out, not an error.
+fn events(path: &Path) -> Result<Vec<Event>, AuditError> {
+    let text = std::fs::read_to_string(path).map_err(|source| AuditError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+    let mut events = Vec::new();
+    for (index, line) in complete.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        events.push(
+            serde_json::from_str(line).map_err(|source| AuditError::Parse {
+                path: path.to_path_buf(),
+                line: index + 1,
+                source,
+            })?,
+        );
+    }
+    Ok(events)
+}
+
+/// A complete list+watch cycle of `user` on `resource` received from `from` on: the receive
+/// times of its first `list` and of the first `watch` after it, or `None` when there is none
+/// (yet). A list-then-watch client (kube-runtime's watcher) opens the watch only once the list
+/// with all its pages is done, so the watch marks the end of a re-list.
+///
+/// # Errors
+///
+/// When the file cannot be read or a line is not an audit event.
+pub fn list_then_watch(
+    path: &Path,
+    user: &str,
+    resource: &str,
+    from: Timestamp,
+) -> Result<Option<(Timestamp, Timestamp)>, AuditError> {
+    let events = events(path)?;
+    let ours = |e: &&Event, verb: &str, after: Timestamp| {
+        e.user.username == user
+            && e.verb == verb
+            && e.request_received_timestamp >= after
+            && e.object_ref
+                .as_ref()
+                .is_some_and(|r| r.resource == resource && r.subresource.is_empty())
+    };
+    let Some(list) = events
+        .iter()
+        .filter(|e| ours(e, "list", from))
+        .map(|e| e.request_received_timestamp)
+        .min()
+    else {
+        return Ok(None);
+    };
+    Ok(events
+        .iter()
+        .filter(|e| ours(e, "watch", list))
+        .map(|e| e.request_received_timestamp)
+        .min()
+        .map(|watch| (list, watch)))
+}
+
 /// Counts `user`'s requests received in `[from, to]` in the JSON audit log at `path`.
 ///
 /// # Errors
@@ -139,23 +209,9 @@ pub fn count_requests(
     from: Timestamp,
     to: Timestamp,
 ) -> Result<RequestCounts, AuditError> {
-    let io = |source| AuditError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let file = std::fs::File::open(path).map_err(io)?;
     let mut seen = HashSet::new();
     let mut counts = RequestCounts::default();
-    for (index, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(io)?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let event: Event = serde_json::from_str(&line).map_err(|source| AuditError::Parse {
-            path: path.to_path_buf(),
-            line: index + 1,
-            source,
-        })?;
+    for event in events(path)? {
         let received = event.request_received_timestamp;
         if event.user.username != user || received < from || received > to {
             continue;
@@ -250,7 +306,7 @@ mod tests {
                 "2026-01-01T00:00:04.000000Z",
             ),
         ];
-        std::fs::write(&path, lines.join("\n")).expect("write");
+        std::fs::write(&path, lines.join("\n") + "\n").expect("write");
         let from: Timestamp = "2026-01-01T00:00:00Z".parse().expect("ts");
         let to: Timestamp = "2026-01-01T00:00:05Z".parse().expect("ts");
         let counts = count_requests(&path, "admin", from, to).expect("counts");
@@ -259,6 +315,53 @@ mod tests {
         assert_eq!(counts.errors, 1);
         assert_eq!(counts.by_kind["patch benchobjects/status 200"], 1);
         assert_eq!(counts.by_kind["watch benchobjects -"], 1);
+    }
+
+    #[test]
+    fn a_relist_is_the_first_list_from_then_on_and_the_first_watch_after_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.log");
+        let at = |s: u8| format!("2026-01-01T00:00:{s:02}.000000Z");
+        let mut lines = vec![
+            line("a", "admin", "list", "", Some(200), &at(1)),
+            line("b", "admin", "watch", "", Some(200), &at(2)),
+            line("c", "other", "list", "", Some(200), &at(4)),
+            line("d", "admin", "watch", "", Some(200), &at(5)),
+            line("e", "admin", "list", "status", Some(200), &at(5)),
+        ];
+        std::fs::write(&path, lines.join("\n") + "\n").expect("write");
+        let from: Timestamp = at(3).parse().expect("ts");
+        let found = list_then_watch(&path, "admin", "benchobjects", from).expect("read");
+        assert_eq!(found, None, "no list of admin after 3 s yet");
+        lines.push(line("f", "admin", "list", "", Some(200), &at(6)));
+        lines.push(line("g", "admin", "list", "", Some(200), &at(7)));
+        std::fs::write(&path, lines.join("\n") + "\n").expect("write");
+        let found = list_then_watch(&path, "admin", "benchobjects", from).expect("read");
+        assert_eq!(found, None, "listed, no watch after it yet");
+        lines.push(line("h", "admin", "watch", "", None, &at(8)));
+        std::fs::write(&path, lines.join("\n") + "\n").expect("write");
+        let found = list_then_watch(&path, "admin", "benchobjects", from).expect("read");
+        let expected = (at(6).parse().expect("ts"), at(8).parse().expect("ts"));
+        assert_eq!(found, Some(expected));
+    }
+
+    #[test]
+    fn an_event_cut_off_at_the_end_is_left_out_but_a_bad_line_before_it_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.log");
+        let at = "2026-01-01T00:00:01.000000Z";
+        let whole = line("a", "admin", "patch", "status", Some(200), at);
+        let cut = line("b", "admin", "watch", "", Some(200), at);
+        // The apiserver was killed while it wrote the second event.
+        let text = format!("{whole}\n{}", &cut[..cut.len() / 2]);
+        std::fs::write(&path, text).expect("write");
+        let counts = count_requests(&path, "admin", Timestamp::MIN, Timestamp::MAX)
+            .expect("the cut-off event is left out");
+        assert_eq!(counts.total, 1);
+        std::fs::write(&path, format!("{}\n{whole}\n", &cut[..10])).expect("write");
+        let err = count_requests(&path, "admin", Timestamp::MIN, Timestamp::MAX)
+            .expect_err("a bad complete line");
+        assert!(err.to_string().contains("audit.log:1"), "{err}");
     }
 
     #[test]

@@ -11,17 +11,33 @@
 //! - the grafana-app-sdk operator in `bench/go-operator`, built by the tool ([`gobuild`]);
 //! - `kubeapp-bench-floor`: a plain client doing the same two writes per object.
 //!
+//! Each contender's reconcile calls per object are read from its `/metrics` ([`scrape`]; the
+//! kube-runtime contender and the floor serve theirs with [`contender_metrics`]). With
+//! `--identity service-account` the contenders run as a ServiceAccount with a token
+//! ([`identity`]), with `--etcd-fsync` etcd flushes its writes: the "real cluster" figures.
+//!
+//! `kubeapp-bench cache` ([`cache`], [`cache_report`]) caches many objects in kubeapp's
+//! shared-informer store and in kube-runtime's reflector store (the binaries
+//! `kubeapp-bench-cache-kubeapp` and `kubeapp-bench-cache-kube-runtime`, [`cache_contender`]):
+//! time to sync, RSS, bytes per object, and the peak RSS of a forced re-list.
+//!
 //! Modules: [`kind`] (the bench kind), [`contender_cli`] (the contender binaries' flags and
-//! client), [`contender`], [`process`] (child processes and peak RSS), [`tracker`] (the tool's
+//! client), [`contender`], [`process`] (child processes and RSS), [`tracker`] (the tool's
 //! watch), [`audit`] (requests per identity from the audit log), [`run`] (one measured run),
 //! [`report`] (medians, ratios, table, JSON).
 
 pub mod audit;
+pub mod cache;
+pub mod cache_contender;
+pub mod cache_report;
 pub mod contender;
 pub mod contender_cli;
+pub mod contender_metrics;
 pub mod gobuild;
+pub mod identity;
 pub mod kind;
 pub mod process;
 pub mod report;
 pub mod run;
+pub mod scrape;
 pub mod tracker;

@@ -1,6 +1,7 @@
 //! `kubeapp-bench`: the end-to-end benchmark of kubeapp against raw kube-runtime,
-//! grafana-app-sdk and a plain-client floor. See the crate docs of `kubeapp_bench` and
-//! `BENCHMARKS-e2e.md`.
+//! grafana-app-sdk and a plain-client floor; `kubeapp-bench cache`: the memory and sync time of a
+//! cache of many objects (kubeapp's store against kube-runtime's reflector). See the crate docs
+//! of `kubeapp_bench` and `docs/benchmarks-e2e.md`.
 //!
 //! Exit codes: 0 when every run of every contender succeeded (the table is on stdout, the JSON in
 //! `--json`), 1 on any failure (the message goes to stderr), 2 on a usage error.
@@ -12,15 +13,66 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser as _;
+use kubeapp_bench::cache::{CACHE_CONTENDERS, CacheSettings, run_cache};
+use kubeapp_bench::cache_report::CacheReport;
 use kubeapp_bench::contender::{Contender, rust_binary_in};
 use kubeapp_bench::gobuild;
+use kubeapp_bench::identity::IdentityKind;
 use kubeapp_bench::report::{Machine, Report, Settings, Summary};
 use kubeapp_bench::run::{RunSettings, run_once};
 
 /// Measures operators end to end on a real kube-apiserver + etcd (one fresh control plane per run).
 #[derive(Debug, clap::Parser)]
-#[command(name = "kubeapp-bench", version)]
+#[command(
+    name = "kubeapp-bench",
+    version,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    e2e: E2eArgs,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Caches many small objects in kubeapp's shared-informer store and in kube-runtime's
+    /// reflector store, one after the other on one control plane: time to sync, RSS, bytes per
+    /// object, and the peak RSS of a forced re-list (kube-apiserver restarted, watches resume
+    /// with 410 Gone).
+    Cache(CacheArgs),
+}
+
+/// The flags of `kubeapp-bench cache`.
+#[derive(Debug, clap::Args)]
+struct CacheArgs {
+    /// Objects created once and cached by each contender.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    objects: u32,
+    /// Creates the tool keeps in flight at once.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u16).range(1..))]
+    create_concurrency: u16,
+    /// Seconds a contender is left alone before its RSS is read.
+    #[arg(long, default_value_t = 5)]
+    settle_secs: u64,
+    /// Seconds a sync or a re-list may take.
+    #[arg(long, default_value_t = 600)]
+    timeout_secs: u64,
+    /// Where to write the JSON report.
+    #[arg(long, default_value = "kubeapp-bench-cache.json")]
+    json: PathBuf,
+    /// Where the contender binaries are (default: next to this program).
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// Where the run keeps its files (default: a temporary directory, removed at the end).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+}
+
+/// The flags of the end-to-end benchmark (no subcommand).
+#[derive(Debug, clap::Args)]
+struct E2eArgs {
     /// Objects created and reconciled per run.
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     objects: u32,
@@ -57,6 +109,15 @@ struct Cli {
     /// Keep the files (audit logs, contender logs) of successful runs too.
     #[arg(long)]
     keep_files: bool,
+    /// Who the contenders connect as: `admin` (`system:masters`, exempt from API priority and
+    /// fairness) or `service-account` (a ServiceAccount with a Role on the bench kind and a
+    /// TokenRequest token; a "real cluster" figure).
+    #[arg(long, value_enum, default_value_t = IdentityKind::Admin)]
+    identity: IdentityKind,
+    /// Run etcd with fsync on, as a real cluster does (test control planes skip it); a "real
+    /// cluster" figure.
+    #[arg(long)]
+    etcd_fsync: bool,
 }
 
 #[tokio::main]
@@ -71,7 +132,12 @@ async fn main() -> ExitCode {
                 }),
         )
         .init();
-    match run(Cli::parse()).await {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Cache(args)) => run_cache_mode(args).await,
+        None => run(cli.e2e).await,
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
@@ -80,7 +146,53 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
+async fn run_cache_mode(args: CacheArgs) -> anyhow::Result<()> {
+    let bin_dir = match &args.bin_dir {
+        Some(dir) => dir.clone(),
+        None => own_dir()?,
+    };
+    let mut bins = Vec::new();
+    for (name, binary) in CACHE_CONTENDERS {
+        bins.push((name, rust_binary_in(&bin_dir, binary)?));
+    }
+    let temp;
+    let work_dir = match &args.work_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            temp = tempfile::Builder::new()
+                .prefix("kubeapp-bench-cache-")
+                .tempdir()
+                .context("creating a work directory")?;
+            temp.path().to_path_buf()
+        }
+    };
+    let settings = CacheSettings {
+        objects: args.objects as usize,
+        create_concurrency: usize::from(args.create_concurrency),
+        settle: Duration::from_secs(args.settle_secs),
+        timeout: Duration::from_secs(args.timeout_secs),
+        work_dir,
+    };
+    let (results, create_seconds) = run_cache(&bins, &settings).await?;
+    let report = CacheReport::new(Machine::detect(), settings.objects, create_seconds, results);
+    print!("{}", report.table());
+    let json = serde_json::to_string_pretty(&report).context("serialising the report")?;
+    std::fs::write(&args.json, json + "\n")
+        .with_context(|| format!("writing {}", args.json.display()))?;
+    eprintln!("JSON report: {}", args.json.display());
+    Ok(())
+}
+
+/// The directory of this program (where cargo puts the contender binaries too).
+fn own_dir() -> anyhow::Result<PathBuf> {
+    std::env::current_exe()
+        .context("finding this program's path")?
+        .parent()
+        .map(Path::to_path_buf)
+        .context("this program's directory")
+}
+
+async fn run(cli: E2eArgs) -> anyhow::Result<()> {
     let binaries = binaries(&cli).await?;
     let temp;
     let work_dir = match &cli.work_dir {
@@ -101,6 +213,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         work_dir: work_dir.clone(),
         // A temporary work dir goes away with the tool; keep failed runs' files in a named one.
         keep_files: cli.keep_files,
+        identity: cli.identity,
+        etcd_fsync: cli.etcd_fsync,
     };
     let mut runs: BTreeMap<Contender, Vec<_>> = BTreeMap::new();
     for round in 0..cli.rounds {
@@ -122,11 +236,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             };
             eprintln!(
-                "  {:.2} s, {:.0} events/s, peak RSS {:.1} MiB, {:.2} requests/object",
+                "  {:.2} s, {:.0} events/s, peak RSS {:.1} MiB, {:.2} requests/object, {} reconciles/object",
                 result.seconds,
                 result.events_per_second,
                 result.peak_rss_mib,
-                result.requests_per_object
+                result.requests_per_object,
+                result
+                    .reconciles_per_object
+                    .map_or_else(|| "n/a".to_string(), |r| format!("{r:.2}"))
             );
             runs.entry(*contender).or_default().push(result);
         }
@@ -143,6 +260,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             workers: usize::from(cli.workers),
             create_concurrency: usize::from(cli.create_concurrency),
             rounds: usize::from(cli.rounds),
+            identity: cli.identity,
+            etcd_fsync: cli.etcd_fsync,
         },
         summaries,
     );
@@ -155,14 +274,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 /// Every contender's program, resolved before the first run so a missing one fails at once.
-async fn binaries(cli: &Cli) -> anyhow::Result<Vec<(Contender, PathBuf)>> {
+async fn binaries(cli: &E2eArgs) -> anyhow::Result<Vec<(Contender, PathBuf)>> {
     let bin_dir = match &cli.bin_dir {
         Some(dir) => dir.clone(),
-        None => std::env::current_exe()
-            .context("finding this program's path")?
-            .parent()
-            .map(Path::to_path_buf)
-            .context("this program's directory")?,
+        None => own_dir()?,
     };
     let mut binaries = Vec::new();
     for &contender in &cli.contenders {
@@ -182,7 +297,7 @@ async fn binaries(cli: &Cli) -> anyhow::Result<Vec<(Contender, PathBuf)>> {
 
 /// With a temporary work dir, a failed run's files would vanish with the tool: copy them to a
 /// directory that stays, and say where.
-fn temp_dir_to_keep(cli: &Cli, work_dir: &Path, label: &str) -> Option<PathBuf> {
+fn temp_dir_to_keep(cli: &E2eArgs, work_dir: &Path, label: &str) -> Option<PathBuf> {
     if cli.work_dir.is_some() {
         return None;
     }

@@ -1,5 +1,6 @@
-//! A contender running as a child process: started with its output in a log file, its peak
-//! resident memory read from `/proc`, killed when the run ends or the tool goes away.
+//! A contender running as a child process: started with its output in a log file, its resident
+//! memory (current and peak) read from `/proc`, its peak reset through `/proc/<pid>/clear_refs`
+//! (to measure the peak of one phase), killed when the run ends or the tool goes away.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -23,8 +24,8 @@ pub enum ProcessError {
         /// The cause.
         source: std::io::Error,
     },
-    /// `/proc/<pid>/status` could not be read or has no `VmHWM` line.
-    #[error("reading the peak RSS of process {pid} from /proc/{pid}/status: {reason}")]
+    /// `/proc/<pid>/status` could not be read or has no `VmHWM` (`VmRSS`) line.
+    #[error("reading the RSS of process {pid} from /proc/{pid}/status: {reason}")]
     PeakRss {
         /// The process.
         pid: u32,
@@ -108,6 +109,39 @@ impl ContenderProcess {
         })
     }
 
+    /// The resident set size now, in bytes (`VmRSS`).
+    ///
+    /// # Errors
+    ///
+    /// When the process is gone or the file has no `VmRSS` line.
+    pub fn rss_bytes(&self) -> Result<u64, ProcessError> {
+        let path = format!("/proc/{}/status", self.pid);
+        let status = std::fs::read_to_string(&path).map_err(|e| ProcessError::PeakRss {
+            pid: self.pid,
+            reason: e.to_string(),
+        })?;
+        parse_kib_line(&status, "VmRSS:").ok_or_else(|| ProcessError::PeakRss {
+            pid: self.pid,
+            reason: "no VmRSS line".to_string(),
+        })
+    }
+
+    /// Resets the peak RSS (`VmHWM`) to the current RSS (`5` into `/proc/<pid>/clear_refs`,
+    /// Linux 4.0 and later), so that a later [`peak_rss_bytes`](Self::peak_rss_bytes) is the
+    /// peak since now.
+    ///
+    /// # Errors
+    ///
+    /// When the file cannot be written (process gone, or not ours).
+    pub fn reset_peak_rss(&self) -> Result<(), ProcessError> {
+        std::fs::write(format!("/proc/{}/clear_refs", self.pid), "5").map_err(|e| {
+            ProcessError::PeakRss {
+                pid: self.pid,
+                reason: format!("resetting the peak through clear_refs: {e}"),
+            }
+        })
+    }
+
     /// The last `lines` lines of the log, for error messages.
     pub fn log_tail(&self, lines: usize) -> String {
         tail(&self.log, lines)
@@ -122,8 +156,13 @@ impl ContenderProcess {
 
 /// The `VmHWM` of a `/proc/<pid>/status` text, in bytes.
 pub fn parse_vm_hwm(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let mut fields = line["VmHWM:".len()..].split_whitespace();
+    parse_kib_line(status, "VmHWM:")
+}
+
+/// The value of the `kB` line starting with `key` of a `/proc/<pid>/status` text, in bytes.
+fn parse_kib_line(status: &str, key: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with(key))?;
+    let mut fields = line[key.len()..].split_whitespace();
     let value: u64 = fields.next()?.parse().ok()?;
     match fields.next() {
         Some("kB") => Some(value * 1024),
@@ -160,6 +199,9 @@ mod tests {
         .expect("spawn sleep");
         let rss = process.peak_rss_bytes().expect("VmHWM");
         assert!(rss > 0);
+        assert!(process.rss_bytes().expect("VmRSS") > 0);
+        process.reset_peak_rss().expect("clear_refs");
+        assert!(process.peak_rss_bytes().expect("VmHWM after the reset") <= rss);
         process.kill().await;
     }
 }

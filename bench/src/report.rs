@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::identity::IdentityKind;
 use crate::run::RunResult;
 
 /// The machine the benchmark ran on.
@@ -56,6 +57,18 @@ pub struct Settings {
     pub create_concurrency: usize,
     /// Runs per contender.
     pub rounds: usize,
+    /// Who the contenders connected as.
+    pub identity: IdentityKind,
+    /// Whether etcd ran with fsync on.
+    pub etcd_fsync: bool,
+}
+
+impl Settings {
+    /// True for the "real cluster" figures: a ServiceAccount identity (API priority and fairness
+    /// applies) or etcd with fsync on.
+    pub fn real_cluster(&self) -> bool {
+        self.identity == IdentityKind::ServiceAccount || self.etcd_fsync
+    }
 }
 
 /// One contender's figures: the median of each figure over its runs.
@@ -77,6 +90,8 @@ pub struct Summary {
     pub requests_per_object: f64,
     /// Median 409 conflicts per object.
     pub conflicts_per_object: f64,
+    /// Median reconcile calls per object (`None` when a run had no count).
+    pub reconciles_per_object: Option<f64>,
     /// Every run.
     pub runs: Vec<RunResult>,
 }
@@ -94,6 +109,8 @@ pub struct Ratio {
     pub peak_rss: f64,
     /// Requests per object ratio (below 1: kubeapp sends fewer).
     pub requests_per_object: f64,
+    /// Reconciles per object ratio (below 1: kubeapp reconciles less); `None` without counts.
+    pub reconciles_per_object: Option<f64>,
 }
 
 /// The whole report.
@@ -135,6 +152,11 @@ impl Summary {
             peak_rss_mib: pick(|r| r.peak_rss_mib),
             requests_per_object: pick(|r| r.requests_per_object),
             conflicts_per_object: pick(|r| r.requests.conflicts as f64 / r.objects as f64),
+            reconciles_per_object: runs
+                .iter()
+                .map(|r| r.reconciles_per_object)
+                .collect::<Option<Vec<f64>>>()
+                .map(median),
             runs,
         }
     }
@@ -153,6 +175,10 @@ impl Report {
                     events_per_second: ours.events_per_second / peer.events_per_second,
                     peak_rss: ours.peak_rss_mib / peer.peak_rss_mib,
                     requests_per_object: ours.requests_per_object / peer.requests_per_object,
+                    reconciles_per_object: ours
+                        .reconciles_per_object
+                        .zip(peer.reconciles_per_object)
+                        .map(|(ours, peer)| ours / peer),
                 })
                 .collect(),
             None => Vec::new(),
@@ -169,6 +195,18 @@ impl Report {
     pub fn table(&self) -> String {
         let mut out = String::new();
         let s = &self.settings;
+        if s.real_cluster() {
+            let _ = writeln!(
+                out,
+                "**Real cluster figures** (identity: {}, etcd fsync: {}; not comparable with the \
+                 default runs: admin is exempt from API priority and fairness, and etcd skips fsync)\n",
+                match s.identity {
+                    IdentityKind::Admin => "admin",
+                    IdentityKind::ServiceAccount => "ServiceAccount with a Role, token",
+                },
+                if s.etcd_fsync { "on" } else { "off" }
+            );
+        }
         let _ = writeln!(
             out,
             "{} objects, {} workers, {} creates in flight, median of {} run(s); {} CPUs, {:.0} GiB\n",
@@ -181,13 +219,13 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "| contender | time (s) | creates (s) | events/s | objects/s | peak RSS (MiB) | requests/object | 409s/object |"
+            "| contender | time (s) | creates (s) | events/s | objects/s | peak RSS (MiB) | requests/object | 409s/object | reconciles/object |"
         );
-        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
         for c in &self.contenders {
             let _ = writeln!(
                 out,
-                "| {} | {:.2} | {:.2} | {:.0} | {:.0} | {:.1} | {:.2} | {:.2} |",
+                "| {} | {:.2} | {:.2} | {:.0} | {:.0} | {:.1} | {:.2} | {:.2} | {} |",
                 c.contender,
                 c.seconds,
                 c.create_seconds,
@@ -195,24 +233,35 @@ impl Report {
                 c.objects_per_second,
                 c.peak_rss_mib,
                 c.requests_per_object,
-                c.conflicts_per_object
+                c.conflicts_per_object,
+                optional(c.reconciles_per_object, "")
             );
         }
         if !self.ratios.is_empty() {
             let _ = writeln!(
                 out,
-                "\n| ratio | time | events/s | peak RSS | requests/object |\n|---|---:|---:|---:|---:|"
+                "\n| ratio | time | events/s | peak RSS | requests/object | reconciles/object |\n|---|---:|---:|---:|---:|---:|"
             );
             for r in &self.ratios {
                 let _ = writeln!(
                     out,
-                    "| {} | {:.2}x | {:.2}x | {:.2}x | {:.2}x |",
-                    r.name, r.time, r.events_per_second, r.peak_rss, r.requests_per_object
+                    "| {} | {:.2}x | {:.2}x | {:.2}x | {:.2}x | {} |",
+                    r.name,
+                    r.time,
+                    r.events_per_second,
+                    r.peak_rss,
+                    r.requests_per_object,
+                    optional(r.reconciles_per_object, "x")
                 );
             }
         }
         out
     }
+}
+
+/// `value` with two decimals and `unit`, or "n/a".
+fn optional(value: Option<f64>, unit: &str) -> String {
+    value.map_or_else(|| "n/a".to_string(), |v| format!("{v:.2}{unit}"))
 }
 
 #[cfg(test)]
@@ -235,6 +284,9 @@ mod tests {
                 ..RequestCounts::default()
             },
             requests_per_object: requests as f64 / 10.0,
+            reconciles: Some(requests / 2),
+            reconciles_per_object: Some(requests as f64 / 20.0),
+            user: "admin".to_string(),
             reconciled: 10,
             with_finalizer: 10,
         }
@@ -258,6 +310,8 @@ mod tests {
             workers: 1,
             create_concurrency: 1,
             rounds: 3,
+            identity: IdentityKind::Admin,
+            etcd_fsync: false,
         };
         let machine = Machine::detect();
         let report = Report::new(machine, settings, vec![ours, floor]);
@@ -268,5 +322,33 @@ mod tests {
         assert_eq!(report.ratios[0].requests_per_object, 2.0);
         let table = report.table();
         assert!(table.contains("| kubeapp / floor | 2.00x |"), "{table}");
+        // Reconciles per object: 2.00 for kubeapp (40 / 20), 1.00 for the floor, ratio 2.
+        assert!(table.contains("| 0.00 | 2.00 |\n| floor"), "{table}");
+        assert!(table.contains("| 2.00x | 2.00x |"), "{table}");
+        assert_eq!(report.ratios[0].reconciles_per_object, Some(2.0));
+        assert!(!table.contains("Real cluster"), "{table}");
+    }
+
+    #[test]
+    fn a_contender_without_a_reconcile_count_shows_n_a_and_real_cluster_runs_say_so() {
+        let mut go = run("grafana-app-sdk", 2.0, 10.0, 30);
+        go.reconciles = None;
+        go.reconciles_per_object = None;
+        let summary = Summary::of("grafana-app-sdk", vec![go]);
+        assert_eq!(summary.reconciles_per_object, None);
+        let ours = Summary::of("kubeapp", vec![run("kubeapp", 2.0, 10.0, 40)]);
+        let settings = Settings {
+            objects: 10,
+            workers: 1,
+            create_concurrency: 1,
+            rounds: 1,
+            identity: IdentityKind::ServiceAccount,
+            etcd_fsync: true,
+        };
+        let report = Report::new(Machine::detect(), settings, vec![ours, summary]);
+        let table = report.table();
+        assert!(table.contains("| n/a |"), "{table}");
+        assert_eq!(report.ratios[0].reconciles_per_object, None);
+        assert!(table.starts_with("**Real cluster figures**"), "{table}");
     }
 }

@@ -1,19 +1,25 @@
 //! One measured run of one contender on a fresh control plane.
 //!
-//! 1. Start kube-apiserver + etcd (`TestEnv`) with an audit log of the operators' requests
-//!    ([`crate::audit`]), install the bench CRD, create a namespace, and an identity for the tool.
-//! 2. Start the tool's watch ([`crate::tracker`]) and the contender (admin kubeconfig, the
+//! 1. Start kube-apiserver + etcd (`TestEnv`, etcd with fsync on under `--etcd-fsync`) with an
+//!    audit log of the operators' requests ([`crate::audit`]), install the bench CRD, create a
+//!    namespace, an identity for the tool, and the contender's identity ([`crate::identity`]:
+//!    admin, or a ServiceAccount with a token).
+//! 2. Start the tool's watch ([`crate::tracker`]) and the contender (its kubeconfig, the
 //!    namespace, the worker count, a free metrics port).
 //! 3. Create the object `warmup` and wait until it is done: the contender has listed, watched and
-//!    written at least once. Only then does the clock start.
+//!    written at least once. Only then does the clock start; the contender's reconcile count is
+//!    read from its `/metrics` ([`crate::scrape`]).
 //! 4. Create the N objects with a fixed concurrency; stop the clock when the watch has seen every
 //!    one done (status `observedGeneration` = `metadata.generation` and the finalizer present).
 //! 5. Wait until the contender's requests stop (the audit log stays the same size for a second,
-//!    15 s at most), read its peak RSS, check with a fresh list that every object is done, and
+//!    15 s at most), read its peak RSS and its reconcile count again (the difference is its
+//!    reconciles of the N objects), check with a fresh list that every object is done, and
 //!    that the contender is still running; stop it; count its requests from the first create on.
 //!
 //! A run fails (and yields no figure) when an object is not done in time, the contender exits,
-//! any create fails, or any request of the contender is answered with an error other than 409.
+//! any create fails, any request of the contender is answered with an error other than 409, a
+//! Rust contender's `/metrics` cannot be read, or (ServiceAccount identity) the audit log shows
+//! no request of the ServiceAccount or any request of `admin` in the measured window.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -26,8 +32,10 @@ use kubeapp::sdk::testenv::{TestEnv, TestEnvError};
 
 use crate::audit::{self, AuditError, RequestCounts};
 use crate::contender::Contender;
+use crate::identity::{self, IdentityError, IdentityKind};
 use crate::kind::{BenchObject, BenchSpec};
 use crate::process::{ContenderProcess, ProcessError};
+use crate::scrape::{self, ScrapeError};
 use crate::tracker::{Progress, Tracker, WARMUP};
 
 /// How long the warm-up object may take at most (less when the run's timeout is shorter).
@@ -59,6 +67,10 @@ pub struct RunSettings {
     pub work_dir: PathBuf,
     /// Keep a successful run's files (failed runs always keep them).
     pub keep_files: bool,
+    /// Who the contender connects as.
+    pub identity: IdentityKind,
+    /// Run etcd with fsync on (a test control plane's default is off).
+    pub etcd_fsync: bool,
 }
 
 /// The figures of one successful run.
@@ -85,6 +97,13 @@ pub struct RunResult {
     pub requests: RequestCounts,
     /// `requests.total / objects`.
     pub requests_per_object: f64,
+    /// The contender's reconcile calls from the clock's start until it went quiet; `None` when
+    /// it exports no count (see [`crate::scrape`]).
+    pub reconciles: Option<u64>,
+    /// `reconciles / objects`.
+    pub reconciles_per_object: Option<f64>,
+    /// The user the contender's requests came from (audit log).
+    pub user: String,
     /// Objects found done by the final list.
     pub reconciled: usize,
     /// Objects found carrying the finalizer by the final list.
@@ -129,6 +148,22 @@ pub enum RunError {
         action: &'static str,
         /// The cause.
         source: kube::Error,
+    },
+    /// The contender's ServiceAccount identity could not be set up.
+    #[error("{contender}: the ServiceAccount identity: {source}")]
+    Identity {
+        /// The contender.
+        contender: Contender,
+        /// The cause.
+        source: IdentityError,
+    },
+    /// The contender's metrics could not be read.
+    #[error("{contender}: {source}")]
+    Scrape {
+        /// The contender.
+        contender: Contender,
+        /// The cause.
+        source: ScrapeError,
     },
     /// The audit log could not be read.
     #[error("{contender}: {source}")]
@@ -179,7 +214,11 @@ pub async fn run_once(
     std::fs::write(&policy, audit::POLICY_YAML).map_err(io(&policy))?;
     let audit_log = dir.join("audit.log");
     let test_env = |source| RunError::TestEnv { contender, source };
-    let env = TestEnv::builder()
+    let mut builder = TestEnv::builder();
+    if settings.etcd_fsync {
+        builder = builder.etcd_fsync();
+    }
+    let env = builder
         .apiserver_arg(format!("--audit-policy-file={}", policy.display()))
         .apiserver_arg(format!("--audit-log-path={}", audit_log.display()))
         .apiserver_arg("--audit-log-format=json")
@@ -195,18 +234,25 @@ pub async fn run_once(
         .identity(audit::DRIVER_USER, &["system:masters"])
         .await
         .map_err(test_env)?;
+    let operator = match settings.identity {
+        IdentityKind::Admin => identity::admin(&env),
+        IdentityKind::ServiceAccount => identity::service_account(&env, &namespace, &dir)
+            .await
+            .map_err(|source| RunError::Identity { contender, source })?,
+    };
     let api: Api<BenchObject> = Api::namespaced(driver.client.clone(), &namespace);
     let tracker = Tracker::start(api.clone());
 
+    let metrics_port = free_port().map_err(io(&dir))?;
     let args = vec![
         "--kubeconfig".to_string(),
-        env.kubeconfig_path().display().to_string(),
+        operator.kubeconfig.display().to_string(),
         "--namespace".to_string(),
         namespace.clone(),
         "--workers".to_string(),
         settings.workers.to_string(),
         "--metrics-port".to_string(),
-        free_port().map_err(io(&dir))?.to_string(),
+        metrics_port.to_string(),
     ];
     let log = dir.join("contender.log");
     let mut process = ContenderProcess::spawn(binary, &args, &log)
@@ -235,6 +281,10 @@ pub async fn run_once(
     {
         return Err(failed(&process, format!("warm-up: {problem}")));
     }
+    let scrape_error = |source| RunError::Scrape { contender, source };
+    let reconciles_before = reconciles(contender, metrics_port)
+        .await
+        .map_err(scrape_error)?;
 
     let from = Timestamp::now();
     let started = Instant::now();
@@ -260,6 +310,9 @@ pub async fn run_once(
     };
 
     wait_quiet(&audit_log).await;
+    let reconciles_after = reconciles(contender, metrics_port)
+        .await
+        .map_err(scrape_error)?;
     let peak_rss = process
         .peak_rss_bytes()
         .map_err(|source| RunError::Process { contender, source })?;
@@ -278,9 +331,25 @@ pub async fn run_once(
     drop(tracker);
     drop(env);
 
-    let requests = audit::count_requests(&audit_log, audit::OPERATOR_USER, from, to)
-        .map_err(|source| RunError::Audit { contender, source })?;
+    let audit_error = |source| RunError::Audit { contender, source };
+    let requests =
+        audit::count_requests(&audit_log, &operator.user, from, to).map_err(audit_error)?;
     let mut problems = Vec::new();
+    if operator.user != audit::ADMIN_USER {
+        // The requests must come from the ServiceAccount, and none from the admin.
+        let as_admin =
+            audit::count_requests(&audit_log, audit::ADMIN_USER, from, to).map_err(audit_error)?;
+        if requests.total == 0 || as_admin.total > 0 {
+            problems.push(format!(
+                "{} requests as {} and {} as {} (by kind: {:?})",
+                requests.total,
+                operator.user,
+                as_admin.total,
+                audit::ADMIN_USER,
+                as_admin.by_kind
+            ));
+        }
+    }
     if total != objects + 1 {
         problems.push(format!("{total} objects listed, {} expected", objects + 1));
     }
@@ -309,6 +378,9 @@ pub async fn run_once(
         let _ = std::fs::remove_dir_all(&dir);
     }
     let objects_f = objects as f64;
+    let reconciles = reconciles_before
+        .zip(reconciles_after)
+        .map(|(before, after)| after.saturating_sub(before));
     Ok(RunResult {
         contender: contender.name().to_string(),
         objects,
@@ -320,9 +392,18 @@ pub async fn run_once(
         peak_rss_mib: peak_rss as f64 / (1024.0 * 1024.0),
         requests_per_object: requests.total as f64 / objects_f,
         requests,
+        reconciles,
+        reconciles_per_object: reconciles.map(|r| r as f64 / objects_f),
+        user: operator.user,
         reconciled: reconciled - 1,
         with_finalizer: with_finalizer - 1,
     })
+}
+
+/// The contender's reconcile calls so far (`None`: it exports no count).
+async fn reconciles(contender: Contender, port: u16) -> Result<Option<u64>, ScrapeError> {
+    let text = scrape::metrics_text(port).await?;
+    Ok(scrape::reconciles_in(contender, &text))
 }
 
 fn free_port() -> Result<u16, std::io::Error> {

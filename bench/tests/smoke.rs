@@ -1,6 +1,7 @@
 //! Smoke test of the benchmark tool: the Rust contenders and the floor, 30 objects each, against
-//! real control planes; and a contender that does nothing must fail the run. No timing is
-//! asserted, and the Go contender is left out (building it takes minutes).
+//! real control planes, also as a ServiceAccount with etcd fsync on; the cache mode with a few
+//! objects; and a contender that does nothing must fail the run. No timing is asserted, and the
+//! Go contender is left out (building it takes minutes).
 //!
 //! The tool and the contender binaries are the ones cargo builds for this package's tests
 //! (`target/<profile>/kubeapp-bench*`); the test never runs cargo itself.
@@ -86,6 +87,7 @@ fn the_rust_contenders_and_the_floor_reconcile_everything_and_the_json_has_every
             "peak_rss_mib",
             "requests_per_object",
             "conflicts_per_object",
+            "reconciles_per_object",
         ] {
             let value = contender[field].as_f64();
             assert!(
@@ -96,6 +98,14 @@ fn the_rust_contenders_and_the_floor_reconcile_everything_and_the_json_has_every
         assert!(
             contender["peak_rss_mib"].as_f64().expect("rss") > 0.0,
             "{name}: no RSS"
+        );
+        // Every contender reconciles every object at least once, and says how often.
+        assert!(
+            contender["reconciles_per_object"]
+                .as_f64()
+                .expect("reconciles")
+                >= 1.0,
+            "{name}: fewer than one reconcile per object"
         );
         // Every contender writes at least the finalizer and the status of every object.
         assert!(
@@ -137,10 +147,106 @@ fn the_rust_contenders_and_the_floor_reconcile_everything_and_the_json_has_every
             "events_per_second",
             "peak_rss",
             "requests_per_object",
+            "reconciles_per_object",
         ] {
             assert!(ratio[field].as_f64().is_some_and(f64::is_finite), "{ratio}");
         }
     }
+}
+
+#[test]
+fn a_service_account_run_with_etcd_fsync_is_a_real_cluster_figure_of_the_accounts_requests() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("report.json");
+    let output = run_tool(&[
+        "--objects",
+        "10",
+        "--contenders",
+        &CONTENDERS.join(","),
+        "--identity",
+        "service-account",
+        "--etcd-fsync",
+        "--json",
+        json.to_str().expect("UTF-8 path"),
+    ]);
+    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+    assert!(
+        output.status.success(),
+        "kubeapp-bench failed ({}):\n{stderr}\n{stdout}",
+        output.status
+    );
+    assert!(stdout.starts_with("**Real cluster figures**"), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("the JSON report")).expect("JSON");
+    assert_eq!(report["settings"]["identity"], "service-account");
+    assert_eq!(report["settings"]["etcd_fsync"], true);
+    for contender in report["contenders"].as_array().expect("contenders") {
+        let run = &contender["runs"][0];
+        // The tool fails a run whose requests came from admin; the user is the account.
+        let user = run["user"].as_str().expect("user");
+        assert!(
+            user.starts_with("system:serviceaccount:") && user.ends_with(":kubeapp-bench-operator"),
+            "{}: {user}",
+            contender["contender"]
+        );
+        assert!(run["requests"]["total"].as_u64().expect("requests") >= 20);
+    }
+}
+
+#[test]
+fn the_cache_mode_syncs_relists_and_reports_both_caches() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("cache.json");
+    let output = run_tool(&[
+        "cache",
+        "--objects",
+        "40",
+        "--settle-secs",
+        "1",
+        "--timeout-secs",
+        "120",
+        "--json",
+        json.to_str().expect("UTF-8 path"),
+    ]);
+    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+    assert!(
+        output.status.success(),
+        "kubeapp-bench cache failed ({}):\n{stderr}\n{stdout}",
+        output.status
+    );
+    assert!(stdout.contains("| kubeapp / kube-runtime |"), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("the JSON report")).expect("JSON");
+    let names: Vec<&str> = report["contenders"]
+        .as_array()
+        .expect("contenders")
+        .iter()
+        .map(|c| c["contender"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["kubeapp", "kube-runtime"]);
+    for contender in report["contenders"].as_array().expect("contenders") {
+        assert_eq!(contender["objects"], 40);
+        for field in [
+            "sync_seconds",
+            "empty_rss_mib",
+            "steady_rss_mib",
+            "peak_rss_mib",
+            "relist_peak_rss_mib",
+            "relist_seconds",
+        ] {
+            assert!(
+                contender[field].as_f64().is_some_and(|v| v > 0.0),
+                "{}: {field} = {}",
+                contender["contender"],
+                contender[field]
+            );
+        }
+    }
+    assert!(
+        report["ratio"]["steady_rss"]
+            .as_f64()
+            .is_some_and(f64::is_finite)
+    );
 }
 
 /// A directory holding a "floor" that never writes anything.

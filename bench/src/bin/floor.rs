@@ -4,7 +4,8 @@
 //! the finalizer list to `[bench.kubeapp.dev/finalizer]`, then a merge patch of the status
 //! subresource setting `observedGeneration` to the generation. It ignores every other event:
 //! the floor knows what it wrote, so it needs no second look. A failed write is logged (the tool
-//! sees it in the apiserver's audit log and fails the run).
+//! sees it in the apiserver's audit log and fails the run). Each object it handles counts as one
+//! reconcile on `/metrics` (`--metrics-port`).
 
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use futures::TryStreamExt as _;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, WatchEvent, WatchParams};
 use kubeapp_bench::contender_cli::{ContenderArgs, client_from, init_logs};
+use kubeapp_bench::contender_metrics::ContenderMetrics;
 use kubeapp_bench::kind::{BenchObject, FINALIZER, status_patch};
 use tokio::sync::Semaphore;
 
@@ -23,6 +25,8 @@ async fn main() -> anyhow::Result<()> {
     let args = ContenderArgs::parse();
     let client = client_from(&args.kubeconfig).await?;
     let api: Api<BenchObject> = Api::namespaced(client, &args.namespace);
+    let metrics = ContenderMetrics::new()?;
+    metrics.serve(args.metrics_port).await?;
     let workers = Arc::new(Semaphore::new(args.workers.max(1)));
     // "0": start from any version, with an ADDED event for every object that exists already.
     let mut version = "0".to_string();
@@ -41,6 +45,7 @@ async fn main() -> anyhow::Result<()> {
                         .await
                         .context("the worker semaphore closed")?;
                     let api = api.clone();
+                    metrics.reconciled();
                     tokio::spawn(async move {
                         if let Err(error) = reconcile(&api, &object).await {
                             tracing::warn!(name = %object.name_any(), %error, "writes failed");

@@ -1,7 +1,8 @@
 //! The raw kube-runtime contender: `kube_runtime::Controller` with the same concurrency as the
 //! others and its `finalizer` helper (which adds `bench.kubeapp.dev/finalizer` before the first
 //! apply), and the same logic: when `status.observedGeneration` differs from
-//! `metadata.generation`, merge-patch the status subresource so they are equal.
+//! `metadata.generation`, merge-patch the status subresource so they are equal. It counts its
+//! reconcile calls on `/metrics` (`--metrics-port`), as the tool reads every contender's.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,11 +16,13 @@ use kube::runtime::finalizer::{self, Event, finalizer};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use kubeapp_bench::contender_cli::{ContenderArgs, client_from, init_logs};
+use kubeapp_bench::contender_metrics::ContenderMetrics;
 use kubeapp_bench::kind::{BenchObject, FINALIZER, status_patch};
 
 struct Context {
     client: Client,
     errors: AtomicU64,
+    metrics: ContenderMetrics,
 }
 
 #[tokio::main]
@@ -29,9 +32,12 @@ async fn main() -> anyhow::Result<()> {
     let client = client_from(&args.kubeconfig).await?;
     let api: Api<BenchObject> = Api::namespaced(client.clone(), &args.namespace);
     let concurrency = u16::try_from(args.workers).unwrap_or(u16::MAX);
+    let metrics = ContenderMetrics::new()?;
+    metrics.serve(args.metrics_port).await?;
     let context = Arc::new(Context {
         client,
         errors: AtomicU64::new(0),
+        metrics,
     });
     Controller::new(api, watcher::Config::default())
         .with_config(controller::Config::default().concurrency(concurrency))
@@ -50,6 +56,7 @@ async fn reconcile(
     object: Arc<BenchObject>,
     context: Arc<Context>,
 ) -> Result<Action, finalizer::Error<kube::Error>> {
+    context.metrics.reconciled();
     let api: Api<BenchObject> = Api::namespaced(
         context.client.clone(),
         object.namespace().as_deref().unwrap_or_default(),

@@ -57,10 +57,14 @@ pub(crate) struct Etcd {
     pub(crate) url: String,
 }
 
+/// Starts etcd in `dir`. Without `fsync`, etcd runs with `--unsafe-no-fsync` (the default of a
+/// test control plane: writes are not flushed to disk, which makes them much cheaper than on a
+/// real cluster's etcd).
 pub(crate) async fn start_etcd(
     binary: &Path,
     dir: &Path,
     timeout: Duration,
+    fsync: bool,
 ) -> Result<Etcd, TestEnvError> {
     let log = dir.join("etcd.log");
     let mut attempt = 0;
@@ -69,16 +73,18 @@ pub(crate) async fn start_etcd(
         let (client_port, peer_port) = (free_port(dir)?, free_port(dir)?);
         let url = format!("http://127.0.0.1:{client_port}");
         let peer = format!("http://127.0.0.1:{peer_port}");
-        let args = vec![
+        let mut args = vec![
             format!("--data-dir={}", dir.join("etcd").display()),
             format!("--listen-client-urls={url}"),
             format!("--advertise-client-urls={url}"),
             format!("--listen-peer-urls={peer}"),
             format!("--initial-advertise-peer-urls={peer}"),
             format!("--initial-cluster=default={peer}"),
-            "--unsafe-no-fsync=true".into(),
             "--log-level=warn".into(),
         ];
+        if !fsync {
+            args.push("--unsafe-no-fsync=true".into());
+        }
         let mut process = ManagedProcess::start("etcd", binary, &args, log.clone())?;
         let probe = |_: &()| {
             let addr = format!("127.0.0.1:{client_port}");
