@@ -1,5 +1,5 @@
 //! A contender running as a child process: started with its output in a log file, its resident
-//! memory (current and peak) read from `/proc`, its peak reset through `/proc/<pid>/clear_refs`
+//! memory (current and peak) and CPU time read from `/proc`, its peak reset through `/proc/<pid>/clear_refs`
 //! (to measure the peak of one phase), killed when the run ends or the tool goes away.
 
 use std::path::{Path, PathBuf};
@@ -27,6 +27,14 @@ pub enum ProcessError {
     /// `/proc/<pid>/status` could not be read or has no `VmHWM` (`VmRSS`) line.
     #[error("reading the RSS of process {pid} from /proc/{pid}/status: {reason}")]
     PeakRss {
+        /// The process.
+        pid: u32,
+        /// What went wrong.
+        reason: String,
+    },
+    /// `/proc/<pid>/stat` could not be read or parsed.
+    #[error("reading the CPU time of process {pid} from /proc/{pid}/stat: {reason}")]
+    CpuTime {
         /// The process.
         pid: u32,
         /// What went wrong.
@@ -109,6 +117,23 @@ impl ContenderProcess {
         })
     }
 
+    /// CPU time the process has used so far (user + system, all threads), in seconds.
+    ///
+    /// # Errors
+    ///
+    /// When the process is gone or its `stat` line cannot be parsed.
+    pub fn cpu_seconds(&self) -> Result<f64, ProcessError> {
+        let path = format!("/proc/{}/stat", self.pid);
+        let stat = std::fs::read_to_string(&path).map_err(|e| ProcessError::CpuTime {
+            pid: self.pid,
+            reason: e.to_string(),
+        })?;
+        parse_cpu_seconds(&stat).ok_or_else(|| ProcessError::CpuTime {
+            pid: self.pid,
+            reason: format!("no utime/stime fields in {stat:?}"),
+        })
+    }
+
     /// The resident set size now, in bytes (`VmRSS`).
     ///
     /// # Errors
@@ -159,6 +184,23 @@ pub fn parse_vm_hwm(status: &str) -> Option<u64> {
     parse_kib_line(status, "VmHWM:")
 }
 
+/// Clock ticks per second of `/proc/<pid>/stat` times: `USER_HZ`, which Linux fixes at 100 for
+/// user space on every architecture it runs this tool on (what `sysconf(_SC_CLK_TCK)` returns).
+const USER_HZ: f64 = 100.0;
+
+/// User + system CPU seconds from a `/proc/<pid>/stat` line (fields 14 and 15, counted after the
+/// command name in parentheses, which may itself hold spaces and parentheses).
+pub fn parse_cpu_seconds(stat: &str) -> Option<f64> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    // Fields after the name start at field 3 (state): utime is field 14, stime field 15.
+    let mut fields = after_name.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    #[allow(clippy::cast_precision_loss)]
+    let ticks = (utime + stime) as f64;
+    Some(ticks / USER_HZ)
+}
+
 /// The value of the `kB` line starting with `key` of a `/proc/<pid>/status` text, in bytes.
 fn parse_kib_line(status: &str, key: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with(key))?;
@@ -180,6 +222,16 @@ pub fn tail(path: &Path, lines: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_seconds_are_utime_plus_stime_after_the_name() {
+        // The name holds a space and a parenthesis; utime 250 and stime 50 ticks.
+        let stat = "4242 (kube app) x) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 50 0 0 20 0 3 0 \
+                    100 2000000 500 18446744073709551615\n";
+        assert_eq!(parse_cpu_seconds(stat), Some(3.0));
+        assert_eq!(parse_cpu_seconds("4242 (short) S 1 2"), None);
+        assert_eq!(parse_cpu_seconds("no name"), None);
+    }
 
     #[test]
     fn vm_hwm_is_read_in_bytes() {

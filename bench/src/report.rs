@@ -86,6 +86,8 @@ pub struct Summary {
     pub objects_per_second: f64,
     /// Median peak RSS in MiB.
     pub peak_rss_mib: f64,
+    /// Median CPU seconds the contender used (user + system).
+    pub cpu_seconds: f64,
     /// Median API requests per object.
     pub requests_per_object: f64,
     /// Median 409 conflicts per object.
@@ -107,6 +109,8 @@ pub struct Ratio {
     pub events_per_second: f64,
     /// Peak RSS ratio (below 1: kubeapp uses less).
     pub peak_rss: f64,
+    /// CPU time ratio (below 1: kubeapp uses less).
+    pub cpu: f64,
     /// Requests per object ratio (below 1: kubeapp sends fewer).
     pub requests_per_object: f64,
     /// Reconciles per object ratio (below 1: kubeapp reconciles less); `None` without counts.
@@ -150,6 +154,7 @@ impl Summary {
             events_per_second: pick(|r| r.events_per_second),
             objects_per_second: pick(|r| r.objects_per_second),
             peak_rss_mib: pick(|r| r.peak_rss_mib),
+            cpu_seconds: pick(|r| r.cpu_seconds),
             requests_per_object: pick(|r| r.requests_per_object),
             conflicts_per_object: pick(|r| r.requests.conflicts as f64 / r.objects as f64),
             reconciles_per_object: runs
@@ -174,6 +179,7 @@ impl Report {
                     time: ours.seconds / peer.seconds,
                     events_per_second: ours.events_per_second / peer.events_per_second,
                     peak_rss: ours.peak_rss_mib / peer.peak_rss_mib,
+                    cpu: ours.cpu_seconds / peer.cpu_seconds,
                     requests_per_object: ours.requests_per_object / peer.requests_per_object,
                     reconciles_per_object: ours
                         .reconciles_per_object
@@ -219,19 +225,20 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "| contender | time (s) | creates (s) | events/s | objects/s | peak RSS (MiB) | requests/object | 409s/object | reconciles/object |"
+            "| contender | time (s) | creates (s) | events/s | objects/s | peak RSS (MiB) | CPU (s) | requests/object | 409s/object | reconciles/object |"
         );
-        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for c in &self.contenders {
             let _ = writeln!(
                 out,
-                "| {} | {:.2} | {:.2} | {:.0} | {:.0} | {:.1} | {:.2} | {:.2} | {} |",
+                "| {} | {:.2} | {:.2} | {:.0} | {:.0} | {:.1} | {:.1} | {:.2} | {:.2} | {} |",
                 c.contender,
                 c.seconds,
                 c.create_seconds,
                 c.events_per_second,
                 c.objects_per_second,
                 c.peak_rss_mib,
+                c.cpu_seconds,
                 c.requests_per_object,
                 c.conflicts_per_object,
                 optional(c.reconciles_per_object, "")
@@ -240,16 +247,17 @@ impl Report {
         if !self.ratios.is_empty() {
             let _ = writeln!(
                 out,
-                "\n| ratio | time | events/s | peak RSS | requests/object | reconciles/object |\n|---|---:|---:|---:|---:|---:|"
+                "\n| ratio | time | events/s | peak RSS | CPU | requests/object | reconciles/object |\n|---|---:|---:|---:|---:|---:|---:|"
             );
             for r in &self.ratios {
                 let _ = writeln!(
                     out,
-                    "| {} | {:.2}x | {:.2}x | {:.2}x | {:.2}x | {} |",
+                    "| {} | {:.2}x | {:.2}x | {:.2}x | {:.2}x | {:.2}x | {} |",
                     r.name,
                     r.time,
                     r.events_per_second,
                     r.peak_rss,
+                    r.cpu,
                     r.requests_per_object,
                     optional(r.reconciles_per_object, "x")
                 );
@@ -279,6 +287,7 @@ mod tests {
             events_per_second: 30.0 / seconds,
             objects_per_second: 10.0 / seconds,
             peak_rss_mib: rss,
+            cpu_seconds: seconds / 4.0,
             requests: RequestCounts {
                 total: requests,
                 ..RequestCounts::default()
@@ -304,6 +313,7 @@ mod tests {
         );
         assert_eq!(ours.seconds, 3.0);
         assert_eq!(ours.peak_rss_mib, 20.0);
+        assert_eq!(ours.cpu_seconds, 0.75);
         let floor = Summary::of("floor", vec![run("floor", 1.5, 5.0, 20)]);
         let settings = Settings {
             objects: 10,
@@ -319,8 +329,12 @@ mod tests {
         assert_eq!(report.ratios[0].name, "kubeapp / floor");
         assert_eq!(report.ratios[0].time, 2.0);
         assert_eq!(report.ratios[0].peak_rss, 4.0);
+        assert_eq!(report.ratios[0].cpu, 2.0);
         assert_eq!(report.ratios[0].requests_per_object, 2.0);
         let table = report.table();
+        // CPU seconds: 0.75 for kubeapp (3.0 / 4), 0.38 for the floor, ratio 2.
+        assert!(table.contains("| 20.0 | 0.8 | 4.00 |"), "{table}");
+        assert!(table.contains("| 4.00x | 2.00x | 2.00x |"), "{table}");
         assert!(table.contains("| kubeapp / floor | 2.00x |"), "{table}");
         // Reconciles per object: 2.00 for kubeapp (40 / 20), 1.00 for the floor, ratio 2.
         assert!(table.contains("| 0.00 | 2.00 |\n| floor"), "{table}");

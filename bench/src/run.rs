@@ -93,6 +93,10 @@ pub struct RunResult {
     pub objects_per_second: f64,
     /// The contender's peak resident set size (`VmHWM`), in MiB.
     pub peak_rss_mib: f64,
+    /// CPU seconds (user + system) the contender used from the clock's start until it went quiet:
+    /// on a machine whose cores it shares with kube-apiserver and etcd, time it spends is time
+    /// they do not get.
+    pub cpu_seconds: f64,
     /// The contender's API requests from the first create until it was stopped.
     pub requests: RequestCounts,
     /// `requests.total / objects`.
@@ -285,6 +289,8 @@ pub async fn run_once(
     let reconciles_before = reconciles(contender, metrics_port)
         .await
         .map_err(scrape_error)?;
+    let process_error = |source| RunError::Process { contender, source };
+    let cpu_before = process.cpu_seconds().map_err(process_error)?;
 
     let from = Timestamp::now();
     let started = Instant::now();
@@ -313,9 +319,8 @@ pub async fn run_once(
     let reconciles_after = reconciles(contender, metrics_port)
         .await
         .map_err(scrape_error)?;
-    let peak_rss = process
-        .peak_rss_bytes()
-        .map_err(|source| RunError::Process { contender, source })?;
+    let cpu_seconds = process.cpu_seconds().map_err(process_error)? - cpu_before;
+    let peak_rss = process.peak_rss_bytes().map_err(process_error)?;
     if let Some(status) = process.exited() {
         return Err(failed(&process, format!("the contender exited ({status})")));
     }
@@ -390,6 +395,7 @@ pub async fn run_once(
         events_per_second: progress.events as f64 / seconds,
         objects_per_second: objects_f / seconds,
         peak_rss_mib: peak_rss as f64 / (1024.0 * 1024.0),
+        cpu_seconds,
         requests_per_object: requests.total as f64 / objects_f,
         requests,
         reconciles,
