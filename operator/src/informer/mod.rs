@@ -49,6 +49,7 @@
 
 mod backoff;
 mod cache;
+mod decode;
 mod options;
 mod scoped;
 
@@ -389,17 +390,19 @@ pub(crate) fn typed_decoder_with<K>(transform: Option<TypedTransform<K>>) -> Dec
 where
     K: kube::Resource + DeserializeOwned + serde::Serialize + fmt::Debug + Send + Sync + 'static,
 {
-    Arc::new(move |object: DynamicObject| {
-        match serde_json::to_value(&object).and_then(serde_json::from_value::<K>) {
+    Arc::new(
+        move |object: DynamicObject| match decode::decode_typed::<K>(object) {
             Ok(mut typed) => {
                 if let Some(transform) = &transform {
                     transform(&mut typed);
                 }
                 Ok(share(typed))
             }
-            Err(error) => Err(Undecodable::new(object, &error, std::any::type_name::<K>())),
-        }
-    })
+            Err((object, error)) => {
+                Err(Undecodable::new(object, &error, std::any::type_name::<K>()))
+            }
+        },
+    )
 }
 
 /// The decoder of a dynamic kind, with a transform.
