@@ -103,6 +103,12 @@ impl HandlerContext {
         self.shared.own_writes.as_ref()
     }
 
+    /// Whether `other` is this very context: the same controller run and kind (the same shared
+    /// part, not merely equal) and the same attempt.
+    pub(crate) fn is(&self, other: &HandlerContext) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared) && self.attempt == other.attempt
+    }
+
     /// The same context for attempt `attempt`.
     pub(crate) fn with_attempt(&self, attempt: u32) -> Self {
         Self {

@@ -154,6 +154,21 @@ pub(crate) fn typed_or_skip<K: KubeObject>(
     expect_type(object).map(Some)
 }
 
+/// [`typed_or_skip`] of an object the caller owns: the expected type is checked by reference
+/// and the `Arc` converted in place, so the common case moves no reference count.
+pub(crate) fn typed_or_skip_owned<K: KubeObject>(
+    object: SharedObject,
+) -> Result<Option<Arc<K>>, BoxError> {
+    if object.as_any().is::<K>() {
+        // Checked just above, so this conversion cannot fail.
+        if let Ok(typed) = object.into_any_arc().downcast::<K>() {
+            return Ok(Some(typed));
+        }
+        return Ok(None);
+    }
+    typed_or_skip(&object)
+}
+
 /// What a typed watcher's `update(old, new)` becomes when either side may be undecodable.
 pub(crate) enum TypedUpdate<K> {
     /// Both decode: `update(old, new)`.
@@ -173,6 +188,23 @@ pub(crate) fn typed_update<K: KubeObject>(
         (None, Some(new)) => TypedUpdate::Sync(new),
         (_, None) => TypedUpdate::Skip,
     })
+}
+
+/// [`typed_update`] of objects the caller owns (see [`typed_or_skip_owned`]).
+pub(crate) fn typed_update_owned<K: KubeObject>(
+    old: SharedObject,
+    new: SharedObject,
+) -> Result<TypedUpdate<K>, BoxError> {
+    Ok(
+        match (
+            typed_or_skip_owned::<K>(old)?,
+            typed_or_skip_owned::<K>(new)?,
+        ) {
+            (Some(old), Some(new)) => TypedUpdate::Update(old, new),
+            (None, Some(new)) => TypedUpdate::Sync(new),
+            (_, None) => TypedUpdate::Skip,
+        },
+    )
 }
 
 /// Makes a [`DynWatcher`] of a [`TypedWatcher`].
@@ -539,5 +571,45 @@ mod tests {
             result.ok(),
             Some(crate::reconciler::ReconcileResult::done())
         );
+    }
+
+    /// The owned downcast the typed path uses: the same allocation for the expected type, a
+    /// skip for an undecodable object, an error naming both types for any other.
+    #[test]
+    fn an_owned_downcast_keeps_the_allocation_skips_undecodable_and_names_a_wrong_type() {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some("a".into());
+        let shared = share(cm);
+        let address = Arc::as_ptr(&shared).cast::<()>();
+        let typed = typed_or_skip_owned::<ConfigMap>(shared)
+            .expect("a ConfigMap")
+            .expect("decoded");
+        assert_eq!(Arc::as_ptr(&typed).cast::<()>(), address, "no copy");
+        assert_eq!(Arc::strong_count(&typed), 1, "no reference left behind");
+
+        let raw: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "b" },
+        }))
+        .expect("raw");
+        let error = serde_json::from_str::<u8>("-1").expect_err("a serde error");
+        let bad = share(crate::object::Undecodable::new(raw, &error, "ConfigMap"));
+        assert!(
+            typed_or_skip_owned::<ConfigMap>(bad)
+                .expect("skipped, not an error")
+                .is_none()
+        );
+
+        let error = typed_or_skip_owned::<ConfigMap>(share(Secret::default()))
+            .expect_err("a Secret is no ConfigMap")
+            .to_string();
+        assert!(
+            error.contains("ConfigMap") && error.contains("Secret"),
+            "{error}"
+        );
+        match typed_update_owned::<ConfigMap>(share(Secret::default()), share(ConfigMap::default()))
+        {
+            Err(error) => assert!(error.to_string().contains("Secret"), "{error}"),
+            Ok(_) => panic!("an update from a Secret is an error"),
+        }
     }
 }

@@ -33,7 +33,7 @@ use kubeapp_operator::watcher::{DynWatcherFns, TypedWatcher, typed_watcher};
 use kubeapp_operator::{
     BoxError, CancellationToken, Context, ControllerConfig, HandlerContext, Informer,
     InformerController, InformerEvent, KindInfo, ReconcileError, ReconcileRequest, ReconcileResult,
-    Watcher,
+    Reconciler, Watcher,
 };
 use tokio::time::Instant;
 
@@ -287,6 +287,28 @@ impl Watcher<ConfigMap> for TickWatcher {
     }
 }
 
+/// A typed [`Reconciler`] counting the calls that saw the last generation: the same code as
+/// [`TickTypedReconciler`], so that typed and typed before differ only in the path.
+struct TickReconciler {
+    progress: Arc<Progress>,
+    delay: Option<Duration>,
+    last_generation: i64,
+}
+
+impl Reconciler<ConfigMap> for TickReconciler {
+    async fn reconcile(
+        &self,
+        request: ReconcileRequest<ConfigMap>,
+        _ctx: &Context,
+    ) -> Result<ReconcileResult, ReconcileError> {
+        handler_delay(self.delay).await;
+        if request.object.metadata.generation == Some(self.last_generation) {
+            self.progress.tick();
+        }
+        Ok(ReconcileResult::done())
+    }
+}
+
 /// The typed watcher as the API before `KindHandle` had it (`TypedWatcher`, erased by
 /// `typed_watcher`), for the before/after comparison of the typed path.
 struct TickTypedWatcher {
@@ -400,21 +422,11 @@ pub async fn run_kubeapp_typed(s: &Scenario, input: Input) -> Duration {
     }
     let last_generation = i64::try_from(s.per_object).unwrap_or(i64::MAX);
     for _ in 0..s.reconcilers {
-        let progress = progress.clone();
-        let delay = s.delay;
-        handles.push(config_maps.reconcile_fn(
-            move |request: ReconcileRequest<ConfigMap>, _ctx: Context| {
-                let last = request.object.metadata.generation == Some(last_generation);
-                let progress = progress.clone();
-                async move {
-                    handler_delay(delay).await;
-                    if last {
-                        progress.tick();
-                    }
-                    Ok(ReconcileResult::done())
-                }
-            },
-        ));
+        handles.push(config_maps.reconcile(TickReconciler {
+            progress: progress.clone(),
+            delay: s.delay,
+            last_generation,
+        }));
     }
     let elapsed = time_until_done(&controller, done).await;
     drop(handles);

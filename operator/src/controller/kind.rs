@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, Weak};
 use std::task::Poll;
 
 use futures::StreamExt;
@@ -134,6 +134,10 @@ pub(crate) struct KindRuntime {
     pub(crate) cache: OnceLock<Arc<SharedCache>>,
     /// The controller's run, while it runs (triggers and replays need it to start workers).
     running: Mutex<Option<Arc<Running>>>,
+    /// The first-attempt handler context of the run it was made for, shared by all the run's
+    /// workers: one context per run, so a typed handler can keep the [`Context`](crate::Context)
+    /// it built for it and lend it to every call (see `kind::traits::Erased`).
+    run_context: Mutex<Option<(Weak<Running>, HandlerContext)>>,
     /// Numbers of the next watcher and reconciler.
     pub(super) next_ids: Mutex<(usize, usize)>,
     /// The shared informer feeding this kind, for kinds registered through a `KindHandle`.
@@ -165,6 +169,7 @@ impl KindRuntime {
             config,
             cache: OnceLock::new(),
             running: Mutex::new(None),
+            run_context: Mutex::new(None),
             next_ids: Mutex::new((0, 0)),
             fanout: OnceLock::new(),
             registrations: Mutex::default(),
@@ -374,13 +379,32 @@ impl KindRuntime {
         });
     }
 
-    /// One worker: takes ready work until the controller stops.
-    async fn work(self: Arc<Self>, run: Arc<Running>) {
+    /// The first-attempt handler context of `run`: made by the run's first worker, cloned by
+    /// the others.
+    fn handler_context(&self, run: &Arc<Running>) -> HandlerContext {
+        let mut slot = self
+            .run_context
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // A `Weak` keeps its allocation, so an equal pointer is this run, never a later one at
+        // the same address.
+        if let Some((made_for, ctx)) = &*slot
+            && std::ptr::eq(made_for.as_ptr(), Arc::as_ptr(run))
+        {
+            return ctx.clone();
+        }
         let ctx = HandlerContext::of_kind(
             Arc::clone(&self.name),
             run.stop.clone(),
             Some(self.own_writes.clone()),
         );
+        *slot = Some((Arc::downgrade(run), ctx.clone()));
+        ctx
+    }
+
+    /// One worker: takes ready work until the controller stops.
+    async fn work(self: Arc<Self>, run: Arc<Running>) {
+        let ctx = self.handler_context(&run);
         let mut handlers = HandlersCache::default();
         loop {
             if !run.acting() {

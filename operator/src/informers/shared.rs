@@ -156,7 +156,7 @@ impl Fanout {
     /// Applies and delivers one event; the caller holds the delivery lock.
     async fn publish_locked(&self, event: InformerEvent, list: &mut SubscriberList) {
         self.cache.apply(&event);
-        let subscribers = list.current(self);
+        let subscribers: &[Subscriber] = list.current(self);
         let mut gone = Vec::new();
         if let Some((last, others)) = subscribers.split_last() {
             for subscriber in others {
@@ -175,7 +175,8 @@ impl Fanout {
 }
 
 /// The informer task's copy of the subscriber list, re-read only when it changed (a read takes
-/// the list's lock and a reference count, once per event otherwise).
+/// the list's lock and a reference count, once per event otherwise), and lent to each event's
+/// delivery.
 #[derive(Default)]
 struct SubscriberList {
     version: Option<u64>,
@@ -183,7 +184,7 @@ struct SubscriberList {
 }
 
 impl SubscriberList {
-    fn current(&mut self, fanout: &Fanout) -> Arc<Vec<Subscriber>> {
+    fn current(&mut self, fanout: &Fanout) -> &[Subscriber] {
         // The version is read before the list: a change in between bumps it again, and the next
         // event reads the list anew.
         let version = fanout.subscribers_version.load(Ordering::Acquire);
@@ -191,7 +192,7 @@ impl SubscriberList {
             self.list = fanout.subscribers();
             self.version = Some(version);
         }
-        Arc::clone(&self.list)
+        &self.list
     }
 }
 

@@ -172,3 +172,98 @@ async fn a_kind_over_a_stream_gives_typed_handlers_every_event_in_order_and_skip
     stop.cancel();
     running.await.expect("joined").expect("ran");
 }
+
+/// Records, per call, the object, the context's attempt and data; fails each object's first
+/// call once.
+struct AttemptLogging {
+    log: Log,
+    failed: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl Watcher<ConfigMap, String> for AttemptLogging {
+    async fn add(&self, object: Arc<ConfigMap>, ctx: &Context<String>) -> Result<(), BoxError> {
+        let name = object.metadata.name.clone().unwrap_or_default();
+        self.log
+            .push(format!("{name} attempt {} data {}", ctx.attempt(), **ctx));
+        let first = self
+            .failed
+            .lock()
+            .map_err(|_| "poisoned")?
+            .insert(name.clone());
+        if first {
+            return Err(format!("{name}: failing the first call").into());
+        }
+        Ok(())
+    }
+    async fn update(
+        &self,
+        _old: Arc<ConfigMap>,
+        _new: Arc<ConfigMap>,
+        _ctx: &Context<String>,
+    ) -> Result<(), BoxError> {
+        Ok(())
+    }
+    async fn delete(
+        &self,
+        _object: Arc<ConfigMap>,
+        _ctx: &Context<String>,
+    ) -> Result<(), BoxError> {
+        Ok(())
+    }
+}
+
+/// The typed handlers' context is made once per run and lent to every first-attempt call (see
+/// `kind::traits::Erased`); a retry must still see its own attempt number, on any worker, and
+/// every call the user data.
+#[tokio::test]
+async fn a_lent_context_carries_each_calls_attempt_and_the_user_data() {
+    let controller = InformerController::new(
+        ControllerConfig::default()
+            .max_concurrent_workers(4)
+            .retry_policy(crate::RetryPolicy::exponential(
+                Duration::from_millis(10),
+                3,
+            )),
+    );
+    let names: Vec<String> = (0..20).map(|i| format!("o{i}")).collect();
+    let events: Vec<InformerEvent> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| InformerEvent::Add(share(cm(name, u32::try_from(i).unwrap_or(0) + 1))))
+        .collect();
+    let informer = Informer::from_stream(KindInfo::default(), futures::stream::iter(events));
+    let config_maps = controller
+        .kind_from_stream::<ConfigMap>(informer, offline_client())
+        .with_context(Arc::new(String::from("user-data")));
+    let log = Log::new();
+    let _watcher = config_maps.watch(AttemptLogging {
+        log: log.clone(),
+        failed: std::sync::Mutex::default(),
+    });
+    let stop = CancellationToken::new();
+    let running = tokio::spawn({
+        let (controller, stop) = (controller.clone(), stop.clone());
+        async move { controller.run(stop).await }
+    });
+    let entries = log
+        .wait_for("every object's first call and its retry", |entries| {
+            entries.len() >= 2 * names.len()
+        })
+        .await;
+    for name in &names {
+        let calls: Vec<&String> = entries
+            .iter()
+            .filter(|e| e.split(' ').next() == Some(name.as_str()))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                &format!("{name} attempt 0 data user-data"),
+                &format!("{name} attempt 1 data user-data"),
+            ],
+            "{entries:#?}"
+        );
+    }
+    stop.cancel();
+    running.await.expect("joined").expect("ran");
+}

@@ -8,7 +8,7 @@
 
 use std::future::Future;
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 
@@ -18,7 +18,7 @@ use crate::object::{KubeObject, SharedObject};
 use crate::reconciler::{
     DynReconciler, ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult,
 };
-use crate::watcher::{DynWatcher, TypedUpdate, typed_or_skip, typed_update};
+use crate::watcher::{DynWatcher, TypedUpdate, typed_or_skip_owned, typed_update_owned};
 
 /// An edge-triggered handler of objects of kind `K`: every event, in order per object (see
 /// [`controller`](crate::controller)). `C` is the user data of the [`Context`].
@@ -173,6 +173,13 @@ where
 pub(crate) struct Erased<K, C, H> {
     inner: H,
     shared: Arc<ContextShared<C>>,
+    /// The [`Context`] of the first controller run's first-attempt calls, lent to each of them.
+    /// A context per call would cost two reference counts up and two down per handler call (the
+    /// typed API before `Context` lent the controller's `&HandlerContext`); the controller
+    /// makes one first-attempt `HandlerContext` per run and kind, so one context serves every
+    /// call of the run. Retries, and runs after the first (a restart under leader election),
+    /// get a context made for the call.
+    first_attempts: OnceLock<Context<C>>,
     kind: PhantomData<fn() -> K>,
 }
 
@@ -181,13 +188,40 @@ impl<K, C, H> Erased<K, C, H> {
         Self {
             inner,
             shared: ContextShared::new(data, env),
+            first_attempts: OnceLock::new(),
             kind: PhantomData,
         }
+    }
+
+    /// The kept context when it is `call`'s, else `None` (then [`context`](Self::context)
+    /// makes one).
+    fn kept_context(&self, call: &HandlerContext) -> Option<&Context<C>> {
+        let kept = if call.attempt() == 0 {
+            self.first_attempts
+                .get_or_init(|| Context::of_call(&self.shared, call))
+        } else {
+            self.first_attempts.get()?
+        };
+        kept.handler_context().is(call).then_some(kept)
     }
 
     fn context(&self, call: &HandlerContext) -> Context<C> {
         Context::of_call(&self.shared, call)
     }
+}
+
+/// `$erased`'s context for `$call` as `&Context<C>`: the kept one, or one made for the call and
+/// held in `$made` (a binding of the caller's, so it lives across the handler's await).
+macro_rules! context_for {
+    ($erased:expr, $call:expr, $made:ident) => {
+        match $erased.kept_context($call) {
+            Some(kept) => kept,
+            None => {
+                $made = $erased.context($call);
+                &$made
+            }
+        }
+    };
 }
 
 #[async_trait]
@@ -198,8 +232,9 @@ where
     W: Watcher<K, C>,
 {
     async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        match typed_or_skip::<K>(&object)? {
-            Some(object) => self.inner.add(object, &self.context(ctx)).await,
+        let made;
+        match typed_or_skip_owned::<K>(object)? {
+            Some(object) => self.inner.add(object, context_for!(self, ctx, made)).await,
             None => Ok(()),
         }
     }
@@ -210,23 +245,33 @@ where
         old: SharedObject,
         new: SharedObject,
     ) -> Result<(), BoxError> {
-        match typed_update::<K>(&old, &new)? {
-            TypedUpdate::Update(old, new) => self.inner.update(old, new, &self.context(ctx)).await,
-            TypedUpdate::Sync(new) => self.inner.sync(new, &self.context(ctx)).await,
+        let made;
+        match typed_update_owned::<K>(old, new)? {
+            TypedUpdate::Update(old, new) => {
+                let context = context_for!(self, ctx, made);
+                self.inner.update(old, new, context).await
+            }
+            TypedUpdate::Sync(new) => self.inner.sync(new, context_for!(self, ctx, made)).await,
             TypedUpdate::Skip => Ok(()),
         }
     }
 
     async fn delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        match typed_or_skip::<K>(&object)? {
-            Some(object) => self.inner.delete(object, &self.context(ctx)).await,
+        let made;
+        match typed_or_skip_owned::<K>(object)? {
+            Some(object) => {
+                self.inner
+                    .delete(object, context_for!(self, ctx, made))
+                    .await
+            }
             None => Ok(()),
         }
     }
 
     async fn sync(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        match typed_or_skip::<K>(&object)? {
-            Some(object) => self.inner.sync(object, &self.context(ctx)).await,
+        let made;
+        match typed_or_skip_owned::<K>(object)? {
+            Some(object) => self.inner.sync(object, context_for!(self, ctx, made)).await,
             None => Ok(()),
         }
     }
@@ -247,7 +292,7 @@ where
         ctx: &HandlerContext,
         request: ReconcileRequest,
     ) -> Result<ReconcileResult, ReconcileError> {
-        let Some(object) = typed_or_skip::<K>(&request.object)? else {
+        let Some(object) = typed_or_skip_owned::<K>(request.object)? else {
             return Ok(ReconcileResult::done());
         };
         let typed = ReconcileRequest {
@@ -257,6 +302,8 @@ where
             cause: request.cause,
         };
         let erased = &self.0;
-        erased.inner.reconcile(typed, &erased.context(ctx)).await
+        let made;
+        let context = context_for!(erased, ctx, made);
+        erased.inner.reconcile(typed, context).await
     }
 }

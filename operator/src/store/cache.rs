@@ -8,7 +8,6 @@
 //! least the state of the event it handles.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
 use tokio::sync::watch;
@@ -81,6 +80,9 @@ pub(crate) struct CacheState {
     pub(crate) objects: Objects,
     indexers: Vec<Indexer>,
     indexes: HashMap<Arc<str>, Index>,
+    /// The highest numeric `resourceVersion` of any object seen (written under the write
+    /// lock, so no atomic of its own: see `SharedCache::versions` for the ordering).
+    highest: u64,
 }
 
 impl CacheState {
@@ -101,8 +103,6 @@ impl CacheState {
 /// See the [module docs](self).
 pub(crate) struct SharedCache {
     state: RwLock<CacheState>,
-    /// The highest numeric `resourceVersion` of any object seen.
-    highest: AtomicU64,
     /// The same for read-after-write waiters, sent only while someone waits (a send takes the
     /// channel's lock; most events have no waiter).
     version: watch::Sender<u64>,
@@ -114,7 +114,6 @@ impl SharedCache {
     pub(crate) fn new(synced: SyncedFlag) -> Self {
         let cache = Self {
             state: RwLock::new(CacheState::default()),
-            highest: AtomicU64::new(0),
             version: watch::Sender::new(0),
             synced,
         };
@@ -153,7 +152,8 @@ impl SharedCache {
     pub(crate) fn apply(&self, event: &InformerEvent) {
         let object = event.object();
         let key = KeyRef::of(object.as_ref());
-        {
+        let version = numeric_version(object.as_ref());
+        let raised = {
             let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
             let previous = match event {
                 InformerEvent::Delete(_) => state.objects.remove(&key),
@@ -215,14 +215,19 @@ impl SharedCache {
                     }
                 }
             }
-        }
-        if let Some(version) = numeric_version(object.as_ref()) {
-            let before = self.highest.fetch_max(version, Ordering::SeqCst);
-            // A waiter subscribes before it catches the channel up with `highest` (see
-            // `versions`), so it either sees this version there or is counted here.
-            if version > before && self.version.receiver_count() > 0 {
-                self.raise_version(version);
+            let raised = version.filter(|version| *version > state.highest);
+            if let Some(version) = raised {
+                state.highest = version;
             }
+            raised
+        };
+        // A waiter subscribes before it reads `highest` under the lock (see `versions`): either
+        // its read comes after this write and sees the version, or its subscription happened
+        // before this write took the lock, and is counted here.
+        if let Some(version) = raised
+            && self.version.receiver_count() > 0
+        {
+            self.raise_version(version);
         }
     }
 
@@ -239,7 +244,8 @@ impl SharedCache {
     /// A receiver of the highest `resourceVersion` seen.
     pub(crate) fn versions(&self) -> watch::Receiver<u64> {
         let receiver = self.version.subscribe();
-        self.raise_version(self.highest.load(Ordering::SeqCst));
+        let highest = self.read().highest;
+        self.raise_version(highest);
         receiver
     }
 
