@@ -13,14 +13,17 @@
 //! - With `reconcile_own_writes(true)` the echoes are reconciled (the opt-in works, and so the
 //!   first test fails when echoes are not recognised).
 //! - Objects deleted while their `Created` runs, just before the finalizer is applied (with and
-//!   without another controller's finalizer holding the deletion), and 200 objects created and
-//!   deleted at once under churn: every object whose `Created` ran gets `Deleted`, none is left.
+//!   without another controller's finalizer holding the deletion), then 3,000 under churn (1,500
+//!   created and deleted by the test at once, 1,500 deleted by their own `Created` just before
+//!   the finalizer patch): every object whose `Created` ran gets `Deleted` exactly once, none is
+//!   left.
 //!
 //! Requests are counted by the operator's own instrumented client; reconciles by the handler.
 
 mod call_log;
 
 use call_log::{CallLog, eventually, logs};
+use futures::StreamExt;
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -59,6 +62,10 @@ struct GadgetStatus {
 }
 
 const OBJECTS: usize = 200;
+/// Objects of each churned group (deleted by the test, deleted by their own `Created`).
+const CHURNED: usize = 1_500;
+/// Requests the churn keeps in flight.
+const CHURN_CONCURRENCY: usize = 64;
 const OURS: &str = "ownwrites.kubeapp.dev/operator-gadgets-v1";
 const CM_OURS: &str = "test.kubeapp.dev/own-writes";
 const HOLD: &str = "test.kubeapp.dev/hold";
@@ -501,38 +508,67 @@ async fn objects_deleted_just_before_the_finalizer_is_applied_and_under_churn_lo
     .expect("release");
     log.wait_contains("Deleted doomed-held").await;
 
-    // Churn: 200 objects created and deleted at once.
-    join_all((0..OBJECTS).map(|i| {
-        let api = api.clone();
-        async move {
-            let name = format!("churn-{i:03}");
-            api.create(&PostParams::default(), &gadget(&name))
-                .await
-                .expect("create");
-            api.delete(&name, &DeleteParams::default())
-                .await
-                .expect("delete");
-        }
-    }))
-    .await;
+    // Churn at scale: CHURNED objects created and deleted by the test right away, and as many
+    // deleted by their own `Created` (just before the wrapper's finalizer patch), all at once.
+    let names: Vec<String> = (0..CHURNED)
+        .flat_map(|i| [format!("churn-{i:04}"), format!("doomed-churn-{i:04}")])
+        .collect();
+    futures::stream::iter(names.iter().cloned())
+        .for_each_concurrent(CHURN_CONCURRENCY, |name| {
+            let api = api.clone();
+            async move {
+                api.create(&PostParams::default(), &gadget(&name))
+                    .await
+                    .expect("create");
+                if name.starts_with("churn") {
+                    // The operator may have deleted nothing here: only doomed objects delete
+                    // themselves, so a 404 would be a bug of the test, not a race.
+                    api.delete(&name, &DeleteParams::default())
+                        .await
+                        .expect("delete");
+                }
+            }
+        })
+        .await;
     eventually_empty(&api).await;
-    log.wait_for(
-        "Deleted for every churned gadget whose Created ran",
-        |calls| {
-            (0..OBJECTS).all(|i| {
-                let name = format!("churn-{i:03}");
-                let created = calls.iter().any(|c| *c == format!("Created {name}"));
-                !created || calls.iter().any(|c| *c == format!("Deleted {name}"))
-            })
-        },
-    )
+    // Every object whose `Created` ran gets its `Deleted`, exactly once. Checked by polling
+    // (each check reads the whole log once; a check per log entry would be quadratic).
+    let unanswered = || {
+        let calls = log.entries();
+        let mut created = std::collections::HashSet::new();
+        let mut deleted = std::collections::HashMap::<&str, usize>::new();
+        for call in &calls {
+            match call.split_once(' ') {
+                Some(("Created", name)) => {
+                    created.insert(name);
+                }
+                Some(("Deleted", name)) => *deleted.entry(name).or_default() += 1,
+                _ => {}
+            }
+        }
+        let twice: Vec<&str> = deleted
+            .iter()
+            .filter(|(_, count)| **count > 1)
+            .map(|(name, _)| *name)
+            .collect();
+        assert!(twice.is_empty(), "Deleted delivered twice: {twice:?}");
+        let missing = names
+            .iter()
+            .filter(|name| created.contains(name.as_str()) && !deleted.contains_key(name.as_str()))
+            .count();
+        let doomed_created = names
+            .iter()
+            .filter(|name| name.starts_with("doomed") && created.contains(name.as_str()))
+            .count();
+        (missing, doomed_created)
+    };
+    eventually("Deleted for every churned gadget whose Created ran", || {
+        unanswered().0 == 0
+    })
     .await;
-    let calls = log.entries();
-    for i in 0..OBJECTS {
-        let deleted = format!("Deleted churn-{i:03}");
-        let count = calls.iter().filter(|c| **c == deleted).count();
-        assert!(count <= 1, "{deleted} delivered {count} times");
-    }
+    // A doomed object deletes itself in `Created`, so each one's `Created` ran: the case the
+    // test is about happened CHURNED times, not only for the objects the churn left alone.
+    assert_eq!(unanswered().1, CHURNED, "every doomed object ran Created");
 }
 
 /// Waits until `name` has a deletionTimestamp.
