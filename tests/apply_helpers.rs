@@ -7,7 +7,9 @@
 //! Each test runs its own control plane; at most [`MAX_PARALLEL_ENVS`] run at once.
 
 mod call_log;
+mod crd_env;
 
+use crd_env::CrdEnv;
 use std::collections::BTreeMap;
 use std::sync::Once;
 
@@ -20,11 +22,10 @@ use kube::{CustomResource, ResourceExt};
 use kubeapp::operator::apply::{Applier, ApplyError, StatusWrite, conditions};
 use kubeapp::operator::client_metrics::ClientMetrics;
 use kubeapp::operator::events::{EventRecorder, Reporter};
-use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::Semaphore;
 
 /// A custom kind whose status has conditions declared with the helpers' list-map schema.
 #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
@@ -68,28 +69,20 @@ fn logs() {
 }
 
 /// A control plane with the Widget CRD and a fresh namespace, holding one of the parallel slots.
-struct Env {
-    env: TestEnv,
-    ns: String,
-    _slot: SemaphorePermit<'static>,
+struct Env(CrdEnv);
+
+impl std::ops::Deref for Env {
+    type Target = CrdEnv;
+    fn deref(&self) -> &CrdEnv {
+        &self.0
+    }
 }
 
 impl Env {
     async fn start(prefix: &str) -> Self {
         static SLOTS: Semaphore = Semaphore::const_new(MAX_PARALLEL_ENVS);
         logs();
-        let slot = SLOTS
-            .acquire()
-            .await
-            .expect("the semaphore is never closed");
-        let env = TestEnv::start().await.expect("control plane");
-        env.install_crd::<Widget>().await.expect("CRD");
-        let ns = env.create_namespace(prefix).await.expect("namespace");
-        Self {
-            env,
-            ns,
-            _slot: slot,
-        }
+        Self(CrdEnv::start::<Widget>(&SLOTS, prefix).await)
     }
 
     /// A client whose requests are counted under the metrics prefix `prefix`.

@@ -5,8 +5,13 @@
 //!
 //! Each test runs its own control plane; at most [`MAX_PARALLEL_ENVS`] run at once.
 
+mod call_log;
+mod crd_env;
+
+use call_log::logs;
+use crd_env::CrdEnv;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -23,10 +28,9 @@ use kubeapp::operator::{
     BoxError, CancellationToken, ControllerConfig, Informer, InformerController,
     OpinionatedReconciler, OpinionatedWatcher, ReconcileResult, RetryPolicy,
 };
-use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tokio::sync::{Semaphore, SemaphorePermit, watch};
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
 /// A custom kind with a status subresource, so status-only changes can be made.
@@ -55,46 +59,21 @@ const KIND: &str = "widgets";
 const TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_PARALLEL_ENVS: usize = 3;
 
-fn logs() {
-    static INIT: Once = Once::new();
-    INIT.call_once(|| {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| "kubeapp_operator=info".into()),
-            )
-            .with_test_writer()
-            .try_init();
-    });
-}
-
 /// A control plane with the Widget CRD and a fresh namespace, holding one of the parallel slots.
-struct Env {
-    env: TestEnv,
-    ns: String,
-    _slot: SemaphorePermit<'static>,
+struct Env(CrdEnv);
+
+impl std::ops::Deref for Env {
+    type Target = CrdEnv;
+    fn deref(&self) -> &CrdEnv {
+        &self.0
+    }
 }
 
 impl Env {
     async fn start(prefix: &str) -> Self {
         static SLOTS: Semaphore = Semaphore::const_new(MAX_PARALLEL_ENVS);
         logs();
-        let slot = SLOTS
-            .acquire()
-            .await
-            .expect("the semaphore is never closed");
-        let env = TestEnv::start().await.expect("control plane");
-        env.install_crd::<Widget>().await.expect("CRD");
-        let ns = env.create_namespace(prefix).await.expect("namespace");
-        Self {
-            env,
-            ns,
-            _slot: slot,
-        }
-    }
-
-    fn client(&self) -> kube::Client {
-        self.env.client()
+        Self(CrdEnv::start::<Widget>(&SLOTS, prefix).await)
     }
 
     fn api(&self) -> Api<Widget> {

@@ -15,8 +15,10 @@
 //! so they happen at the exact step under test without any timing.
 
 mod call_log;
+mod crd_env;
 
 use call_log::{CallLog, WAIT, logs, wait_finalizers};
+use crd_env::CrdEnv;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,10 +34,9 @@ use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, OpinionatedReconciler,
     OpinionatedWatcher, ReconcileAction, ReconcileResult, RetryPolicy,
 };
-use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 /// A custom kind: it has `metadata.generation`.
@@ -58,29 +59,20 @@ const CM_WIP: &str = "test.kubeapp.dev/cm-wip";
 const MAX_PARALLEL_ENVS: usize = 2;
 
 /// A control plane with the Widget CRD and a fresh namespace, holding one of the parallel slots.
-struct Env {
-    env: TestEnv,
-    ns: String,
-    _slot: SemaphorePermit<'static>,
+struct Env(CrdEnv);
+
+impl std::ops::Deref for Env {
+    type Target = CrdEnv;
+    fn deref(&self) -> &CrdEnv {
+        &self.0
+    }
 }
 
 impl Env {
     async fn start(prefix: &str) -> Self {
         static SLOTS: Semaphore = Semaphore::const_new(MAX_PARALLEL_ENVS);
         logs();
-        let slot = SLOTS.acquire().await.expect("never closed");
-        let env = TestEnv::start().await.expect("control plane");
-        env.install_crd::<Widget>().await.expect("CRD");
-        let ns = env.create_namespace(prefix).await.expect("namespace");
-        Self {
-            env,
-            ns,
-            _slot: slot,
-        }
-    }
-
-    fn client(&self) -> kube::Client {
-        self.env.client()
+        Self(CrdEnv::start::<Widget>(&SLOTS, prefix).await)
     }
 
     fn widgets(&self) -> Api<Widget> {

@@ -21,8 +21,10 @@
 //! Requests are counted by the operator's own instrumented client; reconciles by the handler.
 
 mod call_log;
+mod crd_env;
 
 use call_log::{CallLog, eventually, logs};
+use crd_env::CrdEnv;
 use futures::StreamExt;
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -35,10 +37,9 @@ use kubeapp::operator::{
     MetricsRegistry, OpinionatedOptions, ReconcileAction, ReconcileError, ReconcileRequest,
     ReconcileResult, Reconciler, reconciler_fn,
 };
-use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::Semaphore;
 
 #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[kube(
@@ -71,25 +72,20 @@ const CM_OURS: &str = "test.kubeapp.dev/own-writes";
 const HOLD: &str = "test.kubeapp.dev/hold";
 const MAX_PARALLEL_ENVS: usize = 2;
 
-struct Env {
-    env: TestEnv,
-    ns: String,
-    _slot: SemaphorePermit<'static>,
+struct Env(CrdEnv);
+
+impl std::ops::Deref for Env {
+    type Target = CrdEnv;
+    fn deref(&self) -> &CrdEnv {
+        &self.0
+    }
 }
 
 impl Env {
     async fn start(prefix: &str) -> Self {
         static SLOTS: Semaphore = Semaphore::const_new(MAX_PARALLEL_ENVS);
         logs();
-        let slot = SLOTS.acquire().await.expect("never closed");
-        let env = TestEnv::start().await.expect("control plane");
-        env.install_crd::<Gadget>().await.expect("CRD");
-        let ns = env.create_namespace(prefix).await.expect("namespace");
-        Self {
-            env,
-            ns,
-            _slot: slot,
-        }
+        Self(CrdEnv::start::<Gadget>(&SLOTS, prefix).await)
     }
 
     fn gadgets(&self) -> Api<Gadget> {

@@ -9,7 +9,9 @@
 //! Each test runs its own control plane; at most [`MAX_PARALLEL_ENVS`] run at once.
 
 mod call_log;
+mod crd_env;
 
+use crd_env::CrdEnv;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
@@ -23,11 +25,10 @@ use kube::{CustomResource, ResourceExt};
 use kubeapp::operator::{
     CancellationToken, Context, ReconcileError, ReconcileResult, Runner, RunnerConfig, WatcherFns,
 };
-use kubeapp::sdk::testenv::TestEnv;
 use kubeapp::simple::{App, AppConfig, ManagedKind, UnmanagedKind};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::Semaphore;
 
 #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[kube(
@@ -44,25 +45,20 @@ const MAX_PARALLEL_ENVS: usize = 2;
 /// The label the operator puts on its ConfigMaps; `owns` caches only those.
 const OWNED_LABEL: &str = "simplekinds.kubeapp.dev/widget";
 
-struct Env {
-    env: TestEnv,
-    ns: String,
-    _slot: SemaphorePermit<'static>,
+struct Env(CrdEnv);
+
+impl std::ops::Deref for Env {
+    type Target = CrdEnv;
+    fn deref(&self) -> &CrdEnv {
+        &self.0
+    }
 }
 
 impl Env {
     async fn start(prefix: &str) -> Self {
         static SLOTS: Semaphore = Semaphore::const_new(MAX_PARALLEL_ENVS);
         logs();
-        let slot = SLOTS.acquire().await.expect("never closed");
-        let env = TestEnv::start().await.expect("control plane");
-        env.install_crd::<Widget>().await.expect("CRD");
-        let ns = env.create_namespace(prefix).await.expect("namespace");
-        Self {
-            env,
-            ns,
-            _slot: slot,
-        }
+        Self(CrdEnv::start::<Widget>(&SLOTS, prefix).await)
     }
 
     fn widgets(&self) -> Api<Widget> {

@@ -15,7 +15,9 @@
 //! Each test runs its own control plane; at most [`MAX_PARALLEL_ENVS`] run at once.
 
 mod call_log;
+mod crd_env;
 
+use crd_env::CrdEnv;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,10 +34,9 @@ use kubeapp::operator::{
     InformerOptions, Informers, ReconcileError, ReconcileRequest, ReconcileResult, RetryPolicy,
     TriggerCause, Watcher, reconciler_fn,
 };
-use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::Semaphore;
 
 #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[kube(
@@ -50,25 +51,20 @@ struct WidgetSpec {
 
 const MAX_PARALLEL_ENVS: usize = 2;
 
-struct Env {
-    env: TestEnv,
-    ns: String,
-    _slot: SemaphorePermit<'static>,
+struct Env(CrdEnv);
+
+impl std::ops::Deref for Env {
+    type Target = CrdEnv;
+    fn deref(&self) -> &CrdEnv {
+        &self.0
+    }
 }
 
 impl Env {
     async fn start(prefix: &str) -> Self {
         static SLOTS: Semaphore = Semaphore::const_new(MAX_PARALLEL_ENVS);
         logs();
-        let slot = SLOTS.acquire().await.expect("never closed");
-        let env = TestEnv::start().await.expect("control plane");
-        env.install_crd::<Widget>().await.expect("CRD");
-        let ns = env.create_namespace(prefix).await.expect("namespace");
-        Self {
-            env,
-            ns,
-            _slot: slot,
-        }
+        Self(CrdEnv::start::<Widget>(&SLOTS, prefix).await)
     }
 
     fn widgets(&self) -> Api<Widget> {
