@@ -106,15 +106,11 @@ impl ContenderProcess {
     ///
     /// When the process is gone or the file has no `VmHWM` line.
     pub fn peak_rss_bytes(&self) -> Result<u64, ProcessError> {
-        let path = format!("/proc/{}/status", self.pid);
-        let status = std::fs::read_to_string(&path).map_err(|e| ProcessError::PeakRss {
-            pid: self.pid,
-            reason: e.to_string(),
-        })?;
-        parse_vm_hwm(&status).ok_or_else(|| ProcessError::PeakRss {
-            pid: self.pid,
-            reason: "no VmHWM line".to_string(),
-        })
+        self.read_proc(
+            "status",
+            |pid, reason| ProcessError::PeakRss { pid, reason },
+            |status| parse_vm_hwm(status).ok_or_else(|| "no VmHWM line".to_string()),
+        )
     }
 
     /// CPU time the process has used so far (user + system, all threads), in seconds.
@@ -123,15 +119,25 @@ impl ContenderProcess {
     ///
     /// When the process is gone or its `stat` line cannot be parsed.
     pub fn cpu_seconds(&self) -> Result<f64, ProcessError> {
-        let path = format!("/proc/{}/stat", self.pid);
-        let stat = std::fs::read_to_string(&path).map_err(|e| ProcessError::CpuTime {
-            pid: self.pid,
-            reason: e.to_string(),
-        })?;
-        parse_cpu_seconds(&stat).ok_or_else(|| ProcessError::CpuTime {
-            pid: self.pid,
-            reason: format!("no utime/stime fields in {stat:?}"),
-        })
+        self.read_proc(
+            "stat",
+            |pid, reason| ProcessError::CpuTime { pid, reason },
+            |stat| {
+                parse_cpu_seconds(stat).ok_or_else(|| format!("no utime/stime fields in {stat:?}"))
+            },
+        )
+    }
+
+    /// Reads `/proc/<pid>/<file>` and parses it; a failure of either becomes `error(pid, why)`.
+    fn read_proc<T>(
+        &self,
+        file: &str,
+        error: impl Fn(u32, String) -> ProcessError,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Result<T, ProcessError> {
+        let path = format!("/proc/{}/{file}", self.pid);
+        let text = std::fs::read_to_string(&path).map_err(|e| error(self.pid, e.to_string()))?;
+        parse(&text).map_err(|reason| error(self.pid, reason))
     }
 
     /// The resident set size now, in bytes (`VmRSS`).
