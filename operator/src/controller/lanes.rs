@@ -331,6 +331,12 @@ impl Lanes {
                 }
             }
         }
+        if lane.queue.capacity() == 0 {
+            // Most lanes hold one event at a time, and a slot keeps its queue's allocation: room
+            // for exactly one, where a growing `VecDeque` starts at four (a 20,000-object
+            // benchmark peaked with 14,000 lanes waiting: 8.6 MiB of queues before, 2.1 after).
+            lane.queue.reserve_exact(1);
+        }
         lane.queue.push_back(Queued {
             event,
             for_watchers,

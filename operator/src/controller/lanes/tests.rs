@@ -128,3 +128,12 @@ async fn retries_travel_with_the_taken_item_and_wait_in_the_timer_queue_when_han
     lanes.finish(retry.slot, false, retry.retries);
     assert_eq!(lanes.in_use(), 0, "released once no retry waits");
 }
+
+#[test]
+fn a_lane_with_one_event_reserves_room_for_one_and_grows_for_more() {
+    let mut lanes = Lanes::default();
+    lanes.push(InformerEvent::Add(cm("a", 1)), true);
+    assert_eq!(lanes.slots[0].queue.capacity(), 1);
+    lanes.push(InformerEvent::Add(cm("a", 2)), true);
+    assert_eq!(lanes.slots[0].queue.len(), 2);
+}
