@@ -29,11 +29,14 @@
 //! status and ours, still look like ours: that needs a re-list between them and is the one case
 //! where a foreign status change is not delivered as its own reconcile; its next change is.)
 //!
-//! Waiting reconcile requests merge (see the [controller docs](crate::controller)), so the check
-//! runs when a worker takes the request, over every event merged into it: the request is skipped
-//! only when all of them are echoes. That is also after the write's response was recorded: the
-//! call that made the write finished before the lane's next item is taken, even when the watch
-//! event arrived before the response did. Add, Delete, Resync and triggered requests are never
+//! Waiting reconcile requests merge (see the [controller docs](crate::controller)), and the request
+//! is skipped only when every event merged into it is an echo. An update is checked as it is
+//! queued when its write's record is already there (the usual case: the write's response comes
+//! back before its watch event has travelled through the informer), so a queued echo keeps no
+//! object versions alive while it waits behind other objects' work; the others are checked when a
+//! worker takes the request. That is always after the write's response was recorded: the call
+//! that made the write finished before the lane's next item is taken, even when the watch event
+//! arrived before the response did. Add, Delete, Resync and triggered requests are never
 //! echoes, and watchers get every event as before.
 //!
 //! Kinds without `metadata.generation` (ConfigMap, Secret, ...) follow the same rule: their
@@ -48,6 +51,7 @@
 //! seen or the object's Delete event is dispatched.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -77,6 +81,10 @@ pub(crate) struct OwnWrites {
 struct Inner {
     /// By object UID: the resourceVersions our writes returned, oldest first.
     writes: Mutex<HashMap<String, Vec<(String, WrittenPart)>>>,
+    /// How many objects `writes` holds, stored under its lock: lets the check of an update as
+    /// it is queued skip the lock while nothing is recorded (a stale read only defers the check
+    /// to dispatch).
+    recorded: AtomicUsize,
     /// `(group, kind)` of the objects that belong here; writes of other kinds are not recorded.
     kind: std::sync::OnceLock<(String, String)>,
 }
@@ -123,6 +131,7 @@ impl OwnWrites {
             list.remove(0);
         }
         list.push((rv.clone(), part));
+        self.inner.recorded.store(writes.len(), Ordering::Relaxed);
     }
 
     /// The part written at `rv` of object `uid`, if this controller's write produced it; the
@@ -134,13 +143,16 @@ impl OwnWrites {
         let (_, part) = list.remove(position);
         if list.is_empty() {
             writes.remove(uid);
+            self.inner.recorded.store(writes.len(), Ordering::Relaxed);
         }
         Some(part)
     }
 
     /// Forgets every write to object `uid` (it is gone).
     pub(crate) fn forget(&self, uid: &str) {
-        self.lock().remove(uid);
+        let mut writes = self.lock();
+        writes.remove(uid);
+        self.inner.recorded.store(writes.len(), Ordering::Relaxed);
     }
 
     /// How many objects have writes recorded (for tests).
@@ -157,23 +169,33 @@ impl OwnWrites {
         }
         let mut all = true;
         for (old, new) in updates {
-            all &= self.is_echo(old.as_ref(), new.as_ref());
+            all &= self.check(old.as_ref(), new.as_ref()).unwrap_or(false);
         }
         all
     }
 
-    fn is_echo(&self, old: &dyn KubeObject, new: &dyn KubeObject) -> bool {
+    /// The check of one update from `old` to `new`, made as it is queued: `Some(echo)` when
+    /// its new resourceVersion was recorded (the record is consumed), `None` when no write of
+    /// it is recorded yet (it may still come: check again at dispatch).
+    pub(crate) fn check_now(&self, old: &dyn KubeObject, new: &dyn KubeObject) -> Option<bool> {
+        if self.inner.recorded.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        self.check(old, new)
+    }
+
+    /// Whether the update is an echo (see the [module docs](self)); `None` when no write of its
+    /// new resourceVersion is recorded.
+    fn check(&self, old: &dyn KubeObject, new: &dyn KubeObject) -> Option<bool> {
         let meta = new.metadata();
         let (Some(uid), Some(rv)) = (meta.uid.as_deref(), meta.resource_version.as_deref()) else {
-            return false;
+            return Some(false);
         };
         if old.metadata().uid.as_deref() != Some(uid) {
-            return false;
+            return Some(false);
         }
-        match self.take(uid, rv) {
-            Some(part) => differs_only_in(old, new, part),
-            None => false,
-        }
+        let part = self.take(uid, rv)?;
+        Some(differs_only_in(old, new, part))
     }
 }
 
@@ -263,6 +285,40 @@ mod tests {
         let foreign = pair(cm("2", &["ours"], "a"), cm("3", &["ours"], "b"));
         assert!(!own.all_echoes(&[echo, foreign]));
         assert!(!own.all_echoes(&[]));
+    }
+
+    #[test]
+    fn the_check_at_queueing_decides_only_what_is_recorded_and_consumes_it() {
+        let own = OwnWrites::default();
+        let (old, new) = pair(cm("1", &[], "a"), cm("2", &["ours"], "a"));
+        assert_eq!(
+            own.check_now(old.as_ref(), new.as_ref()),
+            None,
+            "nothing recorded"
+        );
+        own.record(&cm("9", &[], "a").metadata, WrittenPart::Finalizers);
+        assert_eq!(
+            own.check_now(old.as_ref(), new.as_ref()),
+            None,
+            "another version recorded: the write may still come"
+        );
+        own.record(&cm("2", &["ours"], "a").metadata, WrittenPart::Finalizers);
+        assert_eq!(own.check_now(old.as_ref(), new.as_ref()), Some(true));
+        assert_eq!(
+            own.check_now(old.as_ref(), new.as_ref()),
+            None,
+            "consumed: the dispatch check finds nothing either"
+        );
+        own.record(&cm("3", &["ours"], "b").metadata, WrittenPart::Finalizers);
+        let (old, new) = pair(cm("2", &["ours"], "a"), cm("3", &["ours"], "b"));
+        assert_eq!(
+            own.check_now(old.as_ref(), new.as_ref()),
+            Some(false),
+            "recorded, but the data changed too"
+        );
+        own.forget("u1");
+        assert_eq!(own.objects(), 0);
+        assert_eq!(own.inner.recorded.load(Ordering::Relaxed), 0);
     }
 
     #[test]

@@ -86,7 +86,7 @@ impl KindRuntime {
             .unwrap_or(&self.name)
     }
 
-    fn event_span(&self, event: &InformerEvent, key: &LaneKey) -> Span {
+    fn event_span(&self, action: ReconcileAction, key: &LaneKey) -> Span {
         let (group, version) = self.info.get().map_or(("", ""), |info| {
             (info.group.as_str(), info.version.as_str())
         });
@@ -102,16 +102,16 @@ impl KindRuntime {
                     version = %version,
                     namespace = %namespace,
                     name = %key.name(),
-                    event_type = event.action().metric_label(),
+                    event_type = action.metric_label(),
                 )
             };
         }
-        match event {
-            InformerEvent::Add(_) => event_span!("informer-event-add"),
-            InformerEvent::Update { .. } | InformerEvent::Resync(_) => {
+        match action {
+            ReconcileAction::Created => event_span!("informer-event-add"),
+            ReconcileAction::Updated | ReconcileAction::Resynced => {
                 event_span!("informer-event-update")
             }
-            InformerEvent::Delete(_) => event_span!("informer-event-delete"),
+            ReconcileAction::Deleted => event_span!("informer-event-delete"),
         }
     }
 
@@ -123,8 +123,8 @@ impl KindRuntime {
         ctx: &HandlerContext,
         handlers: &Handlers,
     ) {
-        let span = self.event_span(&queued.event, held.key);
-        let action = queued.event.action();
+        let action = queued.action;
+        let span = self.event_span(action, held.key);
         let metrics = self.metrics.action(action);
         async {
             metrics.ongoing_events.inc();
@@ -132,7 +132,7 @@ impl KindRuntime {
             // One clock read per handler: each call's end is the next one's start.
             let mut clock = started;
             let seq = queued.seq;
-            if queued.for_watchers {
+            if let Some(event) = &queued.event {
                 for entry in &handlers.watchers {
                     if !held.run.acting() {
                         break;
@@ -142,7 +142,7 @@ impl KindRuntime {
                         continue;
                     }
                     if !held.retries.is_empty() {
-                        self.dequeue_check(held, handler, action, queued.event.object());
+                        self.dequeue_check(held, handler, action, event.object());
                     }
                     clock = self
                         .call_watcher(
@@ -150,7 +150,7 @@ impl KindRuntime {
                             Origin::Event,
                             handler,
                             entry.handler.as_ref(),
-                            &queued.event,
+                            event,
                             ctx,
                             clock,
                         )
@@ -158,18 +158,23 @@ impl KindRuntime {
                         .1;
                 }
             }
-            if let InformerEvent::Delete(object) = &queued.event
-                && let Some(uid) = object.metadata().uid.as_deref()
+            if action == ReconcileAction::Deleted
+                && let Some(uid) = queued.object().and_then(|o| o.metadata().uid.as_deref())
             {
                 self.own_writes.forget(uid);
             }
             let reconcile = queued.reconcile.as_ref().filter(|_| {
-                // Checked now, not at push: the call that made the write has finished (and
-                // recorded it) before the lane's next item is taken.
-                let updates = queued.echo.updates();
-                let echo = self.own_writes.all_echoes(updates);
+                if !queued.echo.possible() {
+                    return true;
+                }
+                // The updates not found to be echoes as they were queued are checked now: the
+                // call that made a write has finished (and recorded it) before the lane's next
+                // item is taken.
+                let unchecked = queued.echo.unchecked();
+                let echo = unchecked.is_empty() || self.own_writes.all_echoes(unchecked);
                 if echo {
-                    self.metrics.own_write_echoes.inc_by(updates.len() as u64);
+                    let skipped = u64::from(queued.echo.confirmed()) + unchecked.len() as u64;
+                    self.metrics.own_write_echoes.inc_by(skipped);
                 }
                 !echo
             });

@@ -226,7 +226,7 @@ impl KindRuntime {
         let mut state = self.state();
         let extra = PushExtra {
             cause: Some(cause),
-            only: None,
+            ..PushExtra::default()
         };
         self.metrics.triggered.inc();
         let pushed = state
@@ -287,6 +287,13 @@ impl KindRuntime {
     ) -> bool {
         let for_watchers = self.has_watchers.load(Ordering::Acquire);
         let max = self.config.max_pending_events;
+        // Before the lock: the check may compare the two objects.
+        let echo_found = match &event {
+            InformerEvent::Update { old, new } if !self.config.reconciles_own_writes() => {
+                self.own_writes.check_now(old.as_ref(), new.as_ref())
+            }
+            _ => None,
+        };
         let mut event = Some(event);
         loop {
             if run.stop.is_cancelled() {
@@ -299,7 +306,11 @@ impl KindRuntime {
                         return false;
                     };
                     self.metrics.action(event.action()).events_total.inc();
-                    let pushed = state.lanes.push(event, for_watchers);
+                    let extra = PushExtra {
+                        echo_found,
+                        ..PushExtra::default()
+                    };
+                    let pushed = state.lanes.push_with(event, for_watchers, extra);
                     self.metrics.queue_depth.inc();
                     if pushed.merged_away > 0 {
                         self.metrics.queue_depth.dec();
@@ -445,7 +456,7 @@ impl KindRuntime {
             let counted = match work {
                 Work::Event(queued) => {
                     self.metrics.queue_depth.dec();
-                    let counted = queued.for_watchers;
+                    let counted = queued.for_watchers();
                     let handlers = handlers.current(&self);
                     self.dispatch_event(&mut held, queued, &ctx, handlers).await;
                     counted

@@ -104,9 +104,13 @@ impl fmt::Debug for LaneKey {
 
 /// An event waiting in a lane.
 pub(super) struct Queued {
-    pub(super) event: InformerEvent,
-    /// False when no watcher was registered as it arrived, or for a triggered reconcile.
-    pub(super) for_watchers: bool,
+    /// The event, for watchers; `None` when no watcher was registered as it arrived, or for a
+    /// triggered reconcile. Not kept for a reconcile alone, so that an update waiting behind
+    /// other objects' work does not keep its old object alive (the reconcile request holds the
+    /// new one, the echo candidates what their check needs).
+    pub(super) event: Option<InformerEvent>,
+    /// The event's own action (the reconcile request's may be a merged one).
+    pub(super) action: ReconcileAction,
     /// The reconcile request this event carries, `None` once a newer event took it over.
     pub(super) reconcile: Option<(ReconcileAction, SharedObject)>,
     /// Why a triggered reconcile runs (`None` for informer events).
@@ -120,43 +124,105 @@ pub(super) struct Queued {
     pub(super) echo: EchoCandidates,
 }
 
+impl Queued {
+    /// Whether watchers get this event.
+    pub(super) fn for_watchers(&self) -> bool {
+        self.event.is_some()
+    }
+
+    /// The event's object: its newest state (`None` only for a watcher-less event whose
+    /// reconcile request a newer event took over, which is never queued).
+    pub(super) fn object(&self) -> Option<&SharedObject> {
+        match &self.event {
+            Some(event) => Some(event.object()),
+            None => self.reconcile.as_ref().map(|(_, object)| object),
+        }
+    }
+}
+
+/// An update's old and new object.
+type UpdatePair = (SharedObject, SharedObject);
+
 /// The events merged into a waiting reconcile request, as far as the
 /// [own-writes](crate::own_writes) check needs them: the request is skipped at dispatch only when
-/// every one of them is the echo of the controller's own write.
+/// every one of them is the echo of the controller's own write. The `u32` of each variant with
+/// updates counts those already found to be echoes as they were queued (they keep no objects);
+/// the pairs are the updates still to check, oldest first.
 #[derive(Default)]
 pub(super) enum EchoCandidates {
-    /// Some event in it cannot be an echo (an Add, Delete, Resync, a trigger, or echoes are
-    /// reconciled by configuration).
+    /// Some event in it cannot be an echo (an Add, Delete, Resync, a trigger, an update whose
+    /// recorded write showed more than the write, or echoes are reconciled by configuration).
     #[default]
     No,
-    /// One update (old, new).
-    One((SharedObject, SharedObject)),
-    /// Several merged updates, oldest first.
-    Many(Vec<(SharedObject, SharedObject)>),
+    /// Only updates found to be echoes as they were queued.
+    Confirmed(u32),
+    /// One update left to check.
+    One(u32, UpdatePair),
+    /// Several updates left to check.
+    Many(u32, Vec<UpdatePair>),
 }
 
 impl EchoCandidates {
-    /// The request's candidates once `newer` merged into it.
-    fn merged(self, newer: Self) -> Self {
-        let mut updates = match self {
-            Self::No => return Self::No,
-            Self::One(pair) => vec![pair],
-            Self::Many(updates) => updates,
-        };
-        match newer {
-            Self::No => return Self::No,
-            Self::One(pair) => updates.push(pair),
-            Self::Many(more) => updates.extend(more),
+    /// The candidates of one update, with the own-writes check made as it was queued, if any.
+    fn of_update(pair: UpdatePair, found: Option<bool>) -> Self {
+        match found {
+            Some(true) => Self::Confirmed(1),
+            Some(false) => Self::No,
+            None => Self::One(0, pair),
         }
-        Self::Many(updates)
     }
 
-    /// The updates to check; empty for [`No`](Self::No).
-    pub(super) fn updates(&self) -> &[(SharedObject, SharedObject)] {
+    /// The request's candidates once `newer` merged into it.
+    fn merged(self, newer: Self) -> Self {
+        let (confirmed, mut unchecked) = match self {
+            Self::No => return Self::No,
+            Self::Confirmed(confirmed) => (confirmed, Vec::new()),
+            Self::One(confirmed, pair) => (confirmed, vec![pair]),
+            Self::Many(confirmed, updates) => (confirmed, updates),
+        };
+        let confirmed = confirmed.saturating_add(match newer {
+            Self::No => return Self::No,
+            Self::Confirmed(more) => more,
+            Self::One(more, pair) => {
+                unchecked.push(pair);
+                more
+            }
+            Self::Many(more, pairs) => {
+                unchecked.extend(pairs);
+                more
+            }
+        });
+        match unchecked.len() {
+            0 => Self::Confirmed(confirmed),
+            1 => match unchecked.pop() {
+                Some(pair) => Self::One(confirmed, pair),
+                None => Self::Confirmed(confirmed),
+            },
+            _ => Self::Many(confirmed, unchecked),
+        }
+    }
+
+    /// Whether the request may be an echo at all (every event merged into it is an update).
+    pub(super) fn possible(&self) -> bool {
+        !matches!(self, Self::No)
+    }
+
+    /// How many updates were found to be echoes as they were queued.
+    pub(super) fn confirmed(&self) -> u32 {
         match self {
-            Self::No => &[],
-            Self::One(pair) => std::slice::from_ref(pair),
-            Self::Many(updates) => updates,
+            Self::No => 0,
+            Self::Confirmed(confirmed) | Self::One(confirmed, _) | Self::Many(confirmed, _) => {
+                *confirmed
+            }
+        }
+    }
+
+    /// The updates left to check at dispatch.
+    pub(super) fn unchecked(&self) -> &[UpdatePair] {
+        match self {
+            Self::No | Self::Confirmed(_) => &[],
+            Self::One(_, pair) => std::slice::from_ref(pair),
+            Self::Many(_, updates) => updates,
         }
     }
 }
@@ -166,6 +232,9 @@ impl EchoCandidates {
 pub(super) struct PushExtra {
     pub(super) cause: Option<TriggerCause>,
     pub(super) only: Option<HandlerId>,
+    /// For an update: what the own-writes check found as it was queued (`None`: not made, or
+    /// no record yet; see [`OwnWrites::check_now`](crate::own_writes::OwnWrites::check_now)).
+    pub(super) echo_found: Option<bool>,
 }
 
 /// One object's pending work.
@@ -273,6 +342,7 @@ impl Lanes {
 
     /// Queues `event` in its object's lane, merging it with the waiting reconcile request (see
     /// the [controller docs](super)).
+    #[cfg(test)]
     pub(super) fn push(&mut self, event: InformerEvent, for_watchers: bool) -> Pushed {
         self.push_with(event, for_watchers, PushExtra::default())
     }
@@ -301,7 +371,8 @@ impl Lanes {
             InformerEvent::Update { old, new }
                 if self.track_echoes && extra.cause.is_none() && extra.only.is_none() =>
             {
-                EchoCandidates::One((SharedObject::clone(old), SharedObject::clone(new)))
+                let pair = (SharedObject::clone(old), SharedObject::clone(new));
+                EchoCandidates::of_update(pair, extra.echo_found)
             }
             _ => EchoCandidates::No,
         };
@@ -325,7 +396,7 @@ impl Lanes {
                 reconcile.0 = merged;
                 cause = cause.or_else(|| waiting.cause.take());
                 echo = std::mem::take(&mut waiting.echo).merged(echo);
-                if !waiting.for_watchers {
+                if !waiting.for_watchers() {
                     lane.queue.remove(position);
                     merged_away = 1;
                 }
@@ -338,8 +409,8 @@ impl Lanes {
             lane.queue.reserve_exact(1);
         }
         lane.queue.push_back(Queued {
-            event,
-            for_watchers,
+            event: for_watchers.then_some(event),
+            action,
             reconcile: Some(reconcile),
             cause,
             seq,

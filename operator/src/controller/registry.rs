@@ -197,8 +197,8 @@ impl KindRuntime {
         let for_watchers = matches!(id, HandlerId::Watcher(_));
         for object in cache.snapshot() {
             let extra = PushExtra {
-                cause: None,
                 only: Some(id),
+                ..PushExtra::default()
             };
             let pushed = state
                 .lanes

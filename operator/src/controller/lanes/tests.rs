@@ -1,6 +1,8 @@
 //! Unit tests of the lanes: holding, order, merging, slot reuse, and retries with their timers.
 
 use super::*;
+use std::sync::Arc;
+
 use crate::object::share;
 use k8s_openapi::api::core::v1::ConfigMap;
 
@@ -15,8 +17,8 @@ fn cm(name: &str, rv: u32) -> SharedObject {
 fn rv(work: &Work) -> String {
     match work {
         Work::Event(queued) => queued
-            .event
             .object()
+            .expect("a queued event has an object")
             .metadata()
             .resource_version
             .clone()
@@ -136,4 +138,56 @@ fn a_lane_with_one_event_reserves_room_for_one_and_grows_for_more() {
     assert_eq!(lanes.slots[0].queue.capacity(), 1);
     lanes.push(InformerEvent::Add(cm("a", 2)), true);
     assert_eq!(lanes.slots[0].queue.len(), 2);
+}
+
+#[test]
+fn a_reconcile_only_update_keeps_no_old_object_and_echoes_found_at_push_merge_as_counts() {
+    let mut lanes = Lanes::tracking_echoes(true);
+    let (v1, v2, v3) = (cm("a", 1), cm("a", 2), cm("a", 3));
+    let update = |old: &SharedObject, new: &SharedObject| InformerEvent::Update {
+        old: SharedObject::clone(old),
+        new: SharedObject::clone(new),
+    };
+    let found = |echo_found| PushExtra {
+        echo_found,
+        ..PushExtra::default()
+    };
+    lanes.push_with(update(&v1, &v2), false, found(Some(true)));
+    assert_eq!(Arc::strong_count(&v1), 1, "the old object is not kept");
+    lanes.push_with(update(&v2, &v3), false, found(None));
+    assert_eq!(Arc::strong_count(&v1), 1);
+    let Some(Taken {
+        slot,
+        work: Work::Event(queued),
+        retries,
+        ..
+    }) = lanes.take()
+    else {
+        panic!("one merged request");
+    };
+    assert!(queued.event.is_none() && queued.action == ReconcileAction::Updated);
+    assert!(queued.echo.possible());
+    assert_eq!(
+        queued.echo.confirmed(),
+        1,
+        "the first update, checked at push"
+    );
+    assert_eq!(
+        queued.echo.unchecked().len(),
+        1,
+        "the second, left to dispatch"
+    );
+    lanes.finish(slot, false, retries);
+    assert!(lanes.take().is_none());
+
+    // An update whose recorded write showed more makes the request a plain reconcile.
+    lanes.push_with(update(&v2, &v3), false, found(Some(false)));
+    let Some(Taken {
+        work: Work::Event(queued),
+        ..
+    }) = lanes.take()
+    else {
+        panic!("one request");
+    };
+    assert!(!queued.echo.possible());
 }
