@@ -276,6 +276,14 @@ async fn new_objects_cost_two_requests_and_one_reconcile_and_others_changes_stil
     let calls = log.entries();
     assert_eq!(calls.len(), OBJECTS, "one reconcile per object: {calls:?}");
     assert!(calls.iter().all(|c| c.starts_with("Created ")), "{calls:?}");
+    // Each write is applied once: the finalizer patch waits until the cache has seen the status
+    // write, so the apiserver (which applies a patch to its watch cache's copy first) does not
+    // apply it to an old copy, fail etcd's compare-and-swap and apply it again.
+    assert_eq!(
+        etcd_updates(&env.client(), "gadgets").await,
+        2 * objects,
+        "etcd updates of gadgets: one per write"
+    );
 
     // Someone else's writes reconcile: a status write, a label, a spec change.
     let api = env.gadgets();
@@ -320,6 +328,29 @@ async fn new_objects_cost_two_requests_and_one_reconcile_and_others_changes_stil
     })
     .await;
     eventually_empty(&api).await;
+}
+
+/// The apiserver's count of etcd updates of `resource` objects (every attempt, retries included),
+/// from its `/metrics`.
+async fn etcd_updates(client: &kube::Client, resource: &str) -> u64 {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("a valid request");
+    let text = client
+        .request_text(request)
+        .await
+        .expect("the apiserver's /metrics");
+    let series = format!(
+        "etcd_request_duration_seconds_count{{group=\"ownwrites.kubeapp.dev\",operation=\"update\",resource=\"{resource}\"}}"
+    );
+    let line = text
+        .lines()
+        .find(|line| line.starts_with(&series))
+        .unwrap_or_else(|| panic!("{series} missing from the apiserver's /metrics"));
+    line.rsplit(' ')
+        .next()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {line:?}"))
 }
 
 /// Waits until no gadget is left (their finalizers were removed).

@@ -52,11 +52,13 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::object::{KubeObject, SharedObject};
+use crate::store::SharedCache;
 
 /// The most resourceVersions remembered per object; older ones are dropped first (their echo
 /// then reconciles, which is the safe side).
@@ -86,7 +88,9 @@ struct Inner {
     /// to dispatch).
     recorded: AtomicUsize,
     /// `(group, kind)` of the objects that belong here; writes of other kinds are not recorded.
-    kind: std::sync::OnceLock<(String, String)>,
+    kind: OnceLock<(String, String)>,
+    /// The kind's informer cache, for [`OwnWrites::seen_by_cache`].
+    cache: OnceLock<Arc<SharedCache>>,
 }
 
 impl std::fmt::Debug for OwnWrites {
@@ -102,6 +106,38 @@ impl OwnWrites {
     /// another kind's object through the same applier would never see its echo here).
     pub(crate) fn set_kind(&self, group: &str, kind: &str) {
         let _ = self.inner.kind.set((group.to_string(), kind.to_string()));
+    }
+
+    /// The informer cache of the kind's objects (set once, when the kind is attached).
+    pub(crate) fn set_cache(&self, cache: Arc<SharedCache>) {
+        let _ = self.inner.cache.set(cache);
+    }
+
+    /// Waits, at most `limit`, until the kind's informer cache has seen the newest write
+    /// recorded for object `uid`; true when it has (or nothing is recorded, or there is no
+    /// cache). The opinionated reconciler calls it before the finalizer patch that follows a
+    /// reconciler's write: the apiserver applies a patch to its watch cache's copy of the object
+    /// first, and a copy older than the object in etcd costs a failed compare-and-swap and a
+    /// second application of the patch. The watch that feeds our cache is served from that
+    /// watch cache, so once our cache has seen the version, the apiserver's has too. A record
+    /// already consumed by its echo needs no wait.
+    pub(crate) async fn seen_by_cache(&self, uid: &str, limit: Duration) -> bool {
+        let Some(cache) = self.inner.cache.get() else {
+            return true;
+        };
+        let newest = self.lock().get(uid).and_then(|list| {
+            list.iter()
+                .filter_map(|(rv, _)| rv.parse::<u64>().ok())
+                .max()
+        });
+        let Some(wanted) = newest else {
+            return true;
+        };
+        let mut versions = cache.versions();
+        matches!(
+            tokio::time::timeout(limit, versions.wait_for(|seen| *seen >= wanted)).await,
+            Ok(Ok(_))
+        )
     }
 
     /// Whether writes to objects of `group` / `kind` are recorded here.

@@ -47,6 +47,7 @@ impl InformerController {
             .set_kind(&fanout.resource.group, &fanout.resource.kind);
         runtime.init_workers(fanout.max_concurrent_workers);
         let _ = runtime.cache.set(Arc::clone(&fanout.cache));
+        runtime.own_writes.set_cache(Arc::clone(&fanout.cache));
         let _ = runtime.fanout.set(Arc::clone(fanout));
         kinds.insert(name.clone(), Arc::clone(&runtime));
         drop(kinds);

@@ -138,6 +138,19 @@
 //! its next start, deliver `Resynced` for an object whose creation was never handled. With the
 //! list precondition the order costs nothing: two requests either way.
 //!
+//! The order does cost the apiserver something when the patch follows the reconciler's write at
+//! once: the apiserver applies a patch to its watch cache's copy of the object first, and when
+//! that copy does not have the status write yet, etcd's compare-and-swap fails and the patch is
+//! applied again to a fresh read (measured at 2,000 new objects: 4,773 etcd updates for 4,002
+//! writes, 771 patches applied twice; kube-runtime, whose second write follows the first one's
+//! watch event, 4,002). So when the reconciler's write was recorded as the controller's own, the
+//! wrapper first waits until the informer cache has seen it (at most a second; normally a few
+//! milliseconds; the patch is correct either way): the watch that feeds the cache is served from
+//! the apiserver's watch cache, so that has the write too. A record already taken by its echo
+//! means the echo has arrived, and there is no wait. `tests/own_writes.rs` counts the
+//! apiserver's etcd updates: one per write (200 objects, 400 updates; 418 and 421 in two runs
+//! without the wait).
+//!
 //! No delete is lost by the finalizer coming second:
 //! - an object deleted while `Created` runs, without other finalizers, is gone before the patch:
 //!   the patch finds nothing (404, or a UID test that fails on a new incarnation) and changes
