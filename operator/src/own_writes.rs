@@ -51,7 +51,7 @@
 //! seen or the object's Delete event is dispatched.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -91,6 +91,9 @@ struct Inner {
     kind: OnceLock<(String, String)>,
     /// The kind's informer cache, for [`OwnWrites::seen_by_cache`].
     cache: OnceLock<Arc<SharedCache>>,
+    /// Set while the kind's intake waits for room in a full backlog: the informer feeding the
+    /// cache waits with it, so [`OwnWrites::seen_by_cache`] does not wait.
+    intake_paused: AtomicBool,
 }
 
 impl std::fmt::Debug for OwnWrites {
@@ -113,9 +116,16 @@ impl OwnWrites {
         let _ = self.inner.cache.set(cache);
     }
 
+    /// Marks whether the kind's intake is waiting for room (see [`OwnWrites::seen_by_cache`]).
+    pub(crate) fn set_intake_paused(&self, paused: bool) {
+        self.inner.intake_paused.store(paused, Ordering::Relaxed);
+    }
+
     /// Waits, at most `limit`, until the kind's informer cache has seen the newest write
     /// recorded for object `uid`; true when it has (or nothing is recorded, or there is no
-    /// cache). The opinionated reconciler calls it before the finalizer patch that follows a
+    /// cache). Returns false at once while the kind's intake waits for room: the informer that
+    /// feeds the cache waits with it, and a worker waiting here would free no room (with every
+    /// worker waiting, each would sit out the whole limit). The opinionated reconciler calls it before the finalizer patch that follows a
     /// reconciler's write: the apiserver applies a patch to its watch cache's copy of the object
     /// first, and a copy older than the object in etcd costs a failed compare-and-swap and a
     /// second application of the patch. The watch that feeds our cache is served from that
@@ -125,6 +135,9 @@ impl OwnWrites {
         let Some(cache) = self.inner.cache.get() else {
             return true;
         };
+        if self.inner.intake_paused.load(Ordering::Relaxed) {
+            return false;
+        }
         let newest = self.lock().get(uid).and_then(|list| {
             list.iter()
                 .filter_map(|(rv, _)| rv.parse::<u64>().ok())
@@ -355,6 +368,38 @@ mod tests {
         own.forget("u1");
         assert_eq!(own.objects(), 0);
         assert_eq!(own.inner.recorded.load(Ordering::Relaxed), 0);
+    }
+
+    #[tokio::test]
+    async fn the_cache_wait_ends_when_the_cache_sees_the_newest_write_and_never_while_paused() {
+        use crate::informer::{InformerEvent, SyncedFlag};
+        let own = OwnWrites::default();
+        let short = Duration::from_millis(20);
+        assert!(own.seen_by_cache("u1", short).await, "no cache: no wait");
+        let cache = Arc::new(SharedCache::new(SyncedFlag::new(false)));
+        own.set_cache(Arc::clone(&cache));
+        assert!(own.seen_by_cache("u1", short).await, "nothing recorded");
+        own.record(&cm("4", &[], "a").metadata, WrittenPart::Status);
+        own.record(&cm("7", &[], "a").metadata, WrittenPart::Status);
+        cache.apply(&InformerEvent::Add(share(cm("4", &[], "a"))));
+        assert!(!own.seen_by_cache("u1", short).await, "7 not seen yet");
+        let waiting = {
+            let own = own.clone();
+            tokio::spawn(async move { own.seen_by_cache("u1", Duration::from_secs(30)).await })
+        };
+        cache.apply(&InformerEvent::Update {
+            old: share(cm("4", &[], "a")),
+            new: share(cm("7", &[], "a")),
+        });
+        assert!(waiting.await.expect("the wait"), "woken by the cache");
+        own.record(&cm("9", &[], "a").metadata, WrittenPart::Status);
+        own.set_intake_paused(true);
+        let started = std::time::Instant::now();
+        assert!(!own.seen_by_cache("u1", Duration::from_secs(30)).await);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "paused: no wait"
+        );
     }
 
     #[test]

@@ -325,10 +325,17 @@ impl KindRuntime {
                 // from now on wakes it.
                 self.room.notified()
             };
+            // While intake waits, the informer (and its cache) waits with it: nobody should
+            // wait for the cache meanwhile.
+            self.own_writes.set_intake_paused(true);
             tokio::select! {
                 () = room => {}
-                () = run.stop.cancelled() => return false,
+                () = run.stop.cancelled() => {
+                    self.own_writes.set_intake_paused(false);
+                    return false;
+                }
             }
+            self.own_writes.set_intake_paused(false);
         }
     }
 

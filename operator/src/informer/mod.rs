@@ -118,7 +118,7 @@ impl InformerEvent {
 pub struct SyncedFlag(Arc<watch::Sender<bool>>);
 
 impl SyncedFlag {
-    fn new(synced: bool) -> Self {
+    pub(crate) fn new(synced: bool) -> Self {
         Self(Arc::new(watch::Sender::new(synced)))
     }
 

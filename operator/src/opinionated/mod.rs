@@ -144,8 +144,9 @@
 //! applied again to a fresh read (measured at 2,000 new objects: 4,773 etcd updates for 4,002
 //! writes, 771 patches applied twice; kube-runtime, whose second write follows the first one's
 //! watch event, 4,002). So when the reconciler's write was recorded as the controller's own, the
-//! wrapper first waits until the informer cache has seen it (at most a second; normally a few
-//! milliseconds; the patch is correct either way): the watch that feeds the cache is served from
+//! wrapper first waits until the informer cache has seen it (at most half a second, normally a
+//! few milliseconds, and not at all while the kind's intake waits for room, when the informer
+//! waits too; the patch is correct either way): the watch that feeds the cache is served from
 //! the apiserver's watch cache, so that has the write too. A record already taken by its echo
 //! means the echo has arrived, and there is no wait. `tests/own_writes.rs` counts the
 //! apiserver's etcd updates: one per write (200 objects, 400 updates; 418 and 421 in two runs

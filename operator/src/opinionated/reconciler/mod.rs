@@ -27,8 +27,10 @@ use crate::reconciler::{
 pub const STATE_KEY: &str = "kubeapp.dev/opinionated-finalizer";
 
 /// The longest the finalizer patch after `Created` waits for the cache to see the reconciler's
-/// own write (it normally takes milliseconds; the patch is correct either way).
-const CATCH_UP_LIMIT: Duration = Duration::from_secs(1);
+/// own write: it normally takes milliseconds, and the patch is correct either way (it may then
+/// be applied twice by the apiserver). Bounded tightly because a shared informer also waits for
+/// its slowest subscriber: another controller's full backlog stalls this kind's cache too.
+const CATCH_UP_LIMIT: Duration = Duration::from_millis(500);
 const PENDING_ADD: &str = "add-pending";
 const PENDING_REMOVAL: &str = "removal-pending";
 
