@@ -339,11 +339,12 @@ async fn a_running_app_exports_the_contracts_spans_for_a_known_event_sequence() 
     );
     assert_eq!(add.attr("group"), Some(GROUP), "{add:?}");
     assert_eq!(add.attr("version"), Some("v1"), "{add:?}");
-    let update = one(
-        &spans,
-        "informer-event-update of g1",
-        of_g1("informer-event-update"),
-    );
+    // The spec change's update. The finalizer patch's echo is an update too: skipped (no
+    // reconcile under it) when it is dispatched on its own, or merged into the spec change's
+    // request when that arrives while the echo still waits; either can happen.
+    let is_update = of_g1("informer-event-update");
+    let updates: Vec<&SpanRecord> = spans.iter().filter(|s| is_update(s)).collect();
+    one(&spans, "informer-event-update of g1", is_update);
     let delete = one(
         &spans,
         "informer-event-delete of g1",
@@ -364,8 +365,10 @@ async fn a_running_app_exports_the_contracts_spans_for_a_known_event_sequence() 
         "the failed call's span has status error: {failed:?}"
     );
     assert!(
-        reconciles.iter().any(|s| s.is_child_of(update) && !s.error),
-        "a successful reconcile under the update"
+        reconciles
+            .iter()
+            .any(|s| !s.error && updates.iter().any(|update| s.is_child_of(update))),
+        "a successful reconcile under an update: {updates:#?}"
     );
     assert!(
         reconciles.iter().any(|s| s.is_child_of(delete) && !s.error),
