@@ -146,11 +146,7 @@ impl OwnWrites {
         let Some(wanted) = newest else {
             return true;
         };
-        let mut versions = cache.versions();
-        matches!(
-            tokio::time::timeout(limit, versions.wait_for(|seen| *seen >= wanted)).await,
-            Ok(Ok(_))
-        )
+        cache.wait_for_version(wanted, limit).await.is_ok()
     }
 
     /// Whether writes to objects of `group` / `kind` are recorded here.

@@ -21,6 +21,15 @@ pub(crate) type IndexFn = Arc<dyn Fn(&dyn KubeObject) -> Vec<String> + Send + Sy
 /// The built-in index of every object by the UIDs of its owners.
 pub(crate) const OWNER_INDEX: &str = "kubeapp.dev/owner-uid";
 
+/// Why [`SharedCache::wait_for_version`] ended without seeing the version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum VersionWaitEnd {
+    /// The limit ran out first.
+    Timeout,
+    /// The informer stopped (nothing will raise the version any more).
+    Stopped,
+}
+
 /// The name of the index of one label's values.
 pub(crate) fn label_index(key: &str) -> String {
     format!("kubeapp.dev/label:{key}")
@@ -239,6 +248,22 @@ impl SharedCache {
             }
             newer
         });
+    }
+
+    /// Waits, at most `limit`, until the cache has seen a `resourceVersion` of at least
+    /// `wanted` (the read-after-write wait of [`Store`](super::Store) and of the opinionated
+    /// finalizer patch).
+    pub(crate) async fn wait_for_version(
+        &self,
+        wanted: u64,
+        limit: std::time::Duration,
+    ) -> Result<(), VersionWaitEnd> {
+        let mut versions = self.versions();
+        match tokio::time::timeout(limit, versions.wait_for(|seen| *seen >= wanted)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(_)) => Err(VersionWaitEnd::Stopped),
+            Err(_) => Err(VersionWaitEnd::Timeout),
+        }
     }
 
     /// A receiver of the highest `resourceVersion` seen.

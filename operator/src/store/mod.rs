@@ -33,7 +33,7 @@ use kube::runtime::reflector::ObjectRef;
 use crate::object::{KubeObject, ObjectKey, SharedObject, downcast_shared};
 
 use self::cache::OWNER_INDEX;
-pub(crate) use self::cache::{IndexFn, SharedCache, label_index, label_indexer};
+pub(crate) use self::cache::{IndexFn, SharedCache, VersionWaitEnd, label_index, label_indexer};
 
 /// Why a [`Store`] read could not be answered.
 #[derive(Debug, thiserror::Error)]
@@ -234,11 +234,10 @@ impl<K: KubeObject> Store<K> {
         let wanted: u64 = rv
             .parse()
             .map_err(|_| StoreError::OpaqueVersion { rv: rv.to_string() })?;
-        let mut versions = self.cache.versions();
-        match tokio::time::timeout(timeout, versions.wait_for(|seen| *seen >= wanted)).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(_)) => Err(StoreError::Stopped),
-            Err(_) => Err(StoreError::Timeout {
+        match self.cache.wait_for_version(wanted, timeout).await {
+            Ok(()) => Ok(()),
+            Err(VersionWaitEnd::Stopped) => Err(StoreError::Stopped),
+            Err(VersionWaitEnd::Timeout) => Err(StoreError::Timeout {
                 rv: rv.to_string(),
                 waited: timeout,
             }),
