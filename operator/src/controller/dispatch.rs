@@ -22,6 +22,7 @@ use tracing::{Instrument, Span};
 use tokio_util::sync::CancellationToken;
 
 use super::call_log::CallLog;
+use super::durations::{Timed, WorkerDurations};
 use super::kind::{KindRuntime, Running};
 use super::lanes::{HandlerId, LaneKey, Queued};
 use super::pending::{Pending, Retries, RetryEntry, RetryWork};
@@ -57,14 +58,18 @@ pub(super) enum CallEnd {
     GaveUp,
 }
 
-/// The lane a worker holds while it dispatches one of its items: its key and its pending
-/// retries, which dispatch changes in place (the worker hands them back to the lane afterwards).
+/// What a worker holds while it dispatches one item of a lane: the lane's key and pending
+/// retries, which dispatch changes in place (the worker hands them back to the lane afterwards),
+/// and the worker's own duration histograms.
 pub(super) struct Held<'a> {
     pub(super) key: &'a LaneKey,
     pub(super) retries: &'a mut Retries,
+    /// Where the calls' and the event's durations go (see [`durations`](super::durations)).
+    pub(super) durations: &'a mut WorkerDurations,
     /// The controller's stop: a call failing while it stops is not retried.
     pub(super) stop: &'a CancellationToken,
-    /// The run: no handler call starts unless it is [acting](Running::acting).
+    /// The run: no event starts unless it is [acting](Running::acting), and no handler call
+    /// unless it [leads](Running::leading).
     pub(super) run: &'a Running,
 }
 
@@ -134,7 +139,7 @@ impl KindRuntime {
             let seq = queued.seq;
             if let Some(event) = &queued.event {
                 for entry in &handlers.watchers {
-                    if !held.run.acting() {
+                    if !held.run.leading() {
                         break;
                     }
                     let handler = HandlerId::Watcher(entry.id);
@@ -180,7 +185,7 @@ impl KindRuntime {
             });
             if let Some((reconcile_action, object)) = reconcile {
                 for entry in &handlers.reconcilers {
-                    if !held.run.acting() {
+                    if !held.run.leading() {
                         break;
                     }
                     let handler = HandlerId::Reconciler(entry.id);
@@ -210,9 +215,7 @@ impl KindRuntime {
                         .1;
                 }
             }
-            metrics
-                .event_duration
-                .observe((clock - started).as_secs_f64());
+            held.durations.observe(action, Timed::Event, started, clock);
             metrics.ongoing_events.dec();
         }
         .instrument(span)
@@ -363,9 +366,8 @@ impl KindRuntime {
         }
         .and_then(|r| r.map_err(HandlerError::failed));
         let ended = Instant::now();
-        metrics
-            .watcher_duration
-            .observe((ended - started).as_secs_f64());
+        held.durations
+            .observe(event.action(), Timed::Watcher, started, ended);
         metrics.ongoing_processes.dec();
         let end = match result {
             Ok(()) => CallEnd::Done,
@@ -420,9 +422,8 @@ impl KindRuntime {
         };
         drop(logged);
         let ended = Instant::now();
-        metrics
-            .reconciler_duration
-            .observe((ended - started).as_secs_f64());
+        held.durations
+            .observe(action, Timed::Reconciler, started, ended);
         metrics.ongoing_processes.dec();
         let (error, requeue_after, state) = match result {
             Ok(Ok(result)) => (None, result.requeue_after, result.state),

@@ -30,6 +30,7 @@ use tokio_util::task::TaskTracker;
 
 use super::ControllerConfig;
 use super::dispatch::Held;
+use super::durations::WorkerDurations;
 use super::lanes::{HandlerId, Lanes, PushExtra, Taken, Work};
 use super::registry::{Handlers, Registration};
 use crate::handler::HandlerContext;
@@ -68,9 +69,17 @@ impl Running {
             .is_none_or(|gate| gate.admits_uid(object.metadata().uid.as_deref()))
     }
 
-    /// Whether handler calls may start: not stopping, and leading if elected.
+    /// Whether a new event or retry may start: not stopping, and leading if elected.
     pub(crate) fn acting(&self) -> bool {
-        !self.stop.is_cancelled() && self.gate.as_ref().is_none_or(|gate| gate.is_leader())
+        !self.stop.is_cancelled() && self.leading()
+    }
+
+    /// Whether the next handler call of the event in hand may start: leading, if elected. A
+    /// stop is checked once per event (asking the stop token takes a lock, and an event has a
+    /// call per handler): an event under way when the stop comes finishes its handlers within
+    /// the grace period, as a call under way does; the hard stop drops it.
+    pub(crate) fn leading(&self) -> bool {
+        self.gate.as_ref().is_none_or(|gate| gate.is_leader())
     }
 }
 
@@ -424,6 +433,7 @@ impl KindRuntime {
     async fn work(self: Arc<Self>, run: Arc<Running>) {
         let ctx = self.handler_context(&run);
         let mut handlers = HandlersCache::default();
+        let mut durations = WorkerDurations::new(&self.metrics);
         loop {
             if !run.acting() {
                 return;
@@ -441,6 +451,10 @@ impl KindRuntime {
                 }
                 taken
             };
+            if taken.is_none() {
+                // A parked worker keeps no durations to itself.
+                durations.flush();
+            }
             let Some(Taken {
                 slot,
                 key,
@@ -457,6 +471,7 @@ impl KindRuntime {
             let mut held = Held {
                 key: &key,
                 retries: &mut retries,
+                durations: &mut durations,
                 stop: &run.stop,
                 run: &run,
             };

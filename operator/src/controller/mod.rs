@@ -41,10 +41,13 @@
 //!   attempt is the one the next attempt gets.
 //! - **Graceful stop.** When the stop token passed to [`InformerController::run`] is cancelled, the
 //!   controller stops reading informers and starting queued work, cancels the handlers'
-//!   [`HandlerContext`](crate::HandlerContext), and waits for in-flight handler calls to finish, up to
+//!   [`HandlerContext`](crate::HandlerContext), and waits for in-flight work to finish, up to
 //!   [`ControllerConfig::shutdown_grace`] (default 30 s); then it drops what still runs (a handler
-//!   that blocks its thread without awaiting cannot be dropped, and delays the stop). Queued
-//!   events and pending retries are dropped (the next start lists every object again).
+//!   that blocks its thread without awaiting cannot be dropped, and delays the stop). In-flight
+//!   work is whole events: an event whose dispatch began before the stop still goes through its
+//!   remaining handlers (the stop is checked once per event, not before every call: asking the
+//!   token takes a lock), and no later event or retry starts. Queued events and pending retries
+//!   are dropped (the next start lists every object again).
 //! - **Dynamic registration.** Informers, watchers and reconcilers can be added before or while the
 //!   controller runs. A handler added later sees the events dispatched after it was added.
 //!
@@ -78,6 +81,7 @@
 
 mod call_log;
 mod dispatch;
+mod durations;
 pub(crate) mod kind;
 pub(crate) mod lanes;
 mod leading;

@@ -844,6 +844,38 @@ async fn graceful_stop_lets_in_flight_handlers_finish_and_cancels_their_context(
     assert_eq!(log.entries(), ["start a", "finished a"]);
 }
 
+/// The stop is checked once per event: the event in hand when it comes finishes its handlers
+/// (as a call in flight finishes), and no later event starts.
+#[tokio::test(start_paused = true)]
+async fn a_stop_during_an_event_lets_its_other_handlers_run_and_starts_no_later_event() {
+    let log = Log::new();
+    let h = Harness::start(ControllerConfig::default().max_concurrent_workers(1), |c| {
+        let first = log.clone();
+        c.add_watcher(
+            KIND,
+            DynWatcherFns::<ConfigMap>::new().on_add(move |ctx, obj| {
+                let log = first.clone();
+                async move {
+                    log.push(format!("first {}", name(&obj)));
+                    ctx.cancelled().await;
+                    Ok(())
+                }
+            }),
+        );
+        c.add_watcher(KIND, ok_watcher("second", &log));
+        c.add_reconciler(KIND, ok_reconciler("reconciler", &log));
+    });
+    h.send(add("a", 1));
+    h.send(add("b", 2));
+    log.wait_len(1).await;
+    h.stop().await;
+    assert_eq!(
+        log.entries(),
+        ["first a", "second add a rv1", "reconciler Created a rv1 a0"],
+        "the event under way finished; b, queued behind it on the one worker, never started"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_handler_outliving_the_grace_period_is_cancelled() {
     let log = Log::new();
