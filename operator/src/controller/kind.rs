@@ -216,6 +216,12 @@ impl KindRuntime {
             .get_or_init(|| self.config.max_concurrent_workers.max(1))
     }
 
+    /// Whether any watcher is registered: then the kind's intake waits when its backlog of
+    /// events for watchers is full.
+    pub(crate) fn has_watchers(&self) -> bool {
+        self.has_watchers.load(Ordering::Acquire)
+    }
+
     pub(crate) fn handlers(&self) -> Arc<Handlers> {
         self.handlers
             .read()
