@@ -20,7 +20,7 @@ use crate::metrics::KindMetrics;
 use crate::reconciler::ReconcileAction;
 
 /// How long a busy worker keeps observations to itself at most (plus the call that ends past it).
-pub(super) const FLUSH_EVERY: Duration = Duration::from_millis(100);
+const FLUSH_EVERY: Duration = Duration::from_millis(100);
 
 /// The three duration histograms of one action.
 struct ActionDurations {

@@ -267,3 +267,127 @@ async fn a_lent_context_carries_each_calls_attempt_and_the_user_data() {
     stop.cancel();
     running.await.expect("joined").expect("ran");
 }
+
+/// Records, at its first call, how many events the stream had yielded by then.
+struct PulledAtFirstCall {
+    pulled: Arc<std::sync::atomic::AtomicUsize>,
+    seen: Arc<std::sync::OnceLock<usize>>,
+}
+
+impl Watcher<ConfigMap> for PulledAtFirstCall {
+    async fn add(&self, _object: Arc<ConfigMap>, _ctx: &Context) -> Result<(), BoxError> {
+        let pulled = self.pulled.load(std::sync::atomic::Ordering::SeqCst);
+        let _ = self.seen.set(pulled);
+        Ok(())
+    }
+    async fn update(
+        &self,
+        _old: Arc<ConfigMap>,
+        _new: Arc<ConfigMap>,
+        _ctx: &Context,
+    ) -> Result<(), BoxError> {
+        Ok(())
+    }
+    async fn delete(&self, _object: Arc<ConfigMap>, _ctx: &Context) -> Result<(), BoxError> {
+        Ok(())
+    }
+}
+
+/// A kind with watchers makes the shared informer wait only when its backlog is full, so an
+/// always-ready stream fills the backlog before the workers run (one thread), as a private
+/// informer's intake does; it used to yield every 128 events, which let the workers drain each
+/// small batch and park, then woke one per event of the next batch.
+#[tokio::test]
+async fn a_kind_with_watchers_gets_a_full_backlog_from_an_always_ready_shared_informer() {
+    const BACKLOG: usize = 1_000;
+    let controller =
+        InformerController::new(ControllerConfig::default().max_pending_events(BACKLOG));
+    let pulled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let events = (0..2 * BACKLOG).map(|i| {
+        InformerEvent::Add(share(cm(
+            &format!("o{i}"),
+            u32::try_from(i).unwrap_or(0) + 1,
+        )))
+    });
+    let counted = Arc::clone(&pulled);
+    let stream = futures::StreamExt::inspect(futures::stream::iter(events), move |_| {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    });
+    let informer = Informer::from_stream(KindInfo::default(), stream);
+    let config_maps = controller.kind_from_stream::<ConfigMap>(informer, offline_client());
+    let seen = Arc::new(std::sync::OnceLock::new());
+    let _watcher = config_maps.watch(PulledAtFirstCall {
+        pulled: Arc::clone(&pulled),
+        seen: Arc::clone(&seen),
+    });
+    let stop = CancellationToken::new();
+    let running = tokio::spawn({
+        let (controller, stop) = (controller.clone(), stop.clone());
+        async move { controller.run(stop).await }
+    });
+    let waited = tokio::time::timeout(WAIT, async {
+        while seen.get().is_none() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "the watcher was never called");
+    let at_first_call = seen.get().copied().unwrap_or_default();
+    assert!(
+        at_first_call >= BACKLOG,
+        "the stream had yielded {at_first_call} events when the first watcher call ran; \
+         the informer should have filled the backlog of {BACKLOG} first"
+    );
+    stop.cancel();
+    running.await.expect("joined").expect("ran");
+}
+
+/// A shared informer feeding only a kind without watchers never waits for it, so it must give
+/// the thread up on its own: with an endless, always-ready stream, a task spawned from the
+/// reconciler still runs. (It spends task budget per event then, and its delivery lock spends
+/// some every 64 events; the test fails when neither does, checked by disabling both.) A
+/// thread that never came back would hang the test, so the runtime runs on a thread of its own
+/// and a watchdog fails the test instead.
+#[test]
+fn a_shared_informer_feeding_only_a_kind_without_watchers_still_lets_other_tasks_run() {
+    let (ran, other_task_ran) = std::sync::mpsc::channel::<()>();
+    let stop = CancellationToken::new();
+    let stopped = stop.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            let controller = InformerController::new(ControllerConfig::default());
+            let endless = futures::StreamExt::map(futures::stream::iter(1u32..), |rv| {
+                InformerEvent::Update {
+                    old: share(cm("a", rv)),
+                    new: share(cm("a", rv + 1)),
+                }
+            });
+            let informer = Informer::from_stream(KindInfo::default(), endless);
+            let config_maps = controller.kind_from_stream::<ConfigMap>(informer, offline_client());
+            let once = Arc::new(std::sync::Once::new());
+            let _reconciler = config_maps.reconcile_fn(
+                move |_request: ReconcileRequest<ConfigMap>, _ctx: Context| {
+                    let ran = ran.clone();
+                    once.call_once(|| {
+                        tokio::spawn(async move {
+                            let _ = ran.send(());
+                        });
+                    });
+                    async { Ok(ReconcileResult::done()) }
+                },
+            );
+            let _ = controller.run(stopped).await;
+        });
+    });
+    let result = other_task_ran.recv_timeout(WAIT);
+    // Ends the endless run when it gives the thread up (it never does if the test failed).
+    stop.cancel();
+    assert!(
+        result.is_ok(),
+        "a task spawned beside the shared informer never ran within {WAIT:?}"
+    );
+}
