@@ -9,10 +9,12 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{CustomResource, CustomResourceExt};
 use kubeapp::operator::informer::InformerOptions;
+use kubeapp::operator::object::as_undecodable;
 use kubeapp::operator::reconciler::ReconcilerFn;
 use kubeapp::operator::watcher::DynWatcherFns;
 use kubeapp::operator::{
-    CancellationToken, ControllerConfig, Informer, InformerController, ReconcileResult,
+    CancellationToken, ControllerConfig, DynReconciler, HandlerContext, Informer,
+    InformerController, ReconcileError, ReconcileRequest, ReconcileResult,
 };
 use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;
@@ -82,6 +84,24 @@ impl Log {
     async fn wait_contains(&self, entry: &str) -> Vec<String> {
         self.wait_for(entry, |log| log.iter().any(|e| e == entry))
             .await
+    }
+}
+
+/// An untyped reconciler that logs the undecodable objects it is given as `u <action> <name>`.
+struct LogsUndecodable(Log);
+
+#[async_trait::async_trait]
+impl DynReconciler for LogsUndecodable {
+    async fn reconcile(
+        &self,
+        _: &HandlerContext,
+        request: ReconcileRequest,
+    ) -> Result<ReconcileResult, ReconcileError> {
+        if let Some(object) = as_undecodable(&request.object) {
+            let name = object.raw().metadata.name.clone().unwrap_or_default();
+            self.0.push(format!("u {} {name}", request.action));
+        }
+        Ok(ReconcileResult::done())
     }
 }
 
@@ -489,6 +509,10 @@ async fn an_object_that_fails_to_deserialize_does_not_stop_the_others() {
             async { Ok(()) }
         }),
     );
+    // An untyped reconciler after the typed one: it gets the undecodable objects the typed one
+    // skips, which tells the test when bad-2's add has been through the typed reconciler too.
+    let unreadable = Log::new();
+    controller.add_reconciler(KIND, LogsUndecodable(unreadable.clone()));
     let (stop_token, running) = spawn_run(&controller);
     wait_synced(&controller).await;
 
@@ -499,6 +523,10 @@ async fn an_object_that_fails_to_deserialize_does_not_stop_the_others() {
     raw.patch("bad-1", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .expect("patch");
+    // Without this wait the fix below can reach bad-2's lane while its add still waits there;
+    // the two reconcile requests then merge (Created followed by Updated stays Created, the
+    // documented merge rule) and the typed reconciler rightly sees a Created.
+    unreadable.wait_contains("u Created bad-2").await;
     let fixed = serde_json::json!({ "spec": { "size": 3 } });
     raw.patch("bad-2", &PatchParams::default(), &Patch::Merge(&fixed))
         .await
