@@ -73,7 +73,9 @@ pub fn share<K: KubeObject>(object: K) -> SharedObject {
 /// The concrete `Arc<K>` behind `object` (the same allocation, no copy), or `None` when the
 /// object is of another type.
 pub fn downcast_shared<K: KubeObject>(object: &SharedObject) -> Option<Arc<K>> {
-    Arc::clone(object).into_any_arc().downcast::<K>().ok()
+    // Upcast (no call), then one type check.
+    let any: Arc<dyn Any + Send + Sync> = Arc::<dyn KubeObject>::clone(object);
+    any.downcast::<K>().ok()
 }
 
 /// An object that a typed informer could not deserialize into its Rust type: the raw object and
@@ -146,7 +148,7 @@ impl KubeObject for Undecodable {
 pub fn as_undecodable(object: &SharedObject) -> Option<Arc<Undecodable>> {
     // Checked by reference first: almost every object decodes, and a failed `Arc` downcast
     // costs a reference count up and down.
-    if !object.as_any().is::<Undecodable>() {
+    if !(object.as_ref() as &dyn Any).is::<Undecodable>() {
         return None;
     }
     downcast_shared::<Undecodable>(object)

@@ -209,7 +209,10 @@ impl OwnWrites {
     /// Whether every update in `updates` (old, new) is the echo of a recorded write (see the
     /// [module docs](self)); an empty list is not. Records found are consumed either way.
     pub(crate) fn all_echoes(&self, updates: &[(SharedObject, SharedObject)]) -> bool {
-        if updates.is_empty() {
+        // Nothing recorded: no lock. The writes this check must see were recorded by an earlier
+        // call of the same lane, which finished before this item was taken (the kind's lock
+        // orders the two), so the count is not stale for them.
+        if updates.is_empty() || self.inner.recorded.load(Ordering::Relaxed) == 0 {
             return false;
         }
         let mut all = true;

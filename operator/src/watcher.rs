@@ -27,6 +27,7 @@
 //! decode; the [opinionated wrappers](crate::opinionated#objects-that-do-not-decode) hand such a
 //! deletion to a raw hook instead.
 
+use std::any::Any;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
@@ -159,12 +160,10 @@ pub(crate) fn typed_or_skip<K: KubeObject>(
 pub(crate) fn typed_or_skip_owned<K: KubeObject>(
     object: SharedObject,
 ) -> Result<Option<Arc<K>>, BoxError> {
-    if object.as_any().is::<K>() {
+    if (object.as_ref() as &dyn Any).is::<K>() {
         // Checked just above, so this conversion cannot fail.
-        if let Ok(typed) = object.into_any_arc().downcast::<K>() {
-            return Ok(Some(typed));
-        }
-        return Ok(None);
+        let any: Arc<dyn Any + Send + Sync> = object;
+        return Ok(any.downcast::<K>().ok());
     }
     typed_or_skip(&object)
 }
