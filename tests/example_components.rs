@@ -429,10 +429,14 @@ async fn the_components_operator_deploys_verifies_dry_runs_prunes_after_a_restar
     let mut last = (status_writes().await, reconciles().await);
     let idle_by = Instant::now() + std::time::Duration::from_secs(120);
     loop {
-        // Polls (no sleep as a wait for a known event): idle is two equal readings in a row.
+        // Polls (no sleep as a wait for a known event): idle is two equal readings in a row
+        // with no event waiting or being dispatched (a stalled process would otherwise read as
+        // idle with a reconcile still to come).
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         let now = (status_writes().await, reconciles().await);
-        if now == last {
+        let busy = operator.metric("ongoing_reconcile_events", &[]).await
+            + operator.metric("informer_queue_depth", &[]).await;
+        if now == last && busy == 0.0 {
             break;
         }
         assert!(

@@ -171,6 +171,17 @@ async fn three_thousand_greetings_churned_while_replicas_go_1_3_2_each_handled_b
     eventually("a third of the churn is done", logs, progress(1)).await;
     let second = Replica::start(&env, &ns, "replica-b", SHARDED, "info,kubeapp::calls=debug");
     let third = Replica::start(&env, &ns, "replica-c", SHARDED, "info,kubeapp::calls=debug");
+    // The replica to be killed must have taken part first: on a slow machine the churn could
+    // otherwise reach two thirds before it joined the ring.
+    eventually(
+        "the second replica finished a handler call",
+        logs,
+        || async {
+            let log = std::fs::read_to_string(&second.log).ok()?;
+            log.contains("handler call ended").then_some(())
+        },
+    )
+    .await;
     // 3 -> 2 two thirds in: SIGKILL one (its share waits for its Lease to expire).
     eventually("two thirds of the churn are done", logs, progress(2)).await;
     let mut killed = second;

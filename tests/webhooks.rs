@@ -196,8 +196,9 @@ async fn setup() -> Setup {
         .expect("create mutating configuration");
     let ns = env.create_namespace("hooks").await.expect("namespace");
 
-    // The apiserver picks configurations up asynchronously: a dry-run create of a valid object
-    // comes back mutated once both webhooks are live.
+    // The apiserver picks each configuration up asynchronously, on its own: a dry-run create of
+    // a valid object comes back mutated once the mutating webhook is live, and one of an invalid
+    // object is refused once the validating webhook is.
     let api: Api<v1::Gadget> = Api::namespaced(env.client(), &ns);
     let dry = PostParams {
         dry_run: true,
@@ -206,9 +207,16 @@ async fn setup() -> Setup {
     let deadline = tokio::time::Instant::now() + TIMEOUT;
     loop {
         let probe = v1::Gadget::new("probe", v1::GadgetSpec { size: 1 });
-        if let Ok(created) = api.create(&dry, &probe).await
-            && created.labels().contains_key("hooks.kubeapp.dev/mutated")
-        {
+        let mutating_live = api
+            .create(&dry, &probe)
+            .await
+            .is_ok_and(|created| created.labels().contains_key("hooks.kubeapp.dev/mutated"));
+        let invalid = v1::Gadget::new("probe", v1::GadgetSpec { size: 11 });
+        let validating_live = matches!(
+            api.create(&dry, &invalid).await,
+            Err(kube::Error::Api(status)) if status.message.contains("larger than 10")
+        );
+        if mutating_live && validating_live {
             break;
         }
         assert!(
