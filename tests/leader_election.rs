@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kubeapp::operator::CancellationToken;
-use kubeapp::operator::election::{ElectionConfig, LeaderElector, Leadership};
+use kubeapp::operator::election::{ElectionConfig, LeaderElector, Leadership, LeaseTimings};
 use kubeapp::sdk::testenv::TestEnv;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -85,11 +85,11 @@ async fn one_leader_at_a_time_and_a_released_lease_is_taken_through_the_watch() 
     let ns = env.create_namespace("election").await.expect("namespace");
     // A 40 s retry period: only the watch can bring a follower in within the 20 s below.
     let config = |identity: &str| {
-        ElectionConfig::new(&ns, "shop-leader", identity).timings(
+        ElectionConfig::new(&ns, "shop-leader", identity).with_timings(LeaseTimings::new(
             Duration::from_secs(60),
             Duration::from_secs(50),
             Duration::from_secs(40),
-        )
+        ))
     };
     let candidates: Vec<Candidate> = ["a", "b", "c"]
         .iter()
@@ -149,11 +149,11 @@ async fn a_leader_that_cannot_renew_steps_down_before_the_others_may_take_over()
     let env = TestEnv::start().await.expect("control plane");
     let ns = env.create_namespace("election").await.expect("namespace");
     let config = |identity: &str| {
-        ElectionConfig::new(&ns, "cut-leader", identity).timings(
+        ElectionConfig::new(&ns, "cut-leader", identity).with_timings(LeaseTimings::new(
             Duration::from_secs(6),
             Duration::from_secs(4),
             Duration::from_secs(1),
-        )
+        ))
     };
     // The first candidate's requests go through a switch the test can open.
     let (cuttable, cut) = cuttable_client(env.client());
@@ -209,11 +209,11 @@ fn replica(
         Context, ControllerConfig, InformerController, InformerOptions, ReconcileRequest,
         ReconcileResult,
     };
-    let config = ElectionConfig::new(ns, "replicas", id).timings(
+    let config = ElectionConfig::new(ns, "replicas", id).with_timings(LeaseTimings::new(
         Duration::from_secs(6),
         Duration::from_secs(4),
         Duration::from_secs(1),
-    );
+    ));
     let candidate = start(election_client, config);
     let controller = InformerController::new(ControllerConfig::default().name(id));
     let config_maps = controller.kind(

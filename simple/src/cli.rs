@@ -23,9 +23,9 @@
 //! | `--leader-election-id <NAME>` | `LEADER_ELECTION_ID` | `{app}-leader` | the Lease's name |
 //! | `--shard` | `SHARD` | off | split the managed kinds' objects between the replicas of a shard ring (not with `--leader-elect`) |
 //! | `--shard-ring <NAME>` | `SHARD_RING` | `{app}-shards` | the ring's name; its Leases live in `--leader-election-namespace` |
-//! | `--lease-duration <DURATION>` | `LEASE_DURATION` | `15s` | [`ElectionConfig::lease_duration`] |
-//! | `--renew-deadline <DURATION>` | `RENEW_DEADLINE` | `10s` | [`ElectionConfig::renew_deadline`] |
-//! | `--retry-period <DURATION>` | `RETRY_PERIOD` | `2s` | [`ElectionConfig::retry_period`] |
+//! | `--lease-duration <DURATION>` | `LEASE_DURATION` | `15s` | [`LeaseTimings::lease_duration`] |
+//! | `--renew-deadline <DURATION>` | `RENEW_DEADLINE` | `10s` | [`LeaseTimings::renew_deadline`] |
+//! | `--retry-period <DURATION>` | `RETRY_PERIOD` | `2s` | [`LeaseTimings::retry_period`] |
 //!
 //! A flag beats its environment variable. The variable names are the ones the kubeapp examples
 //! have used, so an operator switching to `OperatorArgs` keeps its deployments working.
@@ -57,7 +57,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use kubeapp_operator::election::ElectionConfig;
+use kubeapp_operator::election::{ElectionConfig, LeaseTimings};
 use kubeapp_operator::sharding::ShardingConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -294,7 +294,7 @@ impl OperatorArgs {
             .clone()
             .unwrap_or_else(|| format!("{app}-leader"));
         let config = ElectionConfig::new(self.leader_election_namespace.clone(), name, identity)
-            .timings(self.lease_duration, self.renew_deadline, self.retry_period);
+            .with_timings(self.lease_timings());
         config.validate().map_err(|error| {
             OperatorArgsError::LeaderElection(format!(
                 "--lease-duration, --renew-deadline, --retry-period: {error}"
@@ -305,6 +305,12 @@ impl OperatorArgs {
 }
 
 impl OperatorArgs {
+    /// `--lease-duration`, `--renew-deadline` and `--retry-period`, which leader election and
+    /// the shard ring share.
+    fn lease_timings(&self) -> LeaseTimings {
+        LeaseTimings::new(self.lease_duration, self.renew_deadline, self.retry_period)
+    }
+
     /// This replica's identity: `--instance`, else the hostname.
     fn identity(&self) -> Option<String> {
         self.instance
@@ -335,7 +341,7 @@ impl OperatorArgs {
             .clone()
             .unwrap_or_else(|| format!("{app}-shards"));
         let config = ShardingConfig::new(self.leader_election_namespace.clone(), ring, identity)
-            .timings(self.lease_duration, self.renew_deadline, self.retry_period);
+            .with_timings(self.lease_timings());
         config.validate().map_err(|error| {
             OperatorArgsError::Sharding(format!(
                 "--shard (--lease-duration, --renew-deadline, --retry-period, --instance): {error}"

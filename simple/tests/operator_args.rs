@@ -210,9 +210,9 @@ fn every_flag_falls_back_to_its_environment_variable_and_a_flag_beats_it() {
     );
     assert_eq!(
         (
-            election.lease_duration,
-            election.renew_deadline,
-            election.retry_period
+            election.timings.lease_duration,
+            election.timings.renew_deadline,
+            election.timings.retry_period
         ),
         (
             Duration::from_secs(20),
@@ -287,7 +287,7 @@ fn every_flag_falls_back_to_its_environment_variable_and_a_flag_beats_it() {
         ),
         ("ops-flag", "lease-flag", "pod-flag")
     );
-    assert_eq!(election.retry_period, Duration::from_secs(5));
+    assert_eq!(election.timings.retry_period, Duration::from_secs(5));
 }
 
 #[test]
@@ -306,9 +306,9 @@ fn leader_election_needs_an_identity_and_timings_that_fit() {
     assert_eq!(defaults.namespace, "default");
     assert_eq!(
         (
-            defaults.lease_duration,
-            defaults.renew_deadline,
-            defaults.retry_period
+            defaults.timings.lease_duration,
+            defaults.timings.renew_deadline,
+            defaults.timings.retry_period
         ),
         (
             Duration::from_secs(15),

@@ -35,9 +35,11 @@
 //! acceptable.
 
 mod lease;
+mod timings;
+
+pub use self::timings::LeaseTimings;
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -59,13 +61,8 @@ pub struct ElectionConfig {
     pub name: String,
     /// This candidate's identity, unique among the candidates (the pod name).
     pub identity: String,
-    /// How long a claim counts for the others after its last renew (default 15 s).
-    pub lease_duration: Duration,
-    /// How long the leader may go without a successful renew before it steps down (default
-    /// 10 s, less than the lease duration).
-    pub renew_deadline: Duration,
-    /// How often the leader renews and a follower retries (default 2 s).
-    pub retry_period: Duration,
+    /// How long a claim counts, when the leader steps down, how often it renews.
+    pub timings: LeaseTimings,
 }
 
 impl ElectionConfig {
@@ -79,45 +76,34 @@ impl ElectionConfig {
             namespace: namespace.into(),
             name: name.into(),
             identity: identity.into(),
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
+            timings: LeaseTimings::default(),
         }
     }
 
-    /// Sets the three timings.
+    /// Sets the timings.
     #[must_use]
-    pub fn timings(mut self, lease: Duration, renew_deadline: Duration, retry: Duration) -> Self {
-        self.lease_duration = lease;
-        self.renew_deadline = renew_deadline;
-        self.retry_period = retry;
+    pub fn with_timings(mut self, timings: LeaseTimings) -> Self {
+        self.timings = timings;
         self
     }
 
-    /// Checks that `retry_period < renew_deadline < lease_duration` and the names are set.
+    /// Checks that the names are set and the [timings](LeaseTimings::validate) are consistent.
     ///
     /// # Errors
     ///
     /// [`ElectionError::Config`] naming the setting at fault.
     pub fn validate(&self) -> Result<(), ElectionError> {
-        let problem = if self.name.is_empty() || self.namespace.is_empty() {
-            Some("the Lease needs a namespace and a name".to_string())
-        } else if self.identity.is_empty() {
-            Some("the candidate needs an identity (e.g. the pod name)".to_string())
-        } else if self.renew_deadline >= self.lease_duration {
-            Some(format!(
-                "the renew deadline ({:?}) must be shorter than the lease duration ({:?})",
-                self.renew_deadline, self.lease_duration
-            ))
-        } else if self.retry_period >= self.renew_deadline || self.retry_period.is_zero() {
-            Some(format!(
-                "the retry period ({:?}) must be positive and shorter than the renew deadline ({:?})",
-                self.retry_period, self.renew_deadline
-            ))
-        } else {
-            None
-        };
-        problem.map_or(Ok(()), |problem| Err(ElectionError::Config(problem)))
+        if self.name.is_empty() || self.namespace.is_empty() {
+            return Err(ElectionError::Config(
+                "the Lease needs a namespace and a name".into(),
+            ));
+        }
+        if self.identity.is_empty() {
+            return Err(ElectionError::Config(
+                "the candidate needs an identity (e.g. the pod name)".into(),
+            ));
+        }
+        self.timings.validate().map_err(ElectionError::Config)
     }
 }
 
@@ -203,7 +189,7 @@ impl LeaderElector {
                 api,
                 name: config.name.clone(),
                 identity: config.identity.clone(),
-                duration: config.lease_duration,
+                duration: config.timings.lease_duration,
             },
             config,
             until: Arc::default(),
@@ -282,11 +268,11 @@ impl LeaderElector {
                         watch_task.abort();
                         return;
                     }
-                    () = tokio::time::sleep(self.config.retry_period) => {}
+                    () = tokio::time::sleep(self.config.timings.retry_period) => {}
                     () = lease_changed.notified() => {}
                 }
             }
-            self.set(Some(renewed + self.config.renew_deadline));
+            self.set(Some(renewed + self.config.timings.renew_deadline));
             tracing::info!(identity = %self.config.identity, lease = %self.config.name, "became the leader");
             // Leader: renew every period; step down at the deadline.
             loop {
@@ -299,9 +285,9 @@ impl LeaderElector {
                         watch_task.abort();
                         return;
                     }
-                    () = tokio::time::sleep(self.config.retry_period) => {}
+                    () = tokio::time::sleep(self.config.timings.retry_period) => {}
                 }
-                let deadline = renewed + self.config.renew_deadline;
+                let deadline = renewed + self.config.timings.renew_deadline;
                 let sent = Instant::now();
                 let attempt =
                     tokio::time::timeout_at(deadline, self.client.acquire_or_renew(&mut observed))
@@ -309,7 +295,7 @@ impl LeaderElector {
                 match attempt {
                     Ok(Ok(true)) => {
                         renewed = sent;
-                        self.set(Some(renewed + self.config.renew_deadline));
+                        self.set(Some(renewed + self.config.timings.renew_deadline));
                     }
                     Ok(Ok(false)) => tracing::warn!("leader election: the Lease was taken over"),
                     Ok(Err(error)) => tracing::warn!(%error, "leader election: renewing failed"),
@@ -317,7 +303,7 @@ impl LeaderElector {
                 }
                 // Not renewed within the deadline: stop leading before the Lease can expire for
                 // the others.
-                if Instant::now() >= renewed + self.config.renew_deadline {
+                if Instant::now() >= renewed + self.config.timings.renew_deadline {
                     self.set(None);
                     tracing::warn!(identity = %self.config.identity, "stepped down: no renew within the renew deadline");
                     break;

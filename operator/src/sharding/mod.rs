@@ -63,7 +63,6 @@ pub mod selector_layer;
 pub(crate) mod server_side;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -73,7 +72,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::election::Leadership;
+use crate::election::{Leadership, LeaseTimings};
 
 pub use self::handoff::MemberAck;
 pub use self::metrics::{CachedObjects, ShardMetrics};
@@ -89,12 +88,9 @@ pub struct ShardingConfig {
     pub ring: String,
     /// This replica's identity, unique in the ring (the pod name).
     pub identity: String,
-    /// How long a member counts for the others after its last renew (default 15 s).
-    pub lease_duration: Duration,
-    /// How long a member may go without a successful renew before it stops acting (default 10 s).
-    pub renew_deadline: Duration,
-    /// How often a member renews and re-reads the ring (default 2 s).
-    pub retry_period: Duration,
+    /// How long a member counts for the others after its last renew, when it stops acting
+    /// without a renew, how often it renews and re-reads the ring.
+    pub timings: LeaseTimings,
 }
 
 impl ShardingConfig {
@@ -108,18 +104,14 @@ impl ShardingConfig {
             namespace: namespace.into(),
             ring: ring.into(),
             identity: identity.into(),
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
+            timings: LeaseTimings::default(),
         }
     }
 
-    /// Sets the three timings.
+    /// Sets the timings.
     #[must_use]
-    pub fn timings(mut self, lease: Duration, renew_deadline: Duration, retry: Duration) -> Self {
-        self.lease_duration = lease;
-        self.renew_deadline = renew_deadline;
-        self.retry_period = retry;
+    pub fn with_timings(mut self, timings: LeaseTimings) -> Self {
+        self.timings = timings;
         self
     }
 
@@ -128,28 +120,29 @@ impl ShardingConfig {
         format!("{}-{}", self.ring, self.identity)
     }
 
-    /// Checks names and `retry_period < renew_deadline < lease_duration`.
+    /// Checks the names and the [timings](LeaseTimings::validate).
     ///
     /// # Errors
     ///
     /// [`ShardingError::Config`] naming the setting at fault.
     pub fn validate(&self) -> Result<(), ShardingError> {
-        let election = crate::election::ElectionConfig::new(
-            self.namespace.clone(),
-            self.ring.clone(),
-            self.identity.clone(),
-        )
-        .timings(self.lease_duration, self.renew_deadline, self.retry_period);
-        election.validate().map_err(|error| {
-            ShardingError::Config(error.to_string().replace("leader election: ", ""))
-        })?;
+        if self.ring.is_empty() || self.namespace.is_empty() {
+            return Err(ShardingError::Config(
+                "the ring needs a namespace and a name".into(),
+            ));
+        }
+        if self.identity.is_empty() {
+            return Err(ShardingError::Config(
+                "the member needs an identity (e.g. the pod name)".into(),
+            ));
+        }
         if self.identity.contains(',') {
             return Err(ShardingError::Config(format!(
                 "the identity {:?} may not contain a comma",
                 self.identity
             )));
         }
-        Ok(())
+        self.timings.validate().map_err(ShardingError::Config)
     }
 }
 
@@ -257,7 +250,7 @@ impl ShardRing {
                 ring: config.ring.clone(),
                 identity: config.identity.clone(),
                 lease_name: config.lease_name(),
-                duration: config.lease_duration,
+                duration: config.timings.lease_duration,
             },
             config,
             until: Arc::default(),
@@ -320,11 +313,11 @@ impl ShardRing {
                 let ack = ack_changes.borrow_and_update().clone();
                 let sent = Instant::now();
                 last_attempt = sent;
-                let deadline = renewed.map_or(sent + self.config.renew_deadline, |r| {
-                    r + self.config.renew_deadline
+                let deadline = renewed.map_or(sent + self.config.timings.renew_deadline, |r| {
+                    r + self.config.timings.renew_deadline
                 });
                 match tokio::time::timeout_at(
-                    deadline.max(sent + self.config.retry_period),
+                    deadline.max(sent + self.config.timings.retry_period),
                     self.leases.renew(&mut own, ack.as_deref()),
                 )
                 .await
@@ -332,7 +325,7 @@ impl ShardRing {
                     Ok(Ok(())) => {
                         renewed = Some(sent);
                         written.clone_from(&ack);
-                        self.set_valid(Some(sent + self.config.renew_deadline));
+                        self.set_valid(Some(sent + self.config.timings.renew_deadline));
                     }
                     Ok(Err(error)) => {
                         tracing::warn!(%error, "sharding: renewing the ring Lease failed");
@@ -341,7 +334,7 @@ impl ShardRing {
                 }
                 renew_due = false;
             }
-            if renewed.is_none_or(|r| Instant::now() >= r + self.config.renew_deadline) {
+            if renewed.is_none_or(|r| Instant::now() >= r + self.config.timings.renew_deadline) {
                 if renewed.is_some() {
                     tracing::warn!(identity = %self.config.identity, "sharding: no renew within the renew deadline; not acting");
                 }
@@ -375,7 +368,7 @@ impl ShardRing {
                 }
                 Err(error) => tracing::warn!(%error, "sharding: listing the ring failed"),
             }
-            let next_renew = last_attempt + self.config.retry_period;
+            let next_renew = last_attempt + self.config.timings.retry_period;
             tokio::select! {
                 () = stop.cancelled() => break,
                 () = tokio::time::sleep_until(next_renew) => renew_due = true,
