@@ -104,7 +104,9 @@ impl Operator {
     {
         let controller = InformerController::new(
             ControllerConfig::default()
-                .retry_policy(RetryPolicy::exponential(Duration::from_secs(1), 30))
+                // The failing first calls below rely on the spec change they make reaching the
+                // lane before their retry is due: 3 s leaves a loaded machine room for that.
+                .retry_policy(RetryPolicy::exponential(Duration::from_secs(3), 30))
                 .dequeue_policy(Some(opinionated_dequeue_policy()))
                 .shutdown_grace(Duration::from_secs(5)),
         );
@@ -289,7 +291,7 @@ async fn spec_changes_made_while_created_runs_or_after_it_failed_reach_the_recon
     let api = env.widgets();
     let log = CallLog::new();
     // "in-created-*": the spec changes inside the successful `Created`. "failed-created": the
-    // first `Created` changes the spec and fails; its retry (after 1 s) holds the older copy.
+    // first `Created` changes the spec and fails; its retry (after 3 s) holds the older copy.
     let failed_once = Arc::new(Mutex::new(false));
     let reconciler = ReconcilerFn::<Widget, _>::new({
         let (api, log) = (env.widgets(), log.clone());
@@ -343,7 +345,7 @@ async fn spec_changes_made_while_created_runs_or_after_it_failed_reach_the_recon
         wait_finalizers(&api, name, &[OURS]).await;
     }
     // Before the fix the change went "add the finalizer, downstream not called", and the retry
-    // (after 1 s) then delivered `Created` with the older copy, after the newer spec. Now the
+    // (after 3 s) then delivered `Created` with the older copy, after the newer spec. Now the
     // first successful `Created` carries the newest spec, and the retry delivers nothing.
     let name = "failed-created";
     let created = format!("Created {name} ");
