@@ -136,9 +136,13 @@ async fn a_forbidden_list_is_retried_with_growing_gaps_and_syncs_once_rbac_allow
         gaps.iter().take(LISTS - 1).any(|&gap| gap >= 4.0),
         "gaps {gaps:?}: the backoff does not grow"
     );
+    // The backoff's first step is 0.8 s. A measured gap can come out shorter than the real one
+    // by the sampling period plus however long this thread was held up before the sample that
+    // saw the first failure (a loaded CI machine). 0.5 s leaves 300 ms for that and still fails
+    // a retry without backoff (gaps of a request's round trip) or with a much shorter one.
     assert!(
-        gaps.iter().all(|&gap| gap >= 0.7),
-        "gaps {gaps:?}: a retry came sooner than the backoff's first step (0.8 s)"
+        gaps.iter().all(|&gap| gap >= 0.5),
+        "gaps {gaps:?}: a retry came sooner than the backoff's first step (0.8 s) allows"
     );
 
     // Granted: the next retry (at most the capped backoff away) lists, syncs and delivers.
