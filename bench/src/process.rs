@@ -255,6 +255,18 @@ mod tests {
             &dir.path().join("sleep.log"),
         )
         .expect("spawn sleep");
+        // Right after the spawn the child may still be exec'ing and loading `sleep`, its RSS still
+        // growing (a peak read then can be below a later one, reset or not): wait until it sleeps.
+        let stat = format!("/proc/{}/stat", process.pid());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read_to_string(&stat).is_ok_and(|s| s.contains("(sleep) S")) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "`sleep 30` never reached its sleep: {stat} reads {:?}",
+                std::fs::read_to_string(&stat)
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
         let rss = process.peak_rss_bytes().expect("VmHWM");
         assert!(rss > 0);
         assert!(process.rss_bytes().expect("VmRSS") > 0);
