@@ -132,8 +132,10 @@ mod tests {
         let metrics = ControllerMetrics::unregistered(None)
             .expect("metrics")
             .for_kind("durations");
-        let mut durations = WorkerDurations::new(&metrics);
+        // Read before the buffers are made: their first fold is due 100 ms after that, so a
+        // call ending 1 ms after `start` is never due, however long this thread is held up.
         let start = Instant::now();
+        let mut durations = WorkerDurations::new(&metrics);
         durations.observe(
             ReconcileAction::Updated,
             Timed::Watcher,
