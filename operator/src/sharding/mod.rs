@@ -404,3 +404,36 @@ async fn watch_ring(
         }
     }
 }
+
+#[cfg(test)]
+mod config_tests {
+    use std::time::Duration;
+
+    use super::{LeaseTimings, ShardingConfig, ShardingError};
+
+    fn problem(config: &ShardingConfig) -> String {
+        match config.validate() {
+            Err(ShardingError::Config(problem)) => problem,
+            Ok(()) => panic!("{config:?} was accepted"),
+        }
+    }
+
+    #[test]
+    fn names_identity_and_timings_are_checked_each_with_its_own_message() {
+        assert!(
+            ShardingConfig::new("ns", "shop-shards", "pod-0")
+                .validate()
+                .is_ok()
+        );
+        assert!(problem(&ShardingConfig::new("ns", "", "pod-0")).contains("namespace and a name"));
+        assert!(problem(&ShardingConfig::new("ns", "ring", "")).contains("identity"));
+        assert!(problem(&ShardingConfig::new("ns", "ring", "a,b")).contains("comma"));
+        let inverted = LeaseTimings::new(
+            Duration::from_secs(4),
+            Duration::from_secs(6),
+            Duration::from_secs(1),
+        );
+        let config = ShardingConfig::new("ns", "ring", "pod-0").with_timings(inverted);
+        assert!(problem(&config).contains("renew deadline"));
+    }
+}
