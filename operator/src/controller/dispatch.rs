@@ -16,13 +16,12 @@
 use std::panic::AssertUnwindSafe;
 
 use futures::FutureExt;
-use std::time::Instant;
 use tracing::{Instrument, Span};
 
 use tokio_util::sync::CancellationToken;
 
 use super::call_log::CallLog;
-use super::durations::{Timed, WorkerDurations};
+use super::durations::{Instant, Timed, WorkerDurations};
 use super::kind::{KindRuntime, Running};
 use super::lanes::{HandlerId, LaneKey, Queued};
 use super::pending::{Pending, Retries, RetryEntry, RetryWork};
