@@ -106,7 +106,9 @@ impl WorkerDurations {
             Timed::Watcher => &durations.watcher,
             Timed::Reconciler => &durations.reconciler,
         };
-        histogram.observe((ended - started).as_secs_f64());
+        // Saturating: a worker that moved between cores may read a counter a few cycles behind
+        // the one it read before (quanta's `-` saturates too, but says it may panic one day).
+        histogram.observe(ended.saturating_duration_since(started).as_secs_f64());
         self.dirty = true;
         if ended >= self.next_flush {
             self.flush_at(ended);
