@@ -143,6 +143,26 @@ mod tests {
     }
 
     #[test]
+    fn an_end_read_before_its_start_counts_as_zero_not_a_panic() {
+        let metrics = ControllerMetrics::unregistered(None)
+            .expect("metrics")
+            .for_kind("durations-backwards");
+        let mut durations = WorkerDurations::new(&metrics);
+        let start = Instant::now() + Duration::from_millis(5);
+        // A counter read on another core a little behind: the end comes before the start.
+        durations.observe(
+            ReconcileAction::Updated,
+            Timed::Watcher,
+            start,
+            start - Duration::from_millis(1),
+        );
+        durations.flush();
+        let shared = &metrics.action(ReconcileAction::Updated).watcher_duration;
+        assert_eq!(shared.get_sample_count(), 1, "the call is counted");
+        assert_eq!(shared.get_sample_sum(), 0.0, "as taking no time");
+    }
+
+    #[test]
     fn observations_reach_the_shared_histogram_on_flush_when_due_and_when_dropped() {
         let metrics = ControllerMetrics::unregistered(None)
             .expect("metrics")
