@@ -51,6 +51,7 @@ pub mod handler;
 pub mod informer;
 pub mod informers;
 pub mod kind;
+mod metric_cells;
 pub mod metrics;
 pub mod metrics_registry;
 pub mod object;

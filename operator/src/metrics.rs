@@ -45,6 +45,7 @@ use prometheus::{
     Registry,
 };
 
+use crate::metric_cells::{CellFamily, CellSeries};
 use crate::reconciler::ReconcileAction;
 
 /// Buckets of the latency histograms, in seconds.
@@ -97,15 +98,15 @@ pub(crate) fn register_all<'a>(
 /// The collectors of the informers and the controller; see the [module docs](self).
 #[derive(Clone, Debug)]
 pub struct ControllerMetrics {
-    events_total: IntCounterVec,
+    events_total: CellFamily,
     event_duration: HistogramVec,
     watcher_duration: HistogramVec,
     reconciler_duration: HistogramVec,
     watcher_errors: IntCounterVec,
     reconciler_errors: IntCounterVec,
-    ongoing_events: IntGaugeVec,
-    ongoing_processes: IntGaugeVec,
-    queue_depth: IntGaugeVec,
+    ongoing_events: CellFamily,
+    ongoing_processes: CellFamily,
+    queue_depth: CellFamily,
     retries_pending: IntGaugeVec,
     retries_total: IntCounterVec,
     retries_given_up: IntCounterVec,
@@ -145,11 +146,19 @@ impl ControllerMetrics {
         let gauge = |name: &str, help: &str, labels: &[&str]| {
             IntGaugeVec::new(opts(name, help), labels).map_err(err(name))
         };
+        // The series dispatch changes on every event: written through per-writer cells (see
+        // `metric_cells`).
+        let cell_counter = |name: &str, help: &str, labels: &[&str]| {
+            counter(name, help, labels).map(|vec| CellFamily::counter(vec, labels))
+        };
+        let cell_gauge = |name: &str, help: &str, labels: &[&str]| {
+            gauge(name, help, labels).map(|vec| CellFamily::gauge(vec, labels))
+        };
         let histogram = |name: &str, help: &str| {
             HistogramVec::new(hist(name, help), EVENT_LABELS).map_err(err(name))
         };
         Ok(Self {
-            events_total: counter(
+            events_total: cell_counter(
                 "informer_events_total",
                 "Informer events by type and kind.",
                 EVENT_LABELS,
@@ -176,17 +185,17 @@ impl ControllerMetrics {
                 "Failed reconciler calls (including requeues that carried an error).",
                 EVENT_LABELS,
             )?,
-            ongoing_events: gauge(
+            ongoing_events: cell_gauge(
                 "ongoing_reconcile_events",
                 "Informer events being dispatched.",
                 EVENT_LABELS,
             )?,
-            ongoing_processes: gauge(
+            ongoing_processes: cell_gauge(
                 "ongoing_reconcile_processes",
                 "Handler calls running.",
                 EVENT_LABELS,
             )?,
-            queue_depth: gauge(
+            queue_depth: cell_gauge(
                 "informer_queue_depth",
                 "Events waiting in object lanes.",
                 KIND_LABEL,
@@ -335,14 +344,14 @@ impl ControllerMetrics {
         let per_action = |action: ReconcileAction| {
             let labels = [action.metric_label(), kind];
             ActionMetrics {
-                events_total: self.events_total.with_label_values(&labels),
+                events_total: self.events_total.series(&labels),
                 event_duration: self.event_duration.with_label_values(&labels),
                 watcher_duration: self.watcher_duration.with_label_values(&labels),
                 reconciler_duration: self.reconciler_duration.with_label_values(&labels),
                 watcher_errors: self.watcher_errors.with_label_values(&labels),
                 reconciler_errors: self.reconciler_errors.with_label_values(&labels),
-                ongoing_events: self.ongoing_events.with_label_values(&labels),
-                ongoing_processes: self.ongoing_processes.with_label_values(&labels),
+                ongoing_events: self.ongoing_events.series(&labels),
+                ongoing_processes: self.ongoing_processes.series(&labels),
             }
         };
         let retries = |result: &str| self.retries_total.with_label_values(&[kind, result]);
@@ -353,7 +362,7 @@ impl ControllerMetrics {
                 per_action(ReconcileAction::Deleted),
                 per_action(ReconcileAction::Resynced),
             ]),
-            queue_depth: self.queue_depth.with_label_values(&[kind]),
+            queue_depth: self.queue_depth.series(&[kind]),
             retries_pending: self.retries_pending.with_label_values(&[kind]),
             retry_success: retries("success"),
             retry_requeue: retries("requeue"),
@@ -373,21 +382,21 @@ impl ControllerMetrics {
 
 #[derive(Clone, Debug)]
 pub(crate) struct ActionMetrics {
-    pub events_total: IntCounter,
+    pub events_total: CellSeries,
     pub event_duration: Histogram,
     pub watcher_duration: Histogram,
     pub reconciler_duration: Histogram,
     pub watcher_errors: IntCounter,
     pub reconciler_errors: IntCounter,
-    pub ongoing_events: IntGauge,
-    pub ongoing_processes: IntGauge,
+    pub ongoing_events: CellSeries,
+    pub ongoing_processes: CellSeries,
 }
 
 /// The metrics of one kind with their labels resolved.
 #[derive(Clone, Debug)]
 pub(crate) struct KindMetrics {
     actions: Arc<[ActionMetrics; 4]>,
-    pub queue_depth: IntGauge,
+    pub queue_depth: CellSeries,
     pub retries_pending: IntGauge,
     pub retry_success: IntCounter,
     pub retry_requeue: IntCounter,

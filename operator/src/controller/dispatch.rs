@@ -21,6 +21,7 @@ use tracing::{Instrument, Span};
 use tokio_util::sync::CancellationToken;
 
 use super::call_log::CallLog;
+use super::counts::WorkerGauges;
 use super::durations::{Instant, Timed, WorkerDurations};
 use super::kind::{KindRuntime, Running};
 use super::lanes::{HandlerId, LaneKey, Queued};
@@ -65,6 +66,8 @@ pub(super) struct Held<'a> {
     pub(super) retries: &'a mut Retries,
     /// Where the calls' and the event's durations go (see [`durations`](super::durations)).
     pub(super) durations: &'a mut WorkerDurations,
+    /// The worker's part of the ongoing events and calls (see [`counts`](super::counts)).
+    pub(super) gauges: &'a mut WorkerGauges,
     /// The controller's stop: a call failing while it stops is not retried.
     pub(super) stop: &'a CancellationToken,
     /// The run: no event starts unless it is [acting](Running::acting), and no handler call
@@ -129,9 +132,8 @@ impl KindRuntime {
     ) {
         let action = queued.action;
         let span = self.event_span(action, held.key);
-        let metrics = self.metrics.action(action);
         async {
-            metrics.ongoing_events.inc();
+            held.gauges.event_started(action);
             let started = Instant::now();
             // One clock read per handler: each call's end is the next one's start.
             let mut clock = started;
@@ -215,7 +217,7 @@ impl KindRuntime {
                 }
             }
             held.durations.observe(action, Timed::Event, started, clock);
-            metrics.ongoing_events.dec();
+            held.gauges.event_ended(action);
         }
         .instrument(span)
         .await;
@@ -343,7 +345,7 @@ impl KindRuntime {
             otel.status_code = tracing::field::Empty,
         );
         let metrics = self.metrics.action(event.action());
-        metrics.ongoing_processes.inc();
+        held.gauges.call_started(event.action());
         let _logged = CallLog::start(&self.name, held.key, handler);
         let call = async {
             match event {
@@ -367,7 +369,7 @@ impl KindRuntime {
         let ended = Instant::now();
         held.durations
             .observe(event.action(), Timed::Watcher, started, ended);
-        metrics.ongoing_processes.dec();
+        held.gauges.call_ended(event.action());
         let end = match result {
             Ok(()) => CallEnd::Done,
             Err(error) => {
@@ -403,7 +405,7 @@ impl KindRuntime {
             otel.status_code = tracing::field::Empty,
         );
         let metrics = self.metrics.action(request.action);
-        metrics.ongoing_processes.inc();
+        held.gauges.call_started(request.action);
         // What the next attempt needs if this one fails or requeues. The state is copied only when
         // there is one (an empty map costs a little to copy and to drop).
         let (action, object, cause) = (
@@ -423,7 +425,7 @@ impl KindRuntime {
         let ended = Instant::now();
         held.durations
             .observe(action, Timed::Reconciler, started, ended);
-        metrics.ongoing_processes.dec();
+        held.gauges.call_ended(action);
         let (error, requeue_after, state) = match result {
             Ok(Ok(result)) => (None, result.requeue_after, result.state),
             Ok(Err(failure)) if failure.terminal => {

@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::ControllerConfig;
+use super::counts::{LaneCounts, WorkerGauges};
 use super::dispatch::Held;
 use super::durations::WorkerDurations;
 use super::lanes::{HandlerId, Lanes, PushExtra, Taken, Work};
@@ -84,9 +85,10 @@ impl Running {
 }
 
 /// The lanes and the bookkeeping of the workers and intakes, under one lock.
-#[derive(Default)]
 pub(super) struct State {
     pub(super) lanes: Lanes,
+    /// The events counted and the queue depth, written under this lock.
+    pub(super) counts: LaneCounts,
     /// Worker tasks started.
     workers: usize,
     /// Workers parked waiting for work (registered on `work_ready`), not yet handed any.
@@ -98,6 +100,24 @@ pub(super) struct State {
     pub(super) live: bool,
     /// Handlers added while the cache was still being delivered: replayed when it is.
     pub(super) awaiting_replay: Vec<HandlerId>,
+}
+
+/// What [`KindRuntime::try_enqueue`] did with an event.
+pub(crate) enum Enqueue {
+    /// It is in its lane.
+    Queued,
+    /// The controller is stopping: dropped.
+    Stopped,
+    /// The backlog of events for watchers is full: wait with
+    /// [`KindRuntime::enqueue_when_room`].
+    Full(WaitingEvent),
+}
+
+/// An event waiting for room in a kind's backlog, with what its own-writes check found as it
+/// was first offered (the check consumes a recorded write, so it is not made twice).
+pub(crate) struct WaitingEvent {
+    event: InformerEvent,
+    echo_found: Option<bool>,
 }
 
 /// A worker's copy of the kind's handlers, refreshed when one was added.
@@ -169,7 +189,12 @@ impl KindRuntime {
             has_watchers: AtomicBool::new(false),
             state: Mutex::new(State {
                 lanes: Lanes::tracking_echoes(!config.reconciles_own_writes()),
-                ..State::default()
+                counts: LaneCounts::new(&metrics),
+                workers: 0,
+                idle: 0,
+                intake_waiting: false,
+                live: false,
+                awaiting_replay: Vec::new(),
             }),
             worker_limit: OnceLock::new(),
             work_ready: Notify::new(),
@@ -247,10 +272,7 @@ impl KindRuntime {
         let pushed = state
             .lanes
             .push_with(InformerEvent::Resync(object), false, extra);
-        self.metrics.queue_depth.inc();
-        if pushed.merged_away > 0 {
-            self.metrics.queue_depth.dec();
-        }
+        state.counts.pushed(pushed.merged_away > 0);
         if pushed.became_ready {
             self.work_became_ready(&mut state, &run);
         }
@@ -300,39 +322,95 @@ impl KindRuntime {
         event: InformerEvent,
         run: &Arc<Running>,
     ) -> bool {
-        let for_watchers = self.has_watchers.load(Ordering::Acquire);
-        let max = self.config.max_pending_events;
-        // Before the lock: the check may compare the two objects.
+        match self.try_enqueue(event, run) {
+            Enqueue::Queued => true,
+            Enqueue::Stopped => false,
+            Enqueue::Full(waiting) => self.enqueue_when_room(waiting, run).await,
+        }
+    }
+
+    /// Queues `event` at once if the backlog has room (or the event is not for watchers); hands
+    /// it back, with what was decided about it, when it must wait for room. A shared informer
+    /// calls this for every subscriber of an event without building a future per call, and awaits
+    /// [`enqueue_when_room`](Self::enqueue_when_room) only for one that is full.
+    pub(crate) fn try_enqueue(
+        self: &Arc<Self>,
+        event: InformerEvent,
+        run: &Arc<Running>,
+    ) -> Enqueue {
+        // Before the lock: the check may compare the two objects. Made once per event: a check
+        // that finds a recorded write consumes the record.
         let echo_found = match &event {
             InformerEvent::Update { old, new } if !self.config.reconciles_own_writes() => {
                 self.own_writes.check_now(old.as_ref(), new.as_ref())
             }
             _ => None,
         };
-        let mut event = Some(event);
+        let waiting = WaitingEvent { event, echo_found };
+        if run.stop.is_cancelled() {
+            return Enqueue::Stopped;
+        }
+        match self.push_if_room(waiting, run) {
+            Ok(()) => Enqueue::Queued,
+            Err(waiting) => Enqueue::Full(waiting),
+        }
+    }
+
+    /// Pushes the event if the backlog has room (or it is not for watchers); hands it back when
+    /// it has to wait.
+    fn push_if_room(
+        self: &Arc<Self>,
+        waiting: WaitingEvent,
+        run: &Arc<Running>,
+    ) -> Result<(), WaitingEvent> {
+        let mut state = self.state();
+        if !self.has_room(&state) {
+            return Err(waiting);
+        }
+        self.push_locked(&mut state, waiting, run);
+        Ok(())
+    }
+
+    /// Whether an event may enter the lanes now: not for watchers, or the backlog has room.
+    fn has_room(&self, state: &State) -> bool {
+        !self.has_watchers.load(Ordering::Acquire)
+            || state.lanes.backlog < self.config.max_pending_events
+    }
+
+    fn push_locked(self: &Arc<Self>, state: &mut State, waiting: WaitingEvent, run: &Arc<Running>) {
+        let WaitingEvent { event, echo_found } = waiting;
+        let for_watchers = self.has_watchers.load(Ordering::Acquire);
+        state.counts.event(event.action());
+        let extra = PushExtra {
+            echo_found,
+            ..PushExtra::default()
+        };
+        let pushed = state.lanes.push_with(event, for_watchers, extra);
+        state.counts.pushed(pushed.merged_away > 0);
+        if pushed.became_ready {
+            self.work_became_ready(state, run);
+        }
+    }
+
+    /// Waits for room in the backlog, then queues the event [`try_enqueue`](Self::try_enqueue)
+    /// handed back. Returns false when the controller stopped meanwhile (the event is dropped).
+    pub(crate) async fn enqueue_when_room(
+        self: &Arc<Self>,
+        waiting: WaitingEvent,
+        run: &Arc<Running>,
+    ) -> bool {
+        let mut waiting = Some(waiting);
         loop {
             if run.stop.is_cancelled() {
                 return false;
             }
             let room = {
                 let mut state = self.state();
-                if !for_watchers || state.lanes.backlog < max {
-                    let Some(event) = event.take() else {
+                if self.has_room(&state) {
+                    let Some(waiting) = waiting.take() else {
                         return false;
                     };
-                    self.metrics.action(event.action()).events_total.inc();
-                    let extra = PushExtra {
-                        echo_found,
-                        ..PushExtra::default()
-                    };
-                    let pushed = state.lanes.push_with(event, for_watchers, extra);
-                    self.metrics.queue_depth.inc();
-                    if pushed.merged_away > 0 {
-                        self.metrics.queue_depth.dec();
-                    }
-                    if pushed.became_ready {
-                        self.work_became_ready(&mut state, run);
-                    }
+                    self.push_locked(&mut state, waiting, run);
                     return true;
                 }
                 state.intake_waiting = true;
@@ -440,6 +518,7 @@ impl KindRuntime {
         let ctx = self.handler_context(&run);
         let mut handlers = HandlersCache::default();
         let mut durations = WorkerDurations::new(&self.metrics);
+        let mut gauges = WorkerGauges::new(&self.metrics);
         loop {
             if !run.acting() {
                 return;
@@ -449,6 +528,13 @@ impl KindRuntime {
             let taken = {
                 let mut state = self.state();
                 let taken = state.lanes.take();
+                if let Some(Taken {
+                    work: Work::Event(_),
+                    ..
+                }) = &taken
+                {
+                    state.counts.taken();
+                }
                 if taken.is_none() {
                     // Registered as a waiter before counting as idle, both under the lock where
                     // lanes are handed off.
@@ -478,12 +564,12 @@ impl KindRuntime {
                 key: &key,
                 retries: &mut retries,
                 durations: &mut durations,
+                gauges: &mut gauges,
                 stop: &run.stop,
                 run: &run,
             };
             let counted = match work {
                 Work::Event(queued) => {
-                    self.metrics.queue_depth.dec();
                     let counted = queued.for_watchers();
                     let handlers = handlers.current(&self);
                     self.dispatch_event(&mut held, queued, &ctx, handlers).await;
@@ -513,6 +599,7 @@ impl KindRuntime {
     pub(crate) fn clear(&self) {
         let mut state = self.state();
         state.lanes.clear();
+        state.counts.cleared();
         state.workers = 0;
         state.idle = 0;
         state.intake_waiting = false;

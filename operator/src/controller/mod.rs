@@ -80,6 +80,7 @@
 //! See [`InformerController`] for a runnable example.
 
 mod call_log;
+mod counts;
 mod dispatch;
 mod durations;
 pub(crate) mod kind;

@@ -203,7 +203,7 @@ impl KindRuntime {
             let pushed = state
                 .lanes
                 .push_with(InformerEvent::Add(object), for_watchers, extra);
-            self.metrics.queue_depth.inc();
+            state.counts.pushed(pushed.merged_away > 0);
             if pushed.became_ready {
                 self.work_became_ready(state, run);
             }

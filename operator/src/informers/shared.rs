@@ -24,7 +24,7 @@ use kube::api::ApiResource;
 use tokio_util::sync::CancellationToken;
 
 use super::{InformerKey, Registry};
-use crate::controller::kind::{KindRuntime, Running};
+use crate::controller::kind::{Enqueue, KindRuntime, Running, WaitingEvent};
 use crate::informer::{Informer, InformerEvent};
 use crate::metrics::KindMetrics;
 use crate::sharding::server_side::ShardScope;
@@ -43,8 +43,19 @@ pub(crate) enum Subscriber {
     Trigger(Arc<TriggerSink>),
 }
 
+/// What a subscriber did with an event offered without waiting.
+enum Offer {
+    /// Taken (queued, handled, or not for this subscriber).
+    Taken,
+    /// The subscriber is gone for good.
+    Gone,
+    /// A kind whose backlog is full: the event waits for room.
+    Full(WaitingEvent),
+}
+
 impl Subscriber {
-    /// Hands `event` over; false when the subscriber is gone for good.
+    /// Hands `event` over, waiting for room if need be; false when the subscriber is gone for
+    /// good.
     async fn deliver(&self, event: &InformerEvent) -> bool {
         match self {
             Self::Kind { .. } => self.deliver_owned(event.clone()).await,
@@ -52,14 +63,56 @@ impl Subscriber {
         }
     }
 
-    /// The same, handing over the event itself (the last subscriber of an event gets it without
-    /// a copy).
+    /// The same, handing over the event itself.
     async fn deliver_owned(&self, event: InformerEvent) -> bool {
+        match self.offer(event) {
+            Offer::Taken => true,
+            Offer::Gone => false,
+            Offer::Full(waiting) => self.wait_for_room(waiting).await,
+        }
+    }
+
+    /// Hands `event` over if that needs no waiting (the common case, with no future built);
+    /// [`Offer::Full`] when a kind's backlog is full.
+    fn offer(&self, event: InformerEvent) -> Offer {
         match self {
             // Sharded: an object outside the run's active slots is forgotten, never queued.
-            Self::Kind { run, .. } if !run.admits(event.object()) => !run.stop.is_cancelled(),
-            Self::Kind { runtime, run } => runtime.enqueue(event, run).await,
-            Self::Trigger(sink) => sink.deliver(&event),
+            Self::Kind { run, .. } if !run.admits(event.object()) => {
+                if run.stop.is_cancelled() {
+                    Offer::Gone
+                } else {
+                    Offer::Taken
+                }
+            }
+            Self::Kind { runtime, run } => match runtime.try_enqueue(event, run) {
+                Enqueue::Queued => Offer::Taken,
+                Enqueue::Stopped => Offer::Gone,
+                Enqueue::Full(waiting) => Offer::Full(waiting),
+            },
+            Self::Trigger(sink) => Self::offered(sink.deliver(&event)),
+        }
+    }
+
+    /// [`offer`](Self::offer) by reference: a trigger reads the event, a kind gets a copy (two
+    /// reference counts at most).
+    fn offer_ref(&self, event: &InformerEvent) -> Offer {
+        match self {
+            Self::Kind { .. } => self.offer(event.clone()),
+            Self::Trigger(sink) => Self::offered(sink.deliver(event)),
+        }
+    }
+
+    fn offered(taken: bool) -> Offer {
+        if taken { Offer::Taken } else { Offer::Gone }
+    }
+
+    /// Waits for room for an event [`offer`](Self::offer) handed back; false when the
+    /// subscriber is gone for good.
+    async fn wait_for_room(&self, waiting: WaitingEvent) -> bool {
+        match self {
+            Self::Kind { runtime, run } => runtime.enqueue_when_room(waiting, run).await,
+            // Only a kind hands an event back.
+            Self::Trigger(_) => true,
         }
     }
 
@@ -163,25 +216,98 @@ impl Fanout {
         self.change(|subscribers| subscribers.retain(|s| !s.is_same(subscriber)));
     }
 
-    /// Applies and delivers one event; the caller holds the delivery lock.
-    async fn publish_locked(&self, event: InformerEvent, list: &mut SubscriberList) {
+    /// Applies one event to the cache and offers it to every subscriber in turn, without
+    /// waiting; the caller holds the delivery lock. When a subscriber's backlog is full, returns
+    /// the rest of the delivery (that subscriber and the ones after it), which the caller awaits
+    /// with [`finish_publish`](Self::finish_publish) before the next event. A future per event
+    /// and per subscriber was a measurable part of the typed path (docs/benchmarks-micro.md).
+    fn publish_now(&self, event: InformerEvent, list: &mut SubscriberList) -> Option<Backlogged> {
         self.cache.apply(&event);
-        let subscribers: &[Subscriber] = list.current(self);
+        let subscribers: &Arc<Vec<Subscriber>> = list.current(self);
         let mut gone = Vec::new();
+        let mut backlogged = None;
         if let Some((last, others)) = subscribers.split_last() {
-            for subscriber in others {
-                if !subscriber.deliver(&event).await {
-                    gone.push(subscriber.clone());
+            let mut event = Some(event);
+            for (at, subscriber) in others.iter().enumerate() {
+                let Some(offered) = event.as_ref() else {
+                    break;
+                };
+                match subscriber.offer_ref(offered) {
+                    Offer::Taken => {}
+                    Offer::Gone => gone.push(subscriber.clone()),
+                    Offer::Full(waiting) => {
+                        backlogged = Some(Backlogged {
+                            subscribers: Arc::clone(subscribers),
+                            at,
+                            waiting,
+                            event: event.take(),
+                        });
+                    }
                 }
             }
-            if !last.deliver_owned(event).await {
-                gone.push(last.clone());
+            if let Some(event) = event {
+                match last.offer(event) {
+                    Offer::Taken => {}
+                    Offer::Gone => gone.push(last.clone()),
+                    Offer::Full(waiting) => {
+                        backlogged = Some(Backlogged {
+                            subscribers: Arc::clone(subscribers),
+                            at: others.len(),
+                            waiting,
+                            event: None,
+                        });
+                    }
+                }
+            }
+        }
+        for subscriber in gone {
+            self.unsubscribe(&subscriber);
+        }
+        backlogged
+    }
+
+    /// Waits for room at the subscriber that was full, then delivers the event to the ones
+    /// after it (waiting for each as need be).
+    async fn finish_publish(&self, backlogged: Backlogged) {
+        let Backlogged {
+            subscribers,
+            at,
+            waiting,
+            event,
+        } = backlogged;
+        let mut gone = Vec::new();
+        if !subscribers[at].wait_for_room(waiting).await {
+            gone.push(subscribers[at].clone());
+        }
+        if let Some(event) = event {
+            let rest = &subscribers[at + 1..];
+            if let Some((last, others)) = rest.split_last() {
+                for subscriber in others {
+                    if !subscriber.deliver(&event).await {
+                        gone.push(subscriber.clone());
+                    }
+                }
+                if !last.deliver_owned(event).await {
+                    gone.push(last.clone());
+                }
             }
         }
         for subscriber in gone {
             self.unsubscribe(&subscriber);
         }
     }
+}
+
+/// The rest of an event's delivery after a subscriber was full (see [`Fanout::publish_now`]).
+struct Backlogged {
+    /// The list the event was being delivered to.
+    subscribers: Arc<Vec<Subscriber>>,
+    /// The subscriber that was full.
+    at: usize,
+    /// Its event, waiting for room.
+    waiting: WaitingEvent,
+    /// The event for the subscribers after it (`None` when it was the last).
+    event: Option<InformerEvent>,
 }
 
 /// The informer task's copy of the subscriber list, re-read only when it changed (a read takes
@@ -194,7 +320,7 @@ struct SubscriberList {
 }
 
 impl SubscriberList {
-    fn current(&mut self, fanout: &Fanout) -> &[Subscriber] {
+    fn current(&mut self, fanout: &Fanout) -> &Arc<Vec<Subscriber>> {
         // The version is read before the list: a change in between bumps it again, and the next
         // event reads the list anew.
         let version = fanout.subscribers_version.load(Ordering::Acquire);
@@ -327,7 +453,9 @@ impl SharedInformer {
                         held = Some(fanout.delivery.lock().await);
                         in_hold = 0;
                     }
-                    fanout.publish_locked(event, &mut subscribers).await;
+                    if let Some(backlogged) = fanout.publish_now(event, &mut subscribers) {
+                        fanout.finish_publish(backlogged).await;
+                    }
                     in_hold += 1;
                     if in_hold == EVENTS_PER_HOLD {
                         held = None;
