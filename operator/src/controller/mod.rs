@@ -97,6 +97,7 @@ mod tests;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -506,6 +507,7 @@ impl InformerController {
             runtime: tokio::runtime::Handle::current(),
             gate: gates.leadership,
             shard: gates.shard,
+            stop_seen: AtomicBool::new(false),
         });
         let informers = {
             let mut state = self
@@ -528,6 +530,7 @@ impl InformerController {
             shared_kinds::start(&runtime, &run);
         }
         stop.cancelled().await;
+        run.stop_seen.store(true, Ordering::Release);
         for runtime in self.runtimes() {
             shared_kinds::stop(&runtime, &run);
         }

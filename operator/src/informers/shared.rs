@@ -78,7 +78,7 @@ impl Subscriber {
         match self {
             // Sharded: an object outside the run's active slots is forgotten, never queued.
             Self::Kind { run, .. } if !run.admits(event.object()) => {
-                if run.stop.is_cancelled() {
+                if run.stop_seen() {
                     Offer::Gone
                 } else {
                     Offer::Taken
@@ -260,8 +260,12 @@ impl Fanout {
                 }
             }
         }
-        for subscriber in gone {
-            self.unsubscribe(&subscriber);
+        // Checked first: dropping even an empty vector's iterator was a measurable part of the
+        // fan-out.
+        if !gone.is_empty() {
+            for subscriber in gone {
+                self.unsubscribe(&subscriber);
+            }
         }
         backlogged
     }
