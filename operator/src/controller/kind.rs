@@ -618,10 +618,10 @@ impl KindRuntime {
             // Handlers that never wait would otherwise keep this thread to themselves. The lane
             // is handed back first when the budget is spent (the yield may last), else with the
             // next take.
-            if !tokio::task::coop::has_budget_remaining() {
-                if let Some(done) = finished.take() {
-                    self.hand_back(&mut self.state(), done);
-                }
+            if !tokio::task::coop::has_budget_remaining()
+                && let Some(done) = finished.take()
+            {
+                self.hand_back(&mut self.state(), done);
             }
             tokio::task::consume_budget().await;
         }
