@@ -27,8 +27,8 @@ use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec};
 /// A series' labels as (name, value) pairs sorted by name: how a scraped metric names them.
 type SeriesKey = Vec<(String, String)>;
 
-/// The live cells of every series of a family.
-type LiveCells = Mutex<HashMap<SeriesKey, Vec<Arc<AtomicI64>>>>;
+/// The live cells of one series.
+type CellList = Arc<Mutex<Vec<Arc<AtomicI64>>>>;
 
 /// The shared prometheus vector behind a family.
 #[derive(Clone)]
@@ -53,13 +53,23 @@ impl SharedSeries {
     }
 }
 
+/// What a family's series share: the cell list of every series, and the lock that makes a
+/// scrape and a counter's fold (see [`Cell`]'s `Drop`) one after the other.
+#[derive(Default)]
+struct Registry {
+    series: Mutex<HashMap<SeriesKey, CellList>>,
+    /// Held by a scrape across reading the shared values and the cells, and by a counter cell
+    /// folding itself into the shared value, so a scrape counts a folding cell exactly once.
+    scrape: Mutex<()>,
+}
+
 /// A gauge or counter family whose series are a shared value plus the cells of their writers;
 /// register it as a [`Collector`]. Clones share everything.
 #[derive(Clone)]
 pub(crate) struct CellFamily {
     shared: Shared,
     label_names: Arc<[String]>,
-    cells: Arc<LiveCells>,
+    registry: Arc<Registry>,
 }
 
 impl fmt::Debug for CellFamily {
@@ -68,6 +78,11 @@ impl fmt::Debug for CellFamily {
             .field("labels", &self.label_names)
             .finish_non_exhaustive()
     }
+}
+
+fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Nothing panics while holding these (sums and vector edits only).
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl CellFamily {
@@ -85,7 +100,7 @@ impl CellFamily {
         Self {
             shared,
             label_names: label_names.iter().map(|name| (*name).to_string()).collect(),
-            cells: Arc::default(),
+            registry: Arc::default(),
         }
     }
 
@@ -102,16 +117,12 @@ impl CellFamily {
             .map(|(name, value)| (name.clone(), (*value).to_string()))
             .collect();
         key.sort();
+        let cells = Arc::clone(locked(&self.registry.series).entry(key).or_default());
         CellSeries {
             shared,
-            key: Arc::new(key),
-            cells: Arc::clone(&self.cells),
+            cells,
+            registry: Arc::clone(&self.registry),
         }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SeriesKey, Vec<Arc<AtomicI64>>>> {
-        // Nothing panics while holding it (sums and vector edits only).
-        self.cells.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -124,13 +135,12 @@ impl Collector for CellFamily {
     }
 
     fn collect(&self) -> Vec<MetricFamily> {
-        // Under the lock, so that a writer ending meanwhile is counted once: in its cell or,
-        // folded, in the shared counter.
-        let cells = self.lock();
+        let _scrape = locked(&self.registry.scrape);
         let mut families = match &self.shared {
             Shared::Gauge(vec) => vec.collect(),
             Shared::Counter(vec) => vec.collect(),
         };
+        let series = locked(&self.registry.series);
         for family in &mut families {
             for metric in family.mut_metric() {
                 let mut key: SeriesKey = metric
@@ -139,10 +149,10 @@ impl Collector for CellFamily {
                     .map(|pair| (pair.name().to_string(), pair.value().to_string()))
                     .collect();
                 key.sort();
-                let Some(live) = cells.get(&key) else {
+                let Some(cells) = series.get(&key) else {
                     continue;
                 };
-                let extra: i64 = live.iter().map(|cell| cell.load(Ordering::Relaxed)).sum();
+                let extra = sum(cells);
                 // The values stay far below 2^53: exact as f64.
                 #[allow(clippy::cast_precision_loss)]
                 let extra = extra as f64;
@@ -164,32 +174,35 @@ impl Collector for CellFamily {
     }
 }
 
+fn sum(cells: &CellList) -> i64 {
+    locked(cells)
+        .iter()
+        .map(|cell| cell.load(Ordering::Relaxed))
+        .sum()
+}
+
 /// One series of a [`CellFamily`]: its shared value and a source of [`Cell`]s. Clones share
 /// everything.
 #[derive(Clone)]
 pub(crate) struct CellSeries {
     shared: SharedSeries,
-    key: Arc<SeriesKey>,
-    cells: Arc<LiveCells>,
+    cells: CellList,
+    registry: Arc<Registry>,
 }
 
 impl fmt::Debug for CellSeries {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CellSeries")
-            .field("labels", &self.key)
             .field("value", &self.get())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
 impl CellSeries {
-    /// A new cell of this series, for one writer.
+    /// A new cell of this series, for one writer (a lock of this series' list and a push).
     pub(crate) fn cell(&self) -> Cell {
         let value = Arc::new(AtomicI64::new(0));
-        self.lock()
-            .entry(SeriesKey::clone(&self.key))
-            .or_default()
-            .push(Arc::clone(&value));
+        locked(&self.cells).push(Arc::clone(&value));
         Cell {
             value,
             series: self.clone(),
@@ -207,18 +220,8 @@ impl CellSeries {
 
     /// The series' value as a scrape would show it: the shared value plus every live cell.
     pub(crate) fn get(&self) -> i64 {
-        let cells = self.lock();
-        let live: i64 = cells
-            .get(&*self.key)
-            .into_iter()
-            .flatten()
-            .map(|cell| cell.load(Ordering::Relaxed))
-            .sum();
-        self.shared.get() + live
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SeriesKey, Vec<Arc<AtomicI64>>>> {
-        self.cells.lock().unwrap_or_else(PoisonError::into_inner)
+        let _scrape = locked(&self.registry.scrape);
+        self.shared.get() + sum(&self.cells)
     }
 }
 
@@ -232,7 +235,6 @@ pub(crate) struct Cell {
 impl fmt::Debug for Cell {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Cell")
-            .field("labels", &self.series.key)
             .field("value", &self.value.load(Ordering::Relaxed))
             .finish()
     }
@@ -263,17 +265,23 @@ impl Cell {
 
 impl Drop for Cell {
     fn drop(&mut self) {
-        let mut cells = self.series.lock();
-        if let Some(live) = cells.get_mut(&*self.series.key) {
-            live.retain(|cell| !Arc::ptr_eq(cell, &self.value));
-            if live.is_empty() {
-                cells.remove(&*self.series.key);
+        let remove = |cells: &CellList| {
+            let mut cells = locked(cells);
+            if let Some(at) = cells.iter().position(|cell| Arc::ptr_eq(cell, &self.value)) {
+                cells.swap_remove(at);
             }
-        }
-        // A counter keeps what its writer counted; a gauge's part ends with its writer.
-        if let SharedSeries::Counter(counter) = &self.series.shared {
-            let counted = self.value.load(Ordering::Relaxed);
-            counter.inc_by(u64::try_from(counted).unwrap_or(0));
+        };
+        match &self.series.shared {
+            // A counter keeps what its writer counted: moved into the shared value while no
+            // scrape reads, so it is counted once.
+            SharedSeries::Counter(counter) => {
+                let _scrape = locked(&self.series.registry.scrape);
+                remove(&self.series.cells);
+                let counted = self.value.load(Ordering::Relaxed);
+                counter.inc_by(u64::try_from(counted).unwrap_or(0));
+            }
+            // A gauge's part ends with its writer.
+            SharedSeries::Gauge(_) => remove(&self.series.cells),
         }
     }
 }
@@ -366,7 +374,7 @@ mod tests {
         );
         assert_eq!(series.get(), 4);
         assert!(
-            family.lock().is_empty(),
+            locked(&series.cells).is_empty(),
             "no cell left behind for the ended writer"
         );
     }
@@ -394,5 +402,32 @@ mod tests {
         assert_eq!(series.get(), 40_000, "live cells");
         drop(cells);
         assert_eq!(series.get(), 40_000, "folded");
+    }
+
+    #[test]
+    fn a_scraped_counter_never_goes_back_while_writers_end() {
+        let vec =
+            IntCounterVec::new(Opts::new("cells_monotonic", "x"), &["kind"]).expect("counter");
+        let family = CellFamily::counter(vec, &["kind"]);
+        let registry = registered(&family);
+        let series = family.series(&["Pod"]);
+        let writers = std::thread::spawn(move || {
+            for round in 0..2_000 {
+                let mut cell = series.cell();
+                for _ in 0..(round % 7) + 1 {
+                    cell.inc();
+                }
+                // Dropped here: folded into the shared counter while scrapes run.
+            }
+        });
+        let mut last = 0.0;
+        while !writers.is_finished() {
+            let now = scraped(&registry, &[("kind", "Pod")]);
+            assert!(now >= last, "scraped {now} after {last}");
+            last = now;
+        }
+        writers.join().expect("writers");
+        let expected: u32 = (0..2_000u32).map(|round| round % 7 + 1).sum();
+        assert_eq!(scraped(&registry, &[("kind", "Pod")]), f64::from(expected));
     }
 }
