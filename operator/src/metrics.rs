@@ -25,6 +25,11 @@
 //! `result` of a retry: `success` (done), `requeue` (ran and asked to run again later), `retry`
 //! (failed, will retry), `failed` (failed and the policy gave up).
 //!
+//! `informer_events_total`, `informer_queue_depth`, `ongoing_reconcile_events` and
+//! `ongoing_reconcile_processes` change on every event; dispatch writes them through cells that
+//! one writer each owns (a kind's lanes, a worker) and a scrape adds up, so a change is a plain
+//! load and store rather than an atomic read-modify-write. What a scrape shows is the same.
+//!
 //! # Registration: one set per registry, no process globals
 //!
 //! A [`MetricsRegistry`](crate::MetricsRegistry) (a [`Runner`](crate::Runner) owns one) creates
