@@ -29,7 +29,7 @@ use super::pending::{Pending, Retries, RetryEntry, RetryWork};
 use super::registry::Handlers;
 use crate::handler::{HandlerContext, HandlerError, panic_message};
 use crate::informer::InformerEvent;
-use crate::object::ObjectKey;
+use crate::object::{ObjectKey, SharedObject};
 use crate::reconciler::{DynReconciler, ReconcileAction, ReconcileRequest, ReconcileState};
 use crate::watcher::DynWatcher;
 
@@ -209,6 +209,7 @@ impl KindRuntime {
                             handler,
                             entry.handler.as_ref(),
                             request,
+                            object,
                             ctx,
                             clock,
                         )
@@ -266,12 +267,14 @@ impl KindRuntime {
                 (HandlerId::Reconciler(id), RetryWork::Reconcile(mut request)) => {
                     let reconciler = handlers.reconciler(id)?;
                     self.refresh_object(&mut request);
+                    let kept = SharedObject::clone(&request.object);
                     let call = self.call_reconciler(
                         held,
                         Origin::Retry,
                         handler,
                         reconciler.handler.as_ref(),
                         request,
+                        &kept,
                         &ctx,
                         started,
                     );
@@ -383,7 +386,9 @@ impl KindRuntime {
     }
 
     /// Calls a reconciler (through `&dyn DynReconciler`, as for watchers) and schedules what its
-    /// result asks for. `started` is when the call began; returns how it ended and when.
+    /// result asks for. `started` is when the call began; returns how it ended and when. `kept` is
+    /// the request's object as the caller holds it: a retry or requeue takes a copy of it only
+    /// when one is scheduled (a reference count per call otherwise).
     #[allow(clippy::too_many_arguments)] // One call's context; a struct would only rename them.
     async fn call_reconciler(
         &self,
@@ -392,6 +397,7 @@ impl KindRuntime {
         handler: HandlerId,
         reconciler: &dyn DynReconciler,
         request: ReconcileRequest,
+        kept: &SharedObject,
         ctx: &HandlerContext,
         started: Instant,
     ) -> (CallEnd, Instant) {
@@ -408,11 +414,7 @@ impl KindRuntime {
         held.gauges.call_started(request.action);
         // What the next attempt needs if this one fails or requeues. The state is copied only when
         // there is one (an empty map costs a little to copy and to drop).
-        let (action, object, cause) = (
-            request.action,
-            request.object.clone(),
-            request.cause.clone(),
-        );
+        let (action, cause) = (request.action, request.cause.clone());
         let kept_state = (!request.state.is_empty()).then(|| request.state.clone());
         let logged = CallLog::start(&self.name, held.key, handler);
         let call = reconciler.reconcile(ctx, request);
@@ -452,7 +454,7 @@ impl KindRuntime {
         // The latest attempt's state is what the next attempt gets.
         let next = ReconcileRequest {
             action,
-            object,
+            object: SharedObject::clone(kept),
             state: state.or(kept_state).unwrap_or_default(),
             cause,
         };
