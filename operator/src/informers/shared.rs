@@ -226,37 +226,25 @@ impl Fanout {
         let subscribers: &Arc<Vec<Subscriber>> = list.current(self);
         let mut gone = Vec::new();
         let mut backlogged = None;
-        if let Some((last, others)) = subscribers.split_last() {
-            let mut event = Some(event);
-            for (at, subscriber) in others.iter().enumerate() {
-                let Some(offered) = event.as_ref() else {
+        let mut event = Some(event);
+        for (at, subscriber) in subscribers.iter().enumerate() {
+            // The last subscriber gets the event itself, the others a copy.
+            let offered = if at + 1 == subscribers.len() {
+                event.take().map(|event| subscriber.offer(event))
+            } else {
+                event.as_ref().map(|event| subscriber.offer_ref(event))
+            };
+            match offered {
+                None | Some(Offer::Taken) => {}
+                Some(Offer::Gone) => gone.push(subscriber.clone()),
+                Some(Offer::Full(waiting)) => {
+                    backlogged = Some(Backlogged {
+                        subscribers: Arc::clone(subscribers),
+                        at,
+                        waiting,
+                        event: event.take(),
+                    });
                     break;
-                };
-                match subscriber.offer_ref(offered) {
-                    Offer::Taken => {}
-                    Offer::Gone => gone.push(subscriber.clone()),
-                    Offer::Full(waiting) => {
-                        backlogged = Some(Backlogged {
-                            subscribers: Arc::clone(subscribers),
-                            at,
-                            waiting,
-                            event: event.take(),
-                        });
-                    }
-                }
-            }
-            if let Some(event) = event {
-                match last.offer(event) {
-                    Offer::Taken => {}
-                    Offer::Gone => gone.push(last.clone()),
-                    Offer::Full(waiting) => {
-                        backlogged = Some(Backlogged {
-                            subscribers: Arc::clone(subscribers),
-                            at: others.len(),
-                            waiting,
-                            event: None,
-                        });
-                    }
                 }
             }
         }

@@ -391,3 +391,96 @@ fn a_shared_informer_feeding_only_a_kind_without_watchers_still_lets_other_tasks
         "a task spawned beside the shared informer never ran within {WAIT:?}"
     );
 }
+
+/// Records every update's object name and resourceVersion, yielding once per call so that the
+/// backlog fills while it runs.
+struct UpdateLog {
+    seen: Arc<std::sync::Mutex<Vec<(String, u32)>>>,
+}
+
+impl Watcher<ConfigMap> for UpdateLog {
+    async fn add(&self, _object: Arc<ConfigMap>, _ctx: &Context) -> Result<(), BoxError> {
+        Ok(())
+    }
+    async fn update(
+        &self,
+        _old: Arc<ConfigMap>,
+        new: Arc<ConfigMap>,
+        _ctx: &Context,
+    ) -> Result<(), BoxError> {
+        tokio::task::yield_now().await;
+        let name = new.metadata.name.clone().unwrap_or_default();
+        let rv = new
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|rv| rv.parse().ok())
+            .unwrap_or_default();
+        self.seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((name, rv));
+        Ok(())
+    }
+    async fn delete(&self, _object: Arc<ConfigMap>, _ctx: &Context) -> Result<(), BoxError> {
+        Ok(())
+    }
+}
+
+/// A shared informer offers each event without waiting and only waits when the kind's backlog
+/// is full (then finishes that event's delivery before the next): with a backlog of 4 and 2,000
+/// updates of 50 objects, every update reaches the watcher, each object's in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_backlog_makes_the_shared_informer_wait_and_loses_no_update() {
+    const OBJECTS: u32 = 50;
+    const UPDATES: u32 = 40;
+    let controller = InformerController::new(
+        ControllerConfig::default()
+            .max_pending_events(4)
+            .max_concurrent_workers(4),
+    );
+    let events = (1..=UPDATES).flat_map(|rv| {
+        (0..OBJECTS).map(move |object| {
+            let name = format!("o{object}");
+            InformerEvent::Update {
+                old: share(cm(&name, rv)),
+                new: share(cm(&name, rv + 1)),
+            }
+        })
+    });
+    let informer = Informer::from_stream(KindInfo::default(), futures::stream::iter(events));
+    let config_maps = controller.kind_from_stream::<ConfigMap>(informer, offline_client());
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let _watcher = config_maps.watch(UpdateLog {
+        seen: Arc::clone(&seen),
+    });
+    let stop = CancellationToken::new();
+    let running = tokio::spawn({
+        let (controller, stop) = (controller.clone(), stop.clone());
+        async move { controller.run(stop).await }
+    });
+    let total = usize::try_from(OBJECTS * UPDATES).unwrap_or(usize::MAX);
+    let all = tokio::time::timeout(WAIT, async {
+        while seen.lock().map(|seen| seen.len()).unwrap_or_default() < total {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    let seen = seen
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    assert!(all.is_ok(), "{} of {total} updates arrived", seen.len());
+    for object in 0..OBJECTS {
+        let name = format!("o{object}");
+        let versions: Vec<u32> = seen
+            .iter()
+            .filter(|(seen, _)| *seen == name)
+            .map(|(_, rv)| *rv)
+            .collect();
+        let expected: Vec<u32> = (2..=UPDATES + 1).collect();
+        assert_eq!(versions, expected, "{name}'s updates, in order");
+    }
+    stop.cancel();
+    running.await.expect("joined").expect("ran");
+}
