@@ -10,7 +10,9 @@
 //!   changed while another replica led or none did.
 //! - **Losing** (the renew deadline passed, by the monotonic clock) ends the term at once: no new
 //!   handler call starts (every call checks [`Leadership::is_leader`] first, so a process resumed
-//!   from SIGSTOP starts nothing even before its tasks notice), the handlers' contexts are
+//!   from SIGSTOP starts nothing even before its tasks notice; the term's handle is
+//!   [pinned](Leadership::pinned) to its period of leadership, so a leader that regains the Lease
+//!   before its tasks noticed the loss still starts a new term), the handlers' contexts are
 //!   cancelled, and calls still running are dropped without a grace period (the lease may be
 //!   someone else's by now). Queued events and pending retries of the term are dropped; the next
 //!   term lists everything again.
@@ -48,13 +50,13 @@ impl InformerController {
                 () = leadership.until_leading() => {}
             }
             tracing::info!("leading: the controller starts a term");
+            // The term lives only as long as this period of leadership: a leader that lapsed
+            // (e.g. paused past its deadline) and re-acquired before this task noticed starts a
+            // new term, never continues the old one.
+            let period = leadership.pinned();
             let term = stop.child_token();
             let lost = Arc::new(AtomicBool::new(false));
-            let watch = tokio::spawn(end_on_loss(
-                leadership.clone(),
-                term.clone(),
-                Arc::clone(&lost),
-            ));
+            let watch = tokio::spawn(end_on_loss(period.clone(), term.clone(), Arc::clone(&lost)));
             let lost_now = Arc::clone(&lost);
             let configured = self.shared.config.shutdown_grace;
             // Lost: no grace (another replica may lead already); stopped: the configured one.
@@ -69,7 +71,7 @@ impl InformerController {
                 .run_term(
                     term,
                     TermGates {
-                        leadership: Some(leadership.clone()),
+                        leadership: Some(period),
                         shard: None,
                     },
                     Some(grace),

@@ -26,13 +26,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::leading::sleep_until;
 use super::{ControllerError, InformerController, TermGates};
 use crate::informers::Subscriber;
 use crate::sharding::Membership;
 use crate::sharding::assignment::{SlotSet, owned_by, slot_of_uid};
 use crate::sharding::gate::ShardGate;
-use crate::sharding::handoff::active_slots;
+use crate::sharding::term::{Term, TermChange};
 
 impl InformerController {
     /// Runs the controller on this replica's share of a shard ring until `stop`; see the
@@ -65,48 +64,44 @@ impl InformerController {
             }
         }
         loop {
-            // A member, and listed as one, before acknowledging anything.
-            loop {
-                if stop.is_cancelled() {
-                    return Ok(());
-                }
-                if membership.is_member() && membership.state().members.contains(&me) {
-                    break;
-                }
-                tokio::select! {
-                    () = stop.cancelled() => return Ok(()),
-                    () = membership.changed() => {}
-                }
-            }
-            let view = membership.state().members;
+            // A member, and listed as one (read while valid), before acknowledging anything.
+            let view = tokio::select! {
+                () = stop.cancelled() => return Ok(()),
+                view = membership.next_view() => view,
+            };
             if let Some(metrics) = membership.metrics() {
                 metrics.handoffs_started.inc();
             }
             // Owned, not only active: objects of slots still held by a previous owner must be
             // cached when they are handed over. Asked for before acknowledging, so the re-list
             // overlaps the handoff.
-            self.cache_only(owned_by(&view, &me));
-            tokio::select! {
+            let owned = owned_by(&view, &me);
+            self.cache_only(owned);
+            let started = tokio::select! {
                 () = stop.cancelled() => return Ok(()),
-                () = membership.acknowledge(view.clone()) => {}
-            }
+                term = membership.begin_term(view) => term,
+            };
             let since = *changed_at.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(metrics) = membership.metrics() {
                 metrics
                     .acknowledge_seconds
                     .observe(since.elapsed().as_secs_f64());
-                metrics.owned_width.set(owned_by(&view, &me).fraction());
+                metrics.owned_width.set(owned.fraction());
             }
             let gate = Arc::new(ShardGate::default());
-            gate.activate(&active_slots(&me, &view, &membership.state().others));
-            tracing::info!(members = ?view, active = gate.active().len(), "sharding: a term starts");
+            gate.activate(&started.active);
+            tracing::info!(members = ?started.view, active = started.active.len(), slots = ?started.active, "sharding: a term starts");
             let term = stop.child_token();
             let lost = Arc::new(AtomicBool::new(false));
+            let gates = TermGates {
+                leadership: Some(started.validity.clone()),
+                shard: Some(Arc::clone(&gate)),
+            };
             let follow = tokio::spawn(follow_ring(
                 self.clone(),
                 membership.clone(),
-                view,
-                Arc::clone(&gate),
+                started,
+                gate,
                 term.clone(),
                 Arc::clone(&lost),
                 Arc::clone(&changed_at),
@@ -122,10 +117,6 @@ impl InformerController {
                     configured
                 }
             });
-            let gates = TermGates {
-                leadership: Some(membership.validity()),
-                shard: Some(gate),
-            };
             let result = self.run_term(term, gates, Some(grace), true).await;
             follow.abort();
             result?;
@@ -193,60 +184,59 @@ impl InformerController {
 async fn follow_ring(
     controller: InformerController,
     mut membership: Membership,
-    view: Vec<String>,
+    term_state: Term,
     gate: Arc<ShardGate>,
     term: CancellationToken,
     lost: Arc<AtomicBool>,
     changed_at: Arc<Mutex<Instant>>,
 ) {
-    let me = membership.identity().to_string();
-    let owned = owned_by(&view, &me);
+    let owned = owned_by(&term_state.view, membership.identity());
     let mut finished = false;
-    let mut counted = false;
     loop {
-        if !membership.is_member() {
-            lost.store(true, Ordering::Release);
-            *changed_at.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
-            term.cancel();
-            return;
-        }
-        let state = membership.state();
-        if state.members != view {
-            *changed_at.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
-            term.cancel();
-            return;
-        }
-        let gained = active_slots(&me, &view, &state.others).minus(&gate.active());
-        if !gained.is_empty() {
-            gate.activate(&gained);
-            tracing::info!(
-                gained = gained.len(),
-                active = gate.active().len(),
-                "sharding: slots handed over"
-            );
-            controller.deliver_gained(&gained).await;
-            counted = false;
-        }
+        let active = gate.active();
         if let Some(metrics) = membership.metrics() {
-            let active = gate.active();
             metrics.active_width.set(active.fraction());
-            if !counted {
-                let objects = controller.objects_in(&active);
-                metrics
-                    .objects
-                    .set(i64::try_from(objects).unwrap_or(i64::MAX));
-                counted = true;
-            }
+            let objects = controller.objects_in(&active);
+            metrics
+                .objects
+                .set(i64::try_from(objects).unwrap_or(i64::MAX));
             if !finished && owned.is_subset(&active) {
                 finished = true;
                 metrics.handoffs_finished.inc();
             }
         }
-        let until = membership.validity().valid_until();
-        tokio::select! {
-            () = membership.changed() => {}
-            () = sleep_until(until) => {}
+        let change = tokio::select! {
+            change = membership.next_change(&term_state, &active) => change,
             () = term.cancelled() => return,
+        };
+        match change {
+            TermChange::Gained(gained) => {
+                gate.activate(&gained);
+                tracing::info!(
+                    gained = gained.len(),
+                    active = gate.active().len(),
+                    slots = ?gained,
+                    "sharding: slots handed over"
+                );
+                controller.deliver_gained(&gained).await;
+            }
+            TermChange::Ended { lost: lapsed } => {
+                if lapsed {
+                    lost.store(true, Ordering::Release);
+                }
+                *changed_at.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+                // Logged as the term stops acting (before its drain), so logs of several
+                // replicas put every replica's active slots on one timeline.
+                tracing::info!(
+                    lost = lapsed,
+                    "sharding: the term ends; no new handler call"
+                );
+                if let Some(metrics) = membership.metrics() {
+                    metrics.active_width.set(0.0);
+                }
+                term.cancel();
+                return;
+            }
         }
     }
 }

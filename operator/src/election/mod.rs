@@ -121,41 +121,97 @@ pub enum ElectionError {
 }
 
 /// Whether this process is the leader, asked at any moment; cheap to clone.
+///
+/// Leadership comes in **periods**: a period starts when a renew succeeds while not leading
+/// (also when the last deadline passed unnoticed, e.g. in a process paused by SIGSTOP) and
+/// ends at the first deadline that passes without a renew. A handle [pinned](Self::pinned) to a
+/// period answers `false` for ever once that period ended, even after leadership is regained:
+/// work started under one period (a controller term, a shard's view of the ring) must never
+/// go on under the next, because others may have acted in between.
 #[derive(Clone, Debug)]
 pub struct Leadership {
-    /// Leading until this instant (monotonic), if leading.
-    until: Arc<Mutex<Option<Instant>>>,
+    /// Leading until this instant (monotonic), if leading, and the current period.
+    validity: Arc<Mutex<Validity>>,
     changes: watch::Receiver<bool>,
+    /// The period this handle is pinned to, if any.
+    period: Option<u64>,
+}
+
+/// The shared state behind every [`Leadership`] handle of one elector or shard ring.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Validity {
+    /// Valid until this instant (monotonic), if valid.
+    until: Option<Instant>,
+    /// Counts the periods of validity: a renew that finds the previous deadline passed (or none)
+    /// starts a new one.
+    period: u64,
+}
+
+impl Validity {
+    /// Records a successful renew valid until `until`, or the end of validity (`None`).
+    fn renew(&mut self, until: Option<Instant>, now: Instant) {
+        if until.is_some() && self.until.is_none_or(|previous| previous <= now) {
+            self.period += 1;
+        }
+        self.until = until;
+    }
 }
 
 impl Leadership {
-    /// A leadership read from `until` and told of changes by `changes` (a shard ring's own
+    /// A leadership read from `validity` and told of changes by `changes` (a shard ring's own
     /// Lease validity has the same shape).
     pub(crate) fn from_parts(
-        until: Arc<Mutex<Option<Instant>>>,
+        validity: Arc<Mutex<Validity>>,
         changes: watch::Receiver<bool>,
     ) -> Self {
-        Self { until, changes }
+        Self {
+            validity,
+            changes,
+            period: None,
+        }
+    }
+
+    fn read(&self) -> Validity {
+        *self.validity.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Whether this process holds the Lease now: a renew succeeded less than the renew deadline
-    /// ago, by the monotonic clock.
+    /// ago, by the monotonic clock (and, for a [pinned](Self::pinned) handle, within the period
+    /// it is pinned to).
     pub fn is_leader(&self) -> bool {
-        self.until
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_some_and(|until| Instant::now() < until)
+        let validity = self.read();
+        self.period.is_none_or(|period| period == validity.period)
+            && validity.until.is_some_and(|until| Instant::now() < until)
     }
 
     /// Until when (monotonic) this process leads, if it does: the last successful renew plus the
-    /// renew deadline.
+    /// renew deadline (`None` for a pinned handle whose period ended).
     pub fn valid_until(&self) -> Option<Instant> {
-        *self.until.lock().unwrap_or_else(PoisonError::into_inner)
+        let validity = self.read();
+        if self.period.is_some_and(|period| period != validity.period) {
+            return None;
+        }
+        validity.until
+    }
+
+    /// This handle pinned to the current period of leadership (see the [type docs](Self)): it
+    /// answers `false` once that period ends, whatever happens later. Pin while leading; a handle
+    /// pinned while not leading is pinned to the period that ended last and never leads.
+    #[must_use]
+    pub fn pinned(&self) -> Self {
+        Self {
+            period: Some(self.read().period),
+            ..self.clone()
+        }
     }
 
     /// Resolves when the elector next reports a change (gained or lost).
     pub async fn changed(&mut self) {
-        let _ = self.changes.changed().await;
+        if self.changes.changed().await.is_err() {
+            // The elector is gone: nothing changes any more (returning would make a waiting
+            // loop spin).
+            std::future::pending::<()>().await;
+        }
     }
 
     /// Resolves once this process leads.
@@ -170,7 +226,7 @@ impl Leadership {
 pub struct LeaderElector {
     config: ElectionConfig,
     client: LeaseClient,
-    until: Arc<Mutex<Option<Instant>>>,
+    validity: Arc<Mutex<Validity>>,
     changes: watch::Sender<bool>,
     status: Option<prometheus::IntGauge>,
 }
@@ -192,7 +248,7 @@ impl LeaderElector {
                 duration: config.timings.lease_duration,
             },
             config,
-            until: Arc::default(),
+            validity: Arc::default(),
             changes: watch::Sender::new(false),
             status: None,
         })
@@ -229,17 +285,14 @@ impl LeaderElector {
 
     /// Whether this candidate leads, now and later.
     pub fn leadership(&self) -> Leadership {
-        Leadership {
-            until: Arc::clone(&self.until),
-            changes: self.changes.subscribe(),
-        }
+        Leadership::from_parts(Arc::clone(&self.validity), self.changes.subscribe())
     }
 
     fn set(&self, until: Option<Instant>) {
         if let Some(status) = &self.status {
             status.set(i64::from(until.is_some()));
         }
-        publish_validity(&self.until, &self.changes, until);
+        publish_validity(&self.validity, &self.changes, until);
     }
 
     /// Competes until `stop` is cancelled; releases the Lease then if it holds it.
@@ -317,11 +370,13 @@ impl LeaderElector {
 /// and tells its watchers when validity starts or ends (the leader elector and a shard ring's
 /// own Lease share this).
 pub(crate) fn publish_validity(
-    slot: &Mutex<Option<Instant>>,
+    slot: &Mutex<Validity>,
     changes: &watch::Sender<bool>,
     until: Option<Instant>,
 ) {
-    *slot.lock().unwrap_or_else(PoisonError::into_inner) = until;
+    slot.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .renew(until, Instant::now());
     changes.send_if_modified(|valid| {
         let now = until.is_some();
         let changed = *valid != now;

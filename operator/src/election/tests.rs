@@ -154,3 +154,110 @@ async fn a_released_lease_is_given_back_with_no_holder() {
     assert!(lease["spec"]["holderIdentity"].is_null(), "{lease}");
     assert_eq!(lease["spec"]["leaseDurationSeconds"], 1);
 }
+
+/// Writes the fake's Lease as `holder` would (a new `resourceVersion`), as another candidate
+/// renewing it.
+fn write_as(fake: &FakeLeases, holder: &str) {
+    let mut lease = fake.lease.lock().expect("lease");
+    let stored = lease.as_mut().expect("a Lease");
+    let version: u64 = stored["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    stored["metadata"]["resourceVersion"] = (version + 1).to_string().into();
+    stored["spec"]["holderIdentity"] = holder.into();
+    *fake.written.lock().expect("written") = Some(Instant::now());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_back_from_a_partition_reads_the_lease_again_and_does_not_lead_while_another_holds_it()
+ {
+    let fake = Arc::new(FakeLeases::default());
+    let elector = LeaderElector::new(
+        client(Arc::clone(&fake)),
+        ElectionConfig::new("ns", "lease", "me"),
+    )
+    .expect("valid");
+    let mut leadership = elector.leadership();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(elector.run(stop.clone()));
+    leadership.until_leading().await;
+    let term = leadership.pinned();
+
+    // Cut for longer than the lease; meanwhile another candidate takes the Lease (after it
+    // expired for it) and keeps renewing it every 2 s.
+    fake.cut.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert!(!leadership.is_leader(), "stepped down during the cut");
+    write_as(&fake, "other");
+    let renewing = CancellationToken::new();
+    let other = tokio::spawn({
+        let (fake, renewing) = (Arc::clone(&fake), renewing.clone());
+        async move {
+            while !renewing.is_cancelled() {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                write_as(&fake, "other");
+            }
+        }
+    });
+    fake.cut.store(false, Ordering::SeqCst);
+    // Back on the network: for a minute of retries it sees the other holder's renewals and
+    // never leads, and never takes the Lease from it.
+    for _ in 0..600 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            !leadership.is_leader(),
+            "led while another candidate held the Lease"
+        );
+        let holder =
+            fake.lease.lock().expect("lease").as_ref().expect("a Lease")["spec"]["holderIdentity"]
+                .clone();
+        assert_eq!(holder, "other", "overwrote the other holder's Lease");
+    }
+    // The other candidate stops renewing: the Lease is taken once it expired by our clock (15 s
+    // after the last renew we saw), not before.
+    renewing.cancel();
+    other.await.expect("stops");
+    let last = fake.written.lock().expect("written").expect("written");
+    leadership.until_leading().await;
+    assert!(Instant::now() >= last + Duration::from_secs(15));
+    // A handle pinned to the earlier period stays false: a term of that period never resumes.
+    assert!(!term.is_leader());
+    assert!(leadership.pinned().is_leader());
+    stop.cancel();
+    task.await.expect("stops");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handle_pinned_to_a_period_of_leadership_stays_false_after_the_lease_is_regained() {
+    let fake = Arc::new(FakeLeases::default());
+    let elector = LeaderElector::new(
+        client(Arc::clone(&fake)),
+        ElectionConfig::new("ns", "lease", "me"),
+    )
+    .expect("valid");
+    let mut leadership = elector.leadership();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(elector.run(stop.clone()));
+    leadership.until_leading().await;
+    let first = leadership.pinned();
+    assert!(first.is_leader());
+    // Renewals keep the same period.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(
+        first.is_leader(),
+        "renewed without a lapse: the same period"
+    );
+    // A cut past the renew deadline (but not the lease: nobody else is there anyway).
+    fake.cut.store(true, Ordering::SeqCst);
+    while leadership.is_leader() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    fake.cut.store(false, Ordering::SeqCst);
+    leadership.until_leading().await;
+    assert!(!first.is_leader(), "the first period ended with the lapse");
+    assert_eq!(first.valid_until(), None);
+    assert!(leadership.pinned().is_leader(), "a new period");
+    stop.cancel();
+    task.await.expect("stops");
+}

@@ -82,6 +82,16 @@ impl SlotSet {
         out
     }
 
+    /// The slots in this set or in `other`.
+    #[must_use]
+    pub fn union(&self, other: &Self) -> Self {
+        let mut out = *self;
+        for (word, other) in out.0.iter_mut().zip(other.0) {
+            *word |= other;
+        }
+        out
+    }
+
     /// Whether every slot of `self` is in `other`.
     pub fn is_subset(&self, other: &Self) -> bool {
         self.minus(other).is_empty()

@@ -61,6 +61,7 @@ mod metrics;
 mod ring;
 pub mod selector_layer;
 pub(crate) mod server_side;
+pub(crate) mod term;
 
 use std::sync::{Arc, Mutex};
 
@@ -72,7 +73,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::election::{Leadership, LeaseTimings};
+use crate::election::{Leadership, LeaseTimings, Validity};
 
 pub use self::handoff::MemberAck;
 pub use self::metrics::{CachedObjects, ShardMetrics};
@@ -162,8 +163,21 @@ pub struct RingState {
     pub members: Vec<String>,
     /// The other live members and what they acknowledged.
     pub others: Vec<MemberAck>,
-    /// What this replica had acknowledged (written) before the read.
+    /// What this replica had acknowledged (written) before the read, in its current period of
+    /// validity.
     pub acknowledged: Option<Vec<String>>,
+    /// The number of that acknowledgement (each request to acknowledge gets the next number; 0:
+    /// none written in this period of validity). The read started after its write completed.
+    pub read_after: u64,
+}
+
+/// A request to publish `members` as this replica's acknowledgement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct AckRequest {
+    /// Numbers the requests, so a read can be matched to the write it followed rather than to
+    /// a value that happens to be the same.
+    number: u64,
+    members: Vec<String>,
 }
 
 /// A replica's membership, shared with its controller: cheap to clone.
@@ -172,7 +186,7 @@ pub struct Membership {
     identity: String,
     validity: Leadership,
     state: watch::Receiver<RingState>,
-    ack: Arc<watch::Sender<Option<Vec<String>>>>,
+    ack: Arc<watch::Sender<Option<AckRequest>>>,
     metrics: Option<ShardMetrics>,
 }
 
@@ -201,21 +215,39 @@ impl Membership {
 
     /// Resolves when the ring state or this replica's validity may have changed.
     pub async fn changed(&mut self) {
-        let mut validity = self.validity.clone();
+        // Both on this handle's own receivers, so a change is seen once (a clone's receiver
+        // would report the same change again on every call).
         tokio::select! {
-            _ = self.state.changed() => {}
-            () = validity.changed() => {}
+            read = self.state.changed() => {
+                if read.is_err() {
+                    // The ring stopped: nothing changes any more.
+                    std::future::pending::<()>().await;
+                }
+            }
+            () = self.validity.changed() => {}
         }
     }
 
-    /// Publishes `members` as this replica's acknowledgement and resolves once it is written
-    /// and the ring was read again after the write.
-    pub(crate) async fn acknowledge(&mut self, members: Vec<String>) {
-        self.ack.send_replace(Some(members.clone()));
-        let _ = self
+    /// Publishes `members` as this replica's acknowledgement; resolves with the first read of
+    /// the ring that started after that very request was written (matched by number, never by
+    /// an equal value written earlier, e.g. before a partition).
+    pub(crate) async fn acknowledge(&mut self, members: Vec<String>) -> RingState {
+        let mut number = 0;
+        self.ack.send_modify(|request| {
+            number = request.as_ref().map_or(0, |r| r.number) + 1;
+            *request = Some(AckRequest { number, members });
+        });
+        let read = self
             .state
-            .wait_for(|state| state.acknowledged.as_ref() == Some(&members))
-            .await;
+            .wait_for(|state| state.read_after >= number)
+            .await
+            .map(|state| state.clone());
+        match read {
+            Ok(state) => state,
+            // The ring stopped: nothing will be read again, so no term may start (acting on an
+            // unread ring could overlap others); the controller is stopped with it.
+            Err(_) => std::future::pending().await,
+        }
     }
 
     /// The collectors, if the ring reports metrics.
@@ -228,10 +260,10 @@ impl Membership {
 pub struct ShardRing {
     config: ShardingConfig,
     leases: RingLeases,
-    until: Arc<Mutex<Option<Instant>>>,
+    validity_state: Arc<Mutex<Validity>>,
     validity: watch::Sender<bool>,
     state: watch::Sender<RingState>,
-    ack: Arc<watch::Sender<Option<Vec<String>>>>,
+    ack: Arc<watch::Sender<Option<AckRequest>>>,
     metrics: Option<ShardMetrics>,
 }
 
@@ -253,7 +285,7 @@ impl ShardRing {
                 duration: config.timings.lease_duration,
             },
             config,
-            until: Arc::default(),
+            validity_state: Arc::default(),
             validity: watch::Sender::new(false),
             state: watch::Sender::new(RingState::default()),
             ack: Arc::new(watch::Sender::new(None)),
@@ -278,7 +310,10 @@ impl ShardRing {
     pub fn membership(&self) -> Membership {
         Membership {
             identity: self.config.identity.clone(),
-            validity: Leadership::from_parts(Arc::clone(&self.until), self.validity.subscribe()),
+            validity: Leadership::from_parts(
+                Arc::clone(&self.validity_state),
+                self.validity.subscribe(),
+            ),
             state: self.state.subscribe(),
             ack: Arc::clone(&self.ack),
             metrics: self.metrics.clone(),
@@ -286,11 +321,17 @@ impl ShardRing {
     }
 
     fn set_valid(&self, until: Option<Instant>) {
-        crate::election::publish_validity(&self.until, &self.validity, until);
+        crate::election::publish_validity(&self.validity_state, &self.validity, until);
     }
 
     /// Renews this replica's Lease and reads the ring until `stop`; then deletes the Lease (stop
     /// the controller first: deleting hands the share over at once).
+    ///
+    /// Each turn renews (on the retry period, or at once for a new acknowledgement) and then
+    /// lists the ring, so every list starts after the renew before it completed. When the own
+    /// Lease lapses (no renew within the renew deadline) the view of the ring is dropped
+    /// (published empty, no acknowledgement): nothing read before the lapse may decide anything
+    /// after it, as the others may have taken this replica's share meanwhile.
     pub async fn run(self, stop: CancellationToken) {
         let ring_changed = Arc::new(tokio::sync::Notify::new());
         let watch_task = tokio::spawn(watch_ring(
@@ -299,11 +340,13 @@ impl ShardRing {
             Arc::clone(&ring_changed),
             stop.clone(),
         ));
+        let timings = self.config.timings;
         let mut ack_changes = self.ack.subscribe();
         let mut own: Option<Lease> = None;
         let mut liveness = Liveness::default();
         let mut renewed: Option<Instant> = None;
-        let mut written: Option<Vec<String>> = None;
+        // The acknowledgement written in the current period of validity.
+        let mut written: Option<AckRequest> = None;
         let mut renew_due = true;
         let mut last_attempt = Instant::now();
         loop {
@@ -313,19 +356,20 @@ impl ShardRing {
                 let ack = ack_changes.borrow_and_update().clone();
                 let sent = Instant::now();
                 last_attempt = sent;
-                let deadline = renewed.map_or(sent + self.config.timings.renew_deadline, |r| {
-                    r + self.config.timings.renew_deadline
+                let deadline = renewed.map_or(sent + timings.renew_deadline, |r| {
+                    r + timings.renew_deadline
                 });
                 match tokio::time::timeout_at(
-                    deadline.max(sent + self.config.timings.retry_period),
-                    self.leases.renew(&mut own, ack.as_deref()),
+                    deadline.max(sent + timings.retry_period),
+                    self.leases
+                        .renew(&mut own, ack.as_ref().map(|a| a.members.as_slice())),
                 )
                 .await
                 {
                     Ok(Ok(())) => {
                         renewed = Some(sent);
-                        written.clone_from(&ack);
-                        self.set_valid(Some(sent + self.config.timings.renew_deadline));
+                        written = ack;
+                        self.set_valid(Some(sent + timings.renew_deadline));
                     }
                     Ok(Err(error)) => {
                         tracing::warn!(%error, "sharding: renewing the ring Lease failed");
@@ -334,14 +378,19 @@ impl ShardRing {
                 }
                 renew_due = false;
             }
-            if renewed.is_none_or(|r| Instant::now() >= r + self.config.timings.renew_deadline) {
+            if renewed.is_none_or(|r| Instant::now() >= r + timings.renew_deadline) {
                 if renewed.is_some() {
-                    tracing::warn!(identity = %self.config.identity, "sharding: no renew within the renew deadline; not acting");
+                    tracing::warn!(identity = %self.config.identity, "sharding: no renew within the renew deadline; not acting, the view of the ring is dropped");
                 }
+                renewed = None;
+                written = None;
                 self.set_valid(None);
+                self.publish(RingState::default());
             }
-            match self.leases.list().await {
-                Ok(leases) => {
+            // Bounded like a renew: a list hanging on a dead connection must not hold the next
+            // renew back.
+            match tokio::time::timeout(timings.retry_period, self.leases.list()).await {
+                Ok(Ok(leases)) => {
                     let others = liveness.observe(&leases, &self.leases.lease_name, Instant::now());
                     let mut members: Vec<String> =
                         others.acks.iter().map(|m| m.identity.clone()).collect();
@@ -355,20 +404,17 @@ impl ShardRing {
                             .members
                             .set(i64::try_from(members.len()).unwrap_or(i64::MAX));
                     }
-                    let state = RingState {
+                    self.publish(RingState {
                         members,
                         others: others.acks,
-                        acknowledged: written.clone(),
-                    };
-                    self.state.send_if_modified(|current| {
-                        let changed = *current != state;
-                        *current = state;
-                        changed
+                        acknowledged: written.as_ref().map(|a| a.members.clone()),
+                        read_after: written.as_ref().map_or(0, |a| a.number),
                     });
                 }
-                Err(error) => tracing::warn!(%error, "sharding: listing the ring failed"),
+                Ok(Err(error)) => tracing::warn!(%error, "sharding: listing the ring failed"),
+                Err(_) => tracing::warn!("sharding: listing the ring timed out"),
             }
-            let next_renew = last_attempt + self.config.timings.retry_period;
+            let next_renew = last_attempt + timings.retry_period;
             tokio::select! {
                 () = stop.cancelled() => break,
                 () = tokio::time::sleep_until(next_renew) => renew_due = true,
@@ -378,9 +424,19 @@ impl ShardRing {
         }
         watch_task.abort();
         self.set_valid(None);
+        self.publish(RingState::default());
         if let Err(error) = self.leases.delete(own.as_ref()).await {
             tracing::warn!(%error, "sharding: deleting the ring Lease failed");
         }
+    }
+
+    /// Publishes `state` to the controller (a wake-up only when it differs).
+    fn publish(&self, state: RingState) {
+        self.state.send_if_modified(|current| {
+            let changed = *current != state;
+            *current = state;
+            changed
+        });
     }
 }
 
