@@ -13,10 +13,10 @@
 
 mod example_support;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 
 use example_support::replica::{MINIMAL, Replica, SHARDED};
+use example_support::shard_log;
 use example_support::{binary, eventually, output_of, send_signal};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;
@@ -25,66 +25,6 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kubeapp::sdk::testenv::TestEnv;
 
 const OBJECTS: usize = 3_000;
-
-/// One handler call of one replica: object, start and end (microseconds since the epoch).
-#[derive(Debug)]
-struct Call {
-    replica: &'static str,
-    object: String,
-    start: i64,
-    end: i64,
-}
-
-fn micros(line: &serde_json::Value) -> Option<i64> {
-    let ts: Timestamp = line.get("timestamp")?.as_str()?.parse().ok()?;
-    Some(ts.as_microsecond())
-}
-
-/// The handler calls in `replica`'s log; a call without an end line ends at `cut` (the
-/// replica was killed during it) or fails the test.
-fn calls_of(replica: &'static str, log: &str, cut: Option<i64>) -> Vec<Call> {
-    let mut open: HashMap<String, i64> = HashMap::new();
-    let mut calls = Vec::new();
-    for line in log.lines() {
-        let Ok(json) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        if json.get("target").and_then(|t| t.as_str()) != Some("kubeapp::calls") {
-            continue;
-        }
-        let fields = &json["fields"];
-        let object = fields["object"].as_str().unwrap_or_default().to_string();
-        let at = micros(&json).expect("a timestamp on every log line");
-        match fields["message"].as_str() {
-            Some("handler call started") => {
-                assert!(
-                    open.insert(object.clone(), at).is_none(),
-                    "{replica}: two calls at once for {object}"
-                );
-            }
-            Some("handler call ended") => {
-                let start = open.remove(&object).expect("an end after a start");
-                calls.push(Call {
-                    replica,
-                    object,
-                    start,
-                    end: at,
-                });
-            }
-            _ => {}
-        }
-    }
-    for (object, start) in open {
-        let end = cut.unwrap_or_else(|| panic!("{replica}: the call for {object} never ended"));
-        calls.push(Call {
-            replica,
-            object,
-            start,
-            end,
-        });
-    }
-    calls
-}
 
 fn greeting(ns: &str, name: &str, message: &str) -> DynamicObject {
     serde_json::from_value(serde_json::json!({
@@ -223,34 +163,11 @@ async fn three_thousand_greetings_churned_while_replicas_go_1_3_2_each_handled_b
     first.stop().await;
     third.stop().await;
     let read = |path: &PathBuf| std::fs::read_to_string(path).expect("a replica's log");
-    let mut calls = calls_of("replica-a", &read(&first_log), None);
-    calls.extend(calls_of("replica-b", &read(&killed.log), Some(cut)));
-    calls.extend(calls_of("replica-c", &read(&third_log), None));
-    let mut by_object: HashMap<&str, Vec<&Call>> = HashMap::new();
-    for call in &calls {
-        by_object
-            .entry(call.object.as_str())
-            .or_default()
-            .push(call);
-    }
-    let mut handed_over = 0;
-    for (object, mut calls) in by_object {
-        calls.sort_by_key(|c| c.start);
-        for pair in calls.windows(2) {
-            let (a, b) = (pair[0], pair[1]);
-            if a.replica != b.replica {
-                handed_over += 1;
-                assert!(
-                    a.end <= b.start,
-                    "{object}: {} ran a handler until {} while {} started one at {}",
-                    a.replica,
-                    a.end,
-                    b.replica,
-                    b.start
-                );
-            }
-        }
-    }
+    let mut calls = shard_log::read("replica-a", &read(&first_log), None).calls;
+    calls.extend(shard_log::read("replica-b", &read(&killed.log), Some(cut)).calls);
+    calls.extend(shard_log::read("replica-c", &read(&third_log), None).calls);
+    let (overlaps, handed_over) = shard_log::check_overlaps(&calls);
+    assert!(overlaps.is_empty(), "{overlaps:#?}");
     let per_replica = |name: &str| calls.iter().filter(|c| c.replica == name).count();
     eprintln!(
         "{} handler calls (a {}, b {}, c {}); {handed_over} hand-overs between replicas, none overlapping",

@@ -5,10 +5,11 @@
 //!   before its next retry (the retry period is 40 s, the wait 20 s);
 //! - a leader whose connection is cut steps down at its renew deadline, before its Lease can
 //!   expire for the others: sampled every 10 ms, the two candidates never lead at once, and the
-//!   other one takes over once the Lease expired.
+//!   other one takes over once the Lease expired; back on the network, the old leader reads the
+//!   Lease again and never leads (nor writes the Lease) while the other renews it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -38,12 +39,13 @@ fn start(client: kube::Client, config: ElectionConfig) -> Candidate {
 }
 
 /// A client over `inner` whose every request fails once the returned switch is set: a
-/// candidate's connection cut by the test.
-fn cuttable_client(inner: kube::Client) -> (kube::Client, Arc<AtomicBool>) {
+/// candidate's connection cut by the test. The counter counts the requests that went through.
+fn cuttable_client(inner: kube::Client) -> (kube::Client, Arc<AtomicBool>, Arc<AtomicUsize>) {
     let cut = Arc::new(AtomicBool::new(false));
-    let switch = Arc::clone(&cut);
+    let sent = Arc::new(AtomicUsize::new(0));
+    let (switch, counter) = (Arc::clone(&cut), Arc::clone(&sent));
     let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-        let (inner, cut) = (inner.clone(), Arc::clone(&switch));
+        let (inner, cut, counter) = (inner.clone(), Arc::clone(&switch), Arc::clone(&counter));
         async move {
             if cut.load(Ordering::SeqCst) {
                 return Err::<
@@ -51,10 +53,11 @@ fn cuttable_client(inner: kube::Client) -> (kube::Client, Arc<AtomicBool>) {
                     Box<dyn std::error::Error + Send + Sync>,
                 >("connection cut by the test".into());
             }
+            counter.fetch_add(1, Ordering::SeqCst);
             inner.send(request).await.map_err(Into::into)
         }
     });
-    (kube::Client::new(service, "default"), cut)
+    (kube::Client::new(service, "default"), cut, sent)
 }
 
 /// Polls until `pick` is true, sampling every 10 ms; fails with `what` after `within`.
@@ -156,7 +159,7 @@ async fn a_leader_that_cannot_renew_steps_down_before_the_others_may_take_over()
         ))
     };
     // The first candidate's requests go through a switch the test can open.
-    let (cuttable, cut) = cuttable_client(env.client());
+    let (cuttable, cut, sent) = cuttable_client(env.client());
     let first = start(cuttable, config("first"));
     until("the first candidate leads", || first.leadership.is_leader()).await;
     let second = start(env.client(), config("second"));
@@ -182,6 +185,29 @@ async fn a_leader_that_cannot_renew_steps_down_before_the_others_may_take_over()
     }
     let stepped_down = first_stepped_down.expect("the first stepped down before the second led");
     eprintln!("the cut leader stepped down {stepped_down:?} after the cut (renew deadline 4 s)");
+    // Back on the network, the old leader reads the Lease again: while the second renews it,
+    // the first never leads (sampled every 10 ms over at least ten of its requests, which
+    // span several retry periods) and the Lease stays the second's.
+    cut.store(false, Ordering::SeqCst);
+    let healed_at = sent.load(Ordering::SeqCst);
+    until_within(
+        "the first candidate has been back for ten requests",
+        WAIT,
+        || {
+            assert!(
+                !first.leadership.is_leader(),
+                "the old leader led again while the second held the Lease"
+            );
+            assert!(second.leadership.is_leader(), "the second kept leading");
+            sent.load(Ordering::SeqCst) >= healed_at + 10
+        },
+    )
+    .await;
+    let leases: Api<Lease> = Api::namespaced(env.client(), &ns);
+    assert_eq!(
+        holder(&leases, "cut-leader").await.as_deref(),
+        Some("second")
+    );
     for candidate in [first, second] {
         candidate.stop.cancel();
         candidate.task.await.expect("stops");
@@ -291,7 +317,7 @@ async fn only_the_leader_reconciles_a_new_leader_gets_every_cached_object_and_a_
     let ns = env.create_namespace("replicas").await.expect("namespace");
     let log = kubeapp_test_log::Log::default();
     // The first replica's elector can be cut off from the apiserver.
-    let (cuttable, cut) = cuttable_client(env.client());
+    let (cuttable, cut, _) = cuttable_client(env.client());
     let first = replica(&env, &ns, "first", cuttable, log.clone());
     until("the first replica leads", || {
         first.candidate.leadership.is_leader()

@@ -6,7 +6,9 @@
 //! Each test binary that includes this module uses a part of it.
 #![allow(dead_code)]
 
+pub mod proxy;
 pub mod replica;
+pub mod shard_log;
 
 use std::future::Future;
 use std::net::{SocketAddr, TcpListener};

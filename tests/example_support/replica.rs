@@ -24,6 +24,23 @@ pub const SHARDED: &[&str] = &[
 /// Flags of a leader-elected replica that reports ready only while leading.
 pub const LEADER_ELECTED: &[&str] = &["--leader-elect", "--leader-ready"];
 
+/// How a replica is started beyond its flags.
+pub struct Options {
+    /// `--lease-duration`, `--renew-deadline`, `--retry-period`.
+    pub timings: [&'static str; 3],
+    /// The kubeconfig it uses (default: the test environment's).
+    pub kubeconfig: Option<PathBuf>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            timings: ["4s", "3s", "1s"],
+            kubeconfig: None,
+        }
+    }
+}
+
 /// One running replica; its fields are what the tests signal, wait on and read.
 pub struct Replica {
     /// Its instance name (`--instance`), also its Lease holder identity.
@@ -48,15 +65,32 @@ impl Replica {
         flags: &[&str],
         rust_log: &str,
     ) -> Self {
+        Self::start_with(env, ns, name, flags, rust_log, &Options::default())
+    }
+
+    /// As [`start`](Self::start), with other timings or another kubeconfig.
+    pub fn start_with(
+        env: &TestEnv,
+        ns: &str,
+        name: &'static str,
+        flags: &[&str],
+        rust_log: &str,
+        options: &Options,
+    ) -> Self {
         let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let log = env.dir().join(format!("{name}.log"));
+        let [lease, renew, retry] = options.timings;
+        let kubeconfig = options
+            .kubeconfig
+            .clone()
+            .unwrap_or_else(|| env.kubeconfig_path().to_path_buf());
         let child = tokio::process::Command::new(binary(MINIMAL, MINIMAL))
             .args(["run", "--metrics-addr", &metrics.to_string()])
             .args(["--instance", name, "--leader-election-namespace", ns])
-            .args(["--lease-duration", "4s", "--renew-deadline", "3s"])
-            .args(["--retry-period", "1s"])
+            .args(["--lease-duration", lease, "--renew-deadline", renew])
+            .args(["--retry-period", retry])
             .args(flags)
-            .env("KUBECONFIG", env.kubeconfig_path())
+            .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", rust_log)
             .env_remove("WATCH_NAMESPACE")
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")

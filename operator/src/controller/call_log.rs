@@ -2,7 +2,13 @@
 //! calls of several replicas can be put on one timeline: `RUST_LOG=info,kubeapp::calls=debug`.
 //! The end line is written when the call finishes or is dropped (cancelled at a stop or when a
 //! replica stops acting), so every start has an end.
+//!
+//! While the lines are written, whether the run still acts (leading, own shard Lease valid) is
+//! asked again *after* the start line: a line's time is then never later than the check that let
+//! its call start, so a timeline built from the lines can tell a call that started after the
+//! replica's deadline (a bug) from one that was already under way (which Leases cannot fence).
 
+use super::kind::Running;
 use super::lanes::{HandlerId, LaneKey};
 
 /// Writes the end line when dropped; nothing when the target is off.
@@ -11,15 +17,25 @@ pub(super) struct CallLog<'a> {
 }
 
 impl<'a> CallLog<'a> {
-    /// Writes the start line of `handler`'s call for `object` of `kind`.
-    pub(super) fn start(kind: &'a str, object: &'a LaneKey, handler: HandlerId) -> Self {
+    /// Writes the start line of `handler`'s call for `object` of `kind`; `None` (with an end
+    /// line saying so) when `run` no longer acts by then: the call must not start.
+    pub(super) fn start(
+        kind: &'a str,
+        object: &'a LaneKey,
+        handler: HandlerId,
+        run: &Running,
+    ) -> Option<Self> {
         if !tracing::enabled!(target: "kubeapp::calls", tracing::Level::DEBUG) {
-            return Self { on: None };
+            return Some(Self { on: None });
         }
         tracing::debug!(target: "kubeapp::calls", kind, %object, %handler, "handler call started");
-        Self {
-            on: Some((kind, object, handler)),
+        if !run.leading() {
+            tracing::debug!(target: "kubeapp::calls", kind, %object, %handler, started = false, "handler call ended");
+            return None;
         }
+        Some(Self {
+            on: Some((kind, object, handler)),
+        })
     }
 }
 

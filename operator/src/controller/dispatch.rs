@@ -56,6 +56,8 @@ pub(super) enum CallEnd {
     Requeued,
     Retrying,
     GaveUp,
+    /// Not started: the run stopped acting just before (see [`CallLog::start`]).
+    NotStarted,
 }
 
 /// What a worker holds while it dispatches one item of a lane: the lane's key and pending
@@ -290,6 +292,8 @@ impl KindRuntime {
             Some(CallEnd::Requeued) => &self.metrics.retry_requeue,
             Some(CallEnd::Retrying) => &self.metrics.retry_retry,
             Some(CallEnd::GaveUp | CallEnd::Terminal) => &self.metrics.retry_failed,
+            // The term ended just before: its retries go with it.
+            Some(CallEnd::NotStarted) => return,
             // The handler was removed meanwhile: its retry is dropped.
             None => return,
         };
@@ -347,9 +351,11 @@ impl KindRuntime {
             error = tracing::field::Empty,
             otel.status_code = tracing::field::Empty,
         );
+        let Some(_logged) = CallLog::start(&self.name, held.key, handler, held.run) else {
+            return (CallEnd::NotStarted, started);
+        };
         let metrics = self.metrics.action(event.action());
         held.gauges.call_started(event.action());
-        let _logged = CallLog::start(&self.name, held.key, handler);
         let call = async {
             match event {
                 InformerEvent::Add(object) => watcher.add(ctx, object.clone()).await,
@@ -410,13 +416,15 @@ impl KindRuntime {
             error = tracing::field::Empty,
             otel.status_code = tracing::field::Empty,
         );
+        let Some(logged) = CallLog::start(&self.name, held.key, handler, held.run) else {
+            return (CallEnd::NotStarted, started);
+        };
         let metrics = self.metrics.action(request.action);
         held.gauges.call_started(request.action);
         // What the next attempt needs if this one fails or requeues. The state is copied only when
         // there is one (an empty map costs a little to copy and to drop).
         let (action, cause) = (request.action, request.cause.clone());
         let kept_state = (!request.state.is_empty()).then(|| request.state.clone());
-        let logged = CallLog::start(&self.name, held.key, handler);
         let call = reconciler.reconcile(ctx, request);
         let result = if span.is_none() {
             self.guarded(call).await

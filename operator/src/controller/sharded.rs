@@ -119,11 +119,16 @@ impl InformerController {
             });
             let result = self.run_term(term, gates, Some(grace), true).await;
             follow.abort();
+            // Drained (or dropped, when lost): from here the next owners may take its slots.
+            tracing::info!(
+                lost = lost.load(Ordering::Acquire),
+                stopped = stop.is_cancelled(),
+                "sharding: the term is over"
+            );
             result?;
             if stop.is_cancelled() {
                 return Ok(());
             }
-            tracing::info!("sharding: the term ended (membership changed or own Lease lost)");
         }
     }
 
@@ -225,12 +230,11 @@ async fn follow_ring(
                     lost.store(true, Ordering::Release);
                 }
                 *changed_at.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
-                // Logged as the term stops acting (before its drain), so logs of several
-                // replicas put every replica's active slots on one timeline.
-                tracing::info!(
-                    lost = lapsed,
-                    "sharding: the term ends; no new handler call"
-                );
+                if lapsed {
+                    tracing::warn!("sharding: own Lease lapsed; the term stops at once");
+                } else {
+                    tracing::info!("sharding: the membership changed; the term drains");
+                }
                 if let Some(metrics) = membership.metrics() {
                     metrics.active_width.set(0.0);
                 }

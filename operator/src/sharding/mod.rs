@@ -355,6 +355,7 @@ impl ShardRing {
             if renew_due {
                 let ack = ack_changes.borrow_and_update().clone();
                 let sent = Instant::now();
+                let sent_wall = std::time::SystemTime::now();
                 last_attempt = sent;
                 let deadline = renewed.map_or(sent + timings.renew_deadline, |r| {
                     r + timings.renew_deadline
@@ -370,6 +371,13 @@ impl ShardRing {
                         renewed = Some(sent);
                         written = ack;
                         self.set_valid(Some(sent + timings.renew_deadline));
+                        // When the renew was sent (wall clock, microseconds): with the renew
+                        // deadline, when this replica stops acting if no renew follows; the
+                        // fault tests put every replica's validity on one timeline with it.
+                        let sent_at_us = sent_wall
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
+                        tracing::debug!(sent_at_us, "sharding: own Lease renewed");
                     }
                     Ok(Err(error)) => {
                         tracing::warn!(%error, "sharding: renewing the ring Lease failed");
