@@ -1,9 +1,15 @@
 //! The informer's cache and how raw watch traffic becomes Add, Update and Delete.
+//!
+//! An object that does not decode is cached as an [`Undecodable`] that carries the incarnation's
+//! last decodable state (taken from the cache entry it replaces), and the first decodable state of
+//! an object that never decoded before is an Add, not an Update: the rules of a typed handler's
+//! [`view`](crate::view) of the object, applied here once for every handler, the re-list diff
+//! included (it goes through the same upsert).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::object::{ObjectKey, SharedObject};
+use crate::object::{ObjectKey, SharedObject, Undecodable, as_undecodable, share};
 use crate::sharding::assignment::{SlotSet, slot_of_uid};
 use crate::store::cache::SharedCache;
 
@@ -125,6 +131,33 @@ fn uid(object: &SharedObject) -> Option<&str> {
     object.metadata().uid.as_deref()
 }
 
+/// An undecodable state without a decodable one before it (in this informer).
+fn never_decoded(object: &SharedObject) -> bool {
+    as_undecodable(object).is_some_and(|undecodable| undecodable.last_decodable().is_none())
+}
+
+/// `new`, when it is an undecodable state of the same incarnation as `previous`, carrying the
+/// last decodable state: `previous` itself when it decoded, else the one `previous` carries.
+fn carry_last_decodable(new: SharedObject, previous: Option<&SharedObject>) -> SharedObject {
+    let Some(undecodable) = as_undecodable(&new) else {
+        return new;
+    };
+    let Some(previous) = previous.filter(|previous| uid(previous) == uid(&new)) else {
+        return new;
+    };
+    if undecodable.last_decodable().is_some() {
+        return new;
+    }
+    let last = match as_undecodable(previous) {
+        Some(before) => before.last_decodable().cloned(),
+        None => Some(SharedObject::clone(previous)),
+    };
+    match last {
+        Some(last) => share::<Undecodable>(undecodable.with_last_decodable(last)),
+        None => new,
+    }
+}
+
 impl InformerCache {
     /// Applies one observation and appends the events it implies to `out`. Returns true when a
     /// list completed (the informer is synced from then on).
@@ -151,7 +184,11 @@ impl InformerCache {
             }
             Observed::Deleted { key, object } => {
                 let last = self.objects.remove(&key);
-                if let Some(gone) = object.or(last) {
+                let gone = match object {
+                    Some(object) => Some(carry_last_decodable(object, last.as_ref())),
+                    None => last,
+                };
+                if let Some(gone) = gone {
                     out.push(InformerEvent::Delete(gone));
                 }
             }
@@ -192,11 +229,21 @@ impl InformerCache {
     }
 
     fn upsert(&mut self, key: ObjectKey, new: SharedObject, out: &mut Vec<InformerEvent>) {
+        // Only an undecodable state needs the previous one first (rare: one lookup more).
+        let new = if as_undecodable(&new).is_some() {
+            carry_last_decodable(new, self.objects.get(&key).as_ref())
+        } else {
+            new
+        };
         match self.objects.upsert(key, new.clone()) {
             None => out.push(InformerEvent::Add(new)),
             // Deleted and created again under the same name while we were not watching.
             Some(old) if uid(&old) != uid(&new) => {
                 out.push(InformerEvent::Delete(old));
+                out.push(InformerEvent::Add(new));
+            }
+            // The first decodable state of an object that had none: it appears to typed handlers.
+            Some(old) if never_decoded(&old) && as_undecodable(&new).is_none() => {
                 out.push(InformerEvent::Add(new));
             }
             Some(old) if resource_version(&old) != resource_version(&new) => {

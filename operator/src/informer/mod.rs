@@ -23,16 +23,20 @@
 //! # Objects that do not deserialize
 //!
 //! The informer lists and watches objects as `DynamicObject` (which always decodes) and converts
-//! each one to the typed kind on its own. An object that does not convert is logged (kind,
-//! namespace, name and the serde error), counted (`informer_decode_errors_total`) and delivered
-//! as an [`Undecodable`] (the raw object and the serde error) through the normal event path: it
-//! is cached, diffed and resynced like any object, so a list never fails for it and the informer
-//! and all other objects carry on. Typed handlers skip it without being called (see
-//! [`watcher`](crate::watcher#objects-that-do-not-decode)); the opinionated wrappers read its
-//! metadata, so a deletion it holds with their finalizer is never stuck silently (see
-//! [`opinionated`](crate::opinionated#objects-that-do-not-decode)). When it decodes again, the
-//! next event carries the typed object. The cost is one extra conversion per object, read from
-//! the parsed body without a JSON round trip (see `decode.rs`).
+//! each one to the typed kind on its own. An object that does not convert is delivered as an
+//! [`Undecodable`] (the raw object, the serde error, and the incarnation's last decodable state)
+//! through the normal event path: it is cached, diffed and resynced like any object, so a list
+//! never fails for it and the informer and all other objects carry on. Each undecodable state is
+//! logged (kind, namespace, name and the serde error) and counted
+//! (`informer_decode_errors_total`) once, when the informer reports it as an Add or Update: a
+//! re-list or resync repeating it, or its deletion, is not a new state. The cache keeps the last
+//! decodable state inside the `Undecodable` (see `cache.rs`) and reports an object's first
+//! decodable state as an Add, so that typed handlers see every object as the sequence of its
+//! decodable states (see [`view`](crate::view)); the opinionated wrappers also read its metadata,
+//! so a deletion it holds with their finalizer is never stuck silently (see
+//! [`opinionated`](crate::opinionated#objects-that-do-not-decode)). The cost is one extra
+//! conversion per object, read from the parsed body without a JSON round trip (see `decode.rs`),
+//! and, while an object is undecodable, its last decodable state kept alive in the cache.
 //!
 //! # Memory
 //!
@@ -65,7 +69,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use crate::metrics::{ControllerMetrics, KindMetrics};
-use crate::object::{ObjectKey, SharedObject, Undecodable, share};
+use crate::object::{ObjectKey, SharedObject, Undecodable, as_undecodable, share};
 use crate::reconciler::ReconcileAction;
 use crate::sharding::server_side::ShardScope;
 use crate::store::cache::SharedCache;
@@ -523,6 +527,9 @@ impl InformerState {
                         self.metrics.informer_synced.set(1);
                         tracing::info!(kind = %self.kind, "informer synced");
                     }
+                    for event in &self.out {
+                        self.report_undecodable(event);
+                    }
                     self.ready.extend(self.out.drain(..));
                 }
             }
@@ -568,18 +575,40 @@ impl InformerState {
         }
         match (self.decode)(object) {
             Ok(decoded) => (key, Some(decoded)),
-            Err(undecodable) => {
-                self.metrics.decode_errors.inc();
-                tracing::error!(
-                    kind = %self.kind,
-                    namespace = key.namespace.as_deref().unwrap_or(""),
-                    name = %key.name,
-                    error = undecodable.error(),
-                    "object does not deserialize; delivered as Undecodable (typed handlers skip it)"
-                );
-                (key, Some(share(undecodable)))
-            }
+            Err(undecodable) => (key, Some(share(undecodable))),
         }
+    }
+
+    /// Logs and counts a new undecodable state, once: when the cache reports it as an Add or
+    /// Update (a re-list repeating it produces no event; a resync or delete is no new state).
+    fn report_undecodable(&self, event: &InformerEvent) {
+        let (InformerEvent::Add(object) | InformerEvent::Update { new: object, .. }) = event else {
+            if let InformerEvent::Delete(object) = event
+                && let Some(undecodable) = as_undecodable(object)
+            {
+                tracing::debug!(
+                    kind = %self.kind,
+                    %undecodable,
+                    last_decodable = undecodable.last_decodable().is_some(),
+                    "object deleted while it does not deserialize"
+                );
+            }
+            return;
+        };
+        let Some(undecodable) = as_undecodable(object) else {
+            return;
+        };
+        self.metrics.decode_errors.inc();
+        let meta = &undecodable.raw().metadata;
+        tracing::error!(
+            kind = %self.kind,
+            namespace = meta.namespace.as_deref().unwrap_or(""),
+            name = meta.name.as_deref().unwrap_or(""),
+            resource_version = meta.resource_version.as_deref().unwrap_or(""),
+            error = undecodable.error(),
+            last_decodable = undecodable.last_decodable().is_some(),
+            "object does not deserialize; typed handlers keep its last decodable state until it decodes again"
+        );
     }
 }
 
@@ -587,3 +616,5 @@ impl InformerState {
 mod resync_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod view_tests;

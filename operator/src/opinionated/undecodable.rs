@@ -1,5 +1,9 @@
 //! What the opinionated wrappers do with an object that does not decode into the wrapped
-//! handler's type; see the [module docs](super#objects-that-do-not-decode).
+//! handler's type; see the [module docs](super#objects-that-do-not-decode). The hook, the hold
+//! and the opt-in release here apply to objects without a decodable state
+//! ([`Undecodable::last_decodable`] is `None`); an undecodable state of an object that has one
+//! goes the wrappers' usual way (its deletion reaches the wrapped handler with the last decodable
+//! state) and is only reported here ([`UndecodableHandler::kept`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -226,6 +230,21 @@ impl UndecodableHandler {
             self.warn(&object, UNDECODABLE_REASON, note).await;
         }
         Ok(())
+    }
+
+    /// An undecodable state of an object with a decodable one, which the wrappers handle as usual
+    /// (handlers keep the last decodable state): a Warning Event and the metric
+    /// (`outcome="kept"`), once per resourceVersion; nothing while it is being deleted (its
+    /// deletion is delivered with the last decodable state).
+    pub(crate) async fn kept(&self, object: &Undecodable) {
+        if object.raw().metadata.deletion_timestamp.is_some() || !self.first_report(object) {
+            return;
+        }
+        self.count("kept");
+        tracing::warn!(%object, "undecodable object: handlers keep its last decodable state");
+        let note =
+            format!("{object}; handlers keep its last decodable state until it deserializes again");
+        self.warn(object, UNDECODABLE_REASON, note).await;
     }
 
     /// The watch says an undecodable object is gone: the hook, unless its delete was handled.
