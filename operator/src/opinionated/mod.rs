@@ -171,29 +171,56 @@
 //! # Objects that do not decode
 //!
 //! A typed informer delivers an object that does not deserialize into its Rust type (a field of
-//! the wrong type from an older schema, say) as an [`Undecodable`]:
-//! the raw `DynamicObject` and the serde error. The wrapped typed handler is never called with
-//! it, but the wrappers read its metadata, so it is never stuck silently nor deleted silently:
+//! the wrong type from an older schema, say) as an [`Undecodable`]: the raw `DynamicObject`, the
+//! serde error and, when the informer saw one, the incarnation's last decodable state
+//! ([`Undecodable::last_decodable`]). The wrapped typed handler never gets an undecodable state;
+//! it sees the object as the sequence of its decodable states (see [`view`](crate::view)). The
+//! wrappers read the raw metadata (finalizers, `deletionTimestamp`), so an undecodable object is
+//! never stuck silently nor deleted silently. Two cases (amended by issue #32; before it, both
+//! went the second way):
 //!
-//! - being deleted and held by our finalizer (or the in-progress or a legacy one): the hook set
-//!   with [`OpinionatedOptions::on_undecodable_delete`] gets the raw object, then our finalizers
-//!   are removed (`delete` counts as handled for that incarnation, as usual). Without a hook the
-//!   object stays held: a Warning Event (reason `UndecodableObject`, naming the serde error) is
-//!   recorded on it and `opinionated_undecodable_objects_total{outcome="held"}` counts it, once
-//!   per resourceVersion; the call fails with [`UndecodableHeld`](undecodable::UndecodableHeld)
-//!   and is retried by the controller's retry policy, so a fix of the object (it decodes again)
-//!   or a hook added at the next start releases it. With the explicit opt-in
+//! **The object has a decodable state** (it decoded at some point since the informer first saw
+//! it, and then stopped: a CRD version or a field's type changed under the running operator, or
+//! someone edited it): the wrappers handle it by the rules above, with its raw metadata, and the
+//! wrapped handler gets the last decodable state:
+//!
+//! - being deleted with our finalizer (or the in-progress one): the watcher's `delete(last
+//!   decodable)`, the reconciler's `Deleted(last decodable)`, then our finalizers are removed;
+//!   the watch's Delete of such an object gets the same when its deletion was not handled at
+//!   `deletionTimestamp`. The hook, the hold and the opt-in release below are not used: a handler
+//!   can run, so it does.
+//! - any other update: nothing for the watcher (its view did not change); the reconciler's
+//!   request runs downstream with the last decodable state (a waiting request may have merged a
+//!   decodable state into it). A Warning Event `UndecodableObject` and
+//!   `opinionated_undecodable_objects_total{outcome="kept"}`, once per resourceVersion.
+//! - when it decodes again: an ordinary update, `update(last decodable, new)`.
+//!
+//! **The object has no decodable state** (created undecodable, or undecodable since before this
+//! process started): no typed handler can be given it, so
+//!
+//! - being deleted and held by our finalizer (or the in-progress or a legacy one): the hook
+//!   set with [`OpinionatedOptions::on_undecodable_delete`] gets the raw object, then our
+//!   finalizers are removed (`delete` counts as handled for that incarnation, as usual). Without
+//!   a hook the object stays held: a Warning Event (reason `UndecodableObject`, naming the serde
+//!   error) is recorded on it and `opinionated_undecodable_objects_total{outcome="held"}` counts
+//!   it, once per resourceVersion; the call fails with
+//!   [`UndecodableHeld`](undecodable::UndecodableHeld) and is retried by the controller's retry
+//!   policy, so a fix of the object (it decodes again) or a hook added at the next start
+//!   releases it. With the explicit opt-in
 //!   [`OpinionatedOptions::release_undecodable_without_handler`] the finalizers are removed
 //!   without any handler call, with a Warning Event `UndecodableObjectReleased` and
 //!   `outcome="released"`.
 //! - any other add or update (including being deleted without our finalizers): nothing but a
 //!   Warning Event `UndecodableObject` and `outcome="ignored"`, once per resourceVersion.
-//! - the watch's Delete of an undecodable object whose delete was not handled at
-//!   `deletionTimestamp`: the hook if set (`outcome="handled"`), otherwise a warning log and
-//!   `outcome="gone"`.
+//! - the watch's Delete of such an object whose delete was not handled at `deletionTimestamp`:
+//!   the hook if set (`outcome="handled"`), otherwise a warning log and `outcome="gone"`.
+//! - when it decodes for the first time: the informer reports an Add, so the add rules above
+//!   apply (`add`, or `sync` when it carries our finalizer from an earlier run; the reconciler's
+//!   `Created` or `Resynced`).
 //!
-//! When the object decodes again, the next event is typed and handled by the rules above (a
-//! plain typed watcher gets `sync(new)` for an update from an undecodable state).
+//! A custom [`DynWatcher`](crate::DynWatcher) or [`DynReconciler`](crate::DynReconciler) wrapped
+//! directly (not through the typed adapters) gets the `Undecodable` of an object with a
+//! decodable state as the object, and can read the state from it.
 //!
 //! # Retries and the dequeue policy
 //!
@@ -318,9 +345,11 @@ impl OpinionatedOptions {
     }
 
     /// Handles the deletion of an object that does not deserialize into the wrapped handler's
-    /// type (see [Objects that do not decode](self#objects-that-do-not-decode)): `hook` gets the
-    /// raw object and the serde error ([`Undecodable`]); when it
-    /// succeeds, the wrapper's finalizers are removed; when it fails, it is retried by policy.
+    /// type and has no decodable state the handler could be given (see
+    /// [Objects that do not decode](self#objects-that-do-not-decode); one with a decodable state
+    /// goes to the wrapped handler's `delete` / `Deleted` instead): `hook` gets the raw object and
+    /// the serde error ([`Undecodable`]); when it succeeds, the wrapper's finalizers are removed;
+    /// when it fails, it is retried by policy.
     #[must_use]
     pub fn on_undecodable_delete<F, Fut>(mut self, hook: F) -> Self
     where
@@ -332,8 +361,9 @@ impl OpinionatedOptions {
     }
 
     /// Opt-in: without an [`on_undecodable_delete`](Self::on_undecodable_delete) hook, release
-    /// an undecodable object being deleted (remove the wrapper's finalizers) without calling any
-    /// handler, with a Warning Event saying so. Without this, such an object stays held.
+    /// an undecodable object without a decodable state that is being deleted (remove the
+    /// wrapper's finalizers) without calling any handler, with a Warning Event saying so.
+    /// Without this, such an object stays held.
     #[must_use]
     pub fn release_undecodable_without_handler(mut self) -> Self {
         self.undecodable.release_without_handler = true;

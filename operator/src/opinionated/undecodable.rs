@@ -3,7 +3,7 @@
 //! and the opt-in release here apply to objects without a decodable state
 //! ([`Undecodable::last_decodable`] is `None`); an undecodable state of an object that has one
 //! goes the wrappers' usual way (its deletion reaches the wrapped handler with the last decodable
-//! state) and is only reported here ([`UndecodableHandler::kept`]).
+//! state) and is only reported here (`UndecodableHandler::kept`).
 
 use std::collections::HashMap;
 use std::fmt;
