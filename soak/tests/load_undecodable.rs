@@ -1,16 +1,17 @@
 //! The load test of objects that pass through undecodable states (kubeapp issue #32, defect 1),
-//! beside `load_churn.rs`: 2,000 `Flip` objects against a real kube-apiserver + etcd, created
-//! 10 at a time; while the creates still run, every third object flips in and out of
-//! decodability (a string where the Rust type wants a number; half of them are created
-//! undecodable), a second third gets two spec updates, and every fifth object is deleted (the
-//! flipping ones while undecodable); some flipping objects end undecodable. The handlers are a
-//! typed watcher and a typed reconciler of one `KindHandle`, plain or opinionated.
+//! beside `load_churn.rs`: 2,000 `Flip` objects against a real kube-apiserver + etcd, created 10 at
+//! a time; while the creates still run, every third object flips in and out of decodability (a
+//! string where the Rust type wants a number; half of them are created undecodable), a second third
+//! gets two spec updates, and every fifth object is deleted (the flipping ones while undecodable);
+//! some flipping objects end undecodable. The handlers are two pairs of a typed watcher and a typed
+//! reconciler on one `KindHandle`: plain, and inside the opinionated wrappers (one workload for
+//! both: the run stays under two minutes).
 //!
-//! It then waits (up to two minutes) until every delete reached both handlers with the object's
-//! last decodable state, and the last decodable state of every live object reached both, and
+//! It then waits (up to two minutes) until every delete reached all four handlers with the object's
+//! last decodable state, and the last decodable state of every live object reached them all, and
 //! checks that the watcher saw each object as one unbroken sequence of decodable states: `add`
-//! first (the first decodable state of an object created undecodable included), each `update`
-//! from the state before, `delete` of the last one. It fails with a list of what was lost.
+//! first (the first decodable state of an object created undecodable included), each `update` from
+//! the state before, `delete` of the last one. It fails with a list of what was lost.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Once, PoisonError};
@@ -30,7 +31,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Semaphore, watch};
 
-/// One 2,000-object run at a time (the same rule as `load_churn.rs`).
+/// One 2,000-object run at a time (the same rule as `load_churn.rs`, should a second test join).
 static ONE_AT_A_TIME: Semaphore = Semaphore::const_new(1);
 
 const OBJECTS: usize = 2000;
@@ -148,6 +149,14 @@ impl Recorder {
         Self {
             calls: Arc::default(),
             changed: Arc::new(watch::Sender::new(0)),
+        }
+    }
+
+    /// A recorder of its own that wakes the same waiters.
+    fn sibling(&self) -> Self {
+        Self {
+            calls: Arc::default(),
+            changed: Arc::clone(&self.changed),
         }
     }
 
@@ -367,13 +376,39 @@ fn logs() {
     });
 }
 
-async fn flip_under_load(opinionated: bool) {
+/// Waits until neither recorder shows a loss, woken by every handler call, until [`DEADLINE`];
+/// returns the losses left, each prefixed with the pair it belongs to.
+async fn converge(plain: &Recorder, opinionated: &Recorder) -> Vec<String> {
+    let mut changes = plain.changed.subscribe();
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        changes.mark_unchanged();
+        let found: Vec<String> = [("plain", plain, false), ("opinionated", opinionated, true)]
+            .into_iter()
+            .flat_map(|(pair, recorder, wrapped)| {
+                losses(&recorder.calls(), wrapped)
+                    .into_iter()
+                    .map(move |loss| format!("{pair}: {loss}"))
+            })
+            .collect();
+        if found.is_empty() {
+            return found;
+        }
+        // Woken by the next handler call; what is lost after the deadline stays lost.
+        match tokio::time::timeout_at(deadline, changes.changed()).await {
+            Ok(Ok(())) => {}
+            _ => return found,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typed_handlers_see_every_delete_and_last_decodable_state_of_flipping_objects_under_load() {
     logs();
     let _slot = ONE_AT_A_TIME.acquire().await.expect("never closed");
     let env = TestEnv::start().await.expect("control plane");
     env.install_crds_yaml(CRD).await.expect("CRD");
     let ns = env.create_namespace("flip").await.expect("namespace");
-    let recorder = Recorder::new();
     let controller = InformerController::new(
         ControllerConfig::default().shutdown_grace(Duration::from_secs(10)),
     );
@@ -382,25 +417,22 @@ async fn flip_under_load(opinionated: bool) {
         watcher::Config::default(),
         InformerOptions::default(),
     );
-    let (_watcher, _reconciler) = if opinionated {
-        let options = OpinionatedOptions::default();
-        (
-            flips
-                .watch_opinionated(Recording(recorder.clone()), options.clone())
-                .expect("valid names"),
-            flips
-                .reconcile_opinionated(
-                    Recording(recorder.clone()),
-                    options.finalizer("flip.soak.kubeapp.dev/reconciler"),
-                )
-                .expect("valid names"),
+    // Two pairs on the same objects (one workload): plain, and inside the opinionated wrappers
+    // (whose finalizers the plain pair's deletes wait for too).
+    let plain = Recorder::new();
+    let wrapped = plain.sibling();
+    let _plain_watcher = flips.watch(Recording(plain.clone()));
+    let _plain_reconciler = flips.reconcile(Recording(plain.clone()));
+    let options = OpinionatedOptions::default();
+    let _wrapped_watcher = flips
+        .watch_opinionated(Recording(wrapped.clone()), options.clone())
+        .expect("valid names");
+    let _wrapped_reconciler = flips
+        .reconcile_opinionated(
+            Recording(wrapped.clone()),
+            options.finalizer("flip.soak.kubeapp.dev/reconciler"),
         )
-    } else {
-        (
-            flips.watch(Recording(recorder.clone())),
-            flips.reconcile(Recording(recorder.clone())),
-        )
-    };
+        .expect("valid names");
     let stop = CancellationToken::new();
     let running = tokio::spawn({
         let (controller, stop) = (controller.clone(), stop.clone());
@@ -418,26 +450,13 @@ async fn flip_under_load(opinionated: bool) {
     );
     let writes = workload(&api).await;
     let workload_time = started.elapsed();
-
-    let mut changes = recorder.changed.subscribe();
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    let found = loop {
-        changes.mark_unchanged();
-        let found = losses(&recorder.calls(), opinionated);
-        if found.is_empty() {
-            break found;
-        }
-        // Woken by the next handler call; what is lost after the deadline stays lost.
-        match tokio::time::timeout_at(deadline, changes.changed()).await {
-            Ok(Ok(())) => {}
-            _ => break found,
-        }
-    };
-    let calls: usize = recorder.calls().values().map(Vec::len).sum();
+    let found = converge(&plain, &wrapped).await;
+    let calls = |recorder: &Recorder| -> usize { recorder.calls().values().map(Vec::len).sum() };
     eprintln!(
-        "{}: {OBJECTS} objects, {writes} writes in {workload_time:.1?}; {calls} handler calls; \
-         converged {:.1?} after the workload; {} losses",
-        if opinionated { "opinionated" } else { "plain" },
+        "{OBJECTS} objects, {writes} writes in {workload_time:.1?}; handler calls: plain {}, \
+         opinionated {}; converged {:.1?} after the workload; {} losses",
+        calls(&plain),
+        calls(&wrapped),
         started.elapsed().saturating_sub(workload_time),
         found.len()
     );
@@ -457,15 +476,4 @@ async fn flip_under_load(opinionated: bool) {
         .await
         .expect("the controller stops in time")
         .expect("the controller task does not panic");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn typed_handlers_see_every_delete_and_last_decodable_state_of_flipping_objects_under_load() {
-    flip_under_load(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn opinionated_handlers_see_every_delete_and_last_decodable_state_of_flipping_objects_under_load()
- {
-    flip_under_load(true).await;
 }
