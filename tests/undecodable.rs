@@ -30,7 +30,8 @@ use serde::{Deserialize, Serialize};
 const WATCHER_FINALIZER: &str = "undecodable.kubeapp.dev/operator-things-v1";
 const RECONCILER_FINALIZER: &str = "undecodable.kubeapp.dev/reconciler";
 
-/// The Rust type wants an integer; the stored schema accepts anything in `spec`.
+/// The Rust type wants an integer; the stored schema accepts anything in `spec`
+/// (`TestEnv::install_crd_with_open_spec`).
 #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[kube(
     group = "undecodable.kubeapp.dev",
@@ -41,28 +42,6 @@ const RECONCILER_FINALIZER: &str = "undecodable.kubeapp.dev/reconciler";
 struct ThingSpec {
     count: i64,
 }
-
-const CRD: &str = r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: things.undecodable.kubeapp.dev
-spec:
-  group: undecodable.kubeapp.dev
-  scope: Namespaced
-  names: { plural: things, singular: thing, kind: Thing }
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec:
-              type: object
-              x-kubernetes-preserve-unknown-fields: true
-"#;
 
 /// The three ways an undecodable deletion can be configured.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -178,7 +157,9 @@ async fn an_object_that_never_decoded_is_handed_to_the_hook_held_with_a_warning_
  {
     logs();
     let env = TestEnv::start().await.expect("control plane");
-    env.install_crds_yaml(CRD).await.expect("CRD");
+    env.install_crd_with_open_spec::<Thing>()
+        .await
+        .expect("CRD");
     let client = env.client();
     let controller = InformerController::new(
         ControllerConfig::default()

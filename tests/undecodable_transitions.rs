@@ -16,6 +16,7 @@ use async_trait::async_trait;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{CustomResource, ResourceExt};
 use kubeapp::operator::informer::InformerOptions;
+use kubeapp::operator::opinionated::FinalizerMetrics;
 use kubeapp::operator::reconciler::ReconcilerFn;
 use kubeapp::operator::watcher::{TypedWatcher, typed_watcher};
 use kubeapp::operator::{
@@ -27,7 +28,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-/// The Rust type wants an integer; the stored schema accepts anything in `spec`.
+/// The Rust type wants an integer; the stored schema accepts anything in `spec`
+/// (`TestEnv::install_crd_with_open_spec`).
 #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[kube(
     group = "transitions.kubeapp.dev",
@@ -38,28 +40,6 @@ use std::sync::Arc;
 struct DialSpec {
     count: i64,
 }
-
-const CRD: &str = r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: dials.transitions.kubeapp.dev
-spec:
-  group: transitions.kubeapp.dev
-  scope: Namespaced
-  names: { plural: dials, singular: dial, kind: Dial }
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec:
-              type: object
-              x-kubernetes-preserve-unknown-fields: true
-"#;
 
 const GOOD: usize = 30;
 const FLIPPED: usize = 5;
@@ -123,6 +103,7 @@ fn register(
     ns: &str,
     handlers: Handlers,
     log: &CallLog,
+    metrics: &FinalizerMetrics,
 ) {
     controller.add_informer(
         ns,
@@ -151,14 +132,18 @@ fn register(
             let watcher = OpinionatedWatcher::typed(
                 client.clone(),
                 watcher,
-                OpinionatedOptions::default().finalizer("transitions.kubeapp.dev/watcher"),
+                OpinionatedOptions::default()
+                    .metrics(metrics.clone())
+                    .finalizer("transitions.kubeapp.dev/watcher"),
             )
             .expect("valid names");
             controller.add_watcher(ns, watcher);
             let reconciler = OpinionatedReconciler::for_kind::<Dial>(
                 client.clone(),
                 reconciler,
-                OpinionatedOptions::default().finalizer("transitions.kubeapp.dev/reconciler"),
+                OpinionatedOptions::default()
+                    .metrics(metrics.clone())
+                    .finalizer("transitions.kubeapp.dev/reconciler"),
             )
             .expect("valid names");
             controller.add_reconciler(ns, reconciler);
@@ -190,9 +175,10 @@ fn fixed(i: usize) -> String {
 async fn deletes_of_undecodable_objects_and_first_decodable_states_reach_typed_handlers() {
     logs();
     let env = TestEnv::start().await.expect("control plane");
-    env.install_crds_yaml(CRD).await.expect("CRD");
+    env.install_crd_with_open_spec::<Dial>().await.expect("CRD");
     let client = env.client();
     let controller = InformerController::new(ControllerConfig::default());
+    let metrics = FinalizerMetrics::unregistered(None).expect("metrics");
     let mut scenarios = Vec::new();
     for handlers in [Handlers::Plain, Handlers::Opinionated] {
         let ns = env
@@ -200,7 +186,7 @@ async fn deletes_of_undecodable_objects_and_first_decodable_states_reach_typed_h
             .await
             .expect("namespace");
         let log = CallLog::new();
-        register(&controller, &client, &ns, handlers, &log);
+        register(&controller, &client, &ns, handlers, &log, &metrics);
         scenarios.push((handlers, ns, log));
     }
     let stop = CancellationToken::new();
@@ -321,6 +307,14 @@ async fn deletes_of_undecodable_objects_and_first_decodable_states_reach_typed_h
         }
         let added = entries.iter().filter(|e| e.starts_with("w add ")).count();
         assert_eq!(added, GOOD + FLIPPED + FIXED, "{handlers:?}: {entries:#?}");
+    }
+    // The opinionated watcher reported each flipped object's undecodable state as kept at its
+    // last decodable state, and each fixed one's first state as ignored (no decodable state yet;
+    // both before the calls awaited above, in the same object's order); nothing was held.
+    assert!(metrics.undecodable("Dial", "kept") >= FLIPPED as u64);
+    assert!(metrics.undecodable("Dial", "ignored") >= FIXED as u64);
+    for outcome in ["held", "released", "handled", "gone"] {
+        assert_eq!(metrics.undecodable("Dial", outcome), 0, "{outcome}");
     }
     stop.cancel();
     tokio::time::timeout(WAIT, running)

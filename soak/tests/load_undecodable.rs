@@ -39,9 +39,10 @@ const CONCURRENCY: usize = 10;
 /// How long the handlers may take, after the workload, to see everything.
 const DEADLINE: Duration = Duration::from_secs(120);
 /// `add` and `Created` work this long, so later events of an object queue behind them.
-const ADD_DELAY: Duration = Duration::from_millis(20);
+const ADD_DELAY: Duration = Duration::from_millis(5);
 
-/// The Rust type wants a number; the stored schema accepts anything in `spec`.
+/// The Rust type wants a number; the stored schema accepts anything in `spec`
+/// (`TestEnv::install_crd_with_open_spec`).
 #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[kube(
     group = "flip.soak.kubeapp.dev",
@@ -52,28 +53,6 @@ const ADD_DELAY: Duration = Duration::from_millis(20);
 struct FlipSpec {
     revision: u32,
 }
-
-const CRD: &str = r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: flips.flip.soak.kubeapp.dev
-spec:
-  group: flip.soak.kubeapp.dev
-  scope: Namespaced
-  names: { plural: flips, singular: flip, kind: Flip }
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec:
-              type: object
-              x-kubernetes-preserve-unknown-fields: true
-"#;
 
 /// One write of the workload: a decodable revision, an undecodable value (numbered, so that each
 /// is a change), or the delete.
@@ -407,7 +386,7 @@ async fn typed_handlers_see_every_delete_and_last_decodable_state_of_flipping_ob
     logs();
     let _slot = ONE_AT_A_TIME.acquire().await.expect("never closed");
     let env = TestEnv::start().await.expect("control plane");
-    env.install_crds_yaml(CRD).await.expect("CRD");
+    env.install_crd_with_open_spec::<Flip>().await.expect("CRD");
     let ns = env.create_namespace("flip").await.expect("namespace");
     let controller = InformerController::new(
         ControllerConfig::default().shutdown_grace(Duration::from_secs(10)),
@@ -462,7 +441,7 @@ async fn typed_handlers_see_every_delete_and_last_decodable_state_of_flipping_ob
     );
     assert!(
         found.is_empty(),
-        "{} objects lost a transition, e.g.:\n{}",
+        "{} losses (one per object and handler that missed something), e.g.:\n{}",
         found.len(),
         found
             .iter()
