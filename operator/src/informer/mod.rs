@@ -3,12 +3,14 @@
 //! An [`Informer`] runs `kube_runtime::watcher` with its default backoff (exponential, 0.8 s to
 //! 30 s with jitter), so watch errors never become a hot loop. The backoff starts over only when
 //! data arrives (a list page or a watch event), so a list that keeps failing, e.g. without RBAC to
-//! list the kind, is retried ever less often up to every 30 s (see `backoff.rs`). It keeps a cache of the last known state of every object and emits:
+//! list the kind, is retried ever less often up to every 30 s (see `backoff.rs`). It keeps a cache
+//! of the last known state of every object and emits (see `events.rs` and `cache.rs`):
 //!
 //! - every object of the initial list as [`InformerEvent::Add`]; the informer reports **synced**
 //!   ([`SyncedFlag`]) once that list is complete;
 //! - a watch event for a known object whose `resourceVersion` changed as
-//!   [`InformerEvent::Update`] with the cached old state;
+//!   [`InformerEvent::Update`] with the cached old state (except the first decodable state of an
+//!   object that has not decoded before, an `Add`: see [below](#objects-that-do-not-deserialize));
 //! - after a re-list (watch expired, HTTP 410, reconnect after the apiserver was down): objects
 //!   absent from the new list as [`InformerEvent::Delete`] with their last known state (a delete
 //!   missed during a disconnect is never dropped), changed objects as `Update`, new ones as `Add`;
