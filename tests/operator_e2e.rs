@@ -532,27 +532,27 @@ async fn an_object_that_fails_to_deserialize_does_not_stop_the_others() {
         .await
         .expect("patch");
 
-    // bad-2 becomes readable: the cache held it as Undecodable, so it arrives as an Update from
-    // an undecodable state, which a typed watcher gets as `sync` and a reconciler as `Updated`.
-    let entries = log.wait_contains("r Updated bad-2 3").await;
+    // bad-2 becomes readable: its first decodable state, so it appears to typed handlers as an
+    // `add` and a `Created` (issue #32; it used to arrive as `sync` / `Updated`).
+    let entries = log.wait_contains("r Created bad-2 3").await;
     // Across objects the order is free; per object, the watcher runs before the reconciler.
     let mut sorted = entries.clone();
     sorted.sort();
     assert_eq!(
         sorted,
         [
+            "r Created bad-2 3",
             "r Created good-1 1",
             "r Created good-2 2",
-            "r Updated bad-2 3",
+            "w add bad-2 3",
             "w add good-1 1",
             "w add good-2 2",
-            "w sync bad-2 3",
         ]
     );
     for (name, watched, reconciled) in [
         ("good-1", "w add", "r Created"),
         ("good-2", "w add", "r Created"),
-        ("bad-2", "w sync", "r Updated"),
+        ("bad-2", "w add", "r Created"),
     ] {
         let position = |prefix: &str| {
             entries

@@ -63,6 +63,7 @@ pub mod runner;
 pub mod sharding;
 pub mod store;
 pub mod trigger;
+pub mod view;
 pub mod watcher;
 pub mod webhook;
 

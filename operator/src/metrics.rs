@@ -17,7 +17,7 @@
 //! | `controller_retries_given_up_total` | counter | `kind` |
 //! | `informer_synced` | gauge, 1 once the first complete list was delivered | `kind` |
 //! | `kubernetes_watch_events_total`, `kubernetes_watch_errors_total` | counter, raw watch traffic | `kind` |
-//! | `informer_decode_errors_total` | counter, objects skipped because they did not deserialize | `kind` |
+//! | `informer_decode_errors_total` | counter, object states that did not deserialize (once per state; see [`informer`](crate::informer#objects-that-do-not-deserialize)) | `kind` |
 //! | `reconciler_terminal_errors_total` | counter, reconciles failed with a terminal error (never retried) | `kind` |
 //! | `controller_triggered_reconciles_total` | counter, reconciles queued by `owns`, `watches` or a `Trigger` | `kind` |
 //! | `reconciler_own_write_events_skipped_total` | counter, watch events that reconciled nothing as the echo of the controller's own write ([`own_writes`](crate::own_writes)) | `kind` |
@@ -237,7 +237,7 @@ impl ControllerMetrics {
             )?,
             decode_errors: counter(
                 "informer_decode_errors_total",
-                "Objects skipped because they did not deserialize.",
+                "Object states that did not deserialize into the kind's type (once per state).",
                 KIND_LABEL,
             )?,
             terminal_errors: counter(

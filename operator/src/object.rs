@@ -12,8 +12,11 @@
 //! [`Undecodable`]: the raw `DynamicObject` and the serde error, a [`KubeObject`] like any other,
 //! so its metadata (finalizers, `deletionTimestamp`) still reaches the opinionated wrappers, which
 //! can release or hand it over (see [`opinionated`](crate::opinionated#objects-that-do-not-decode)).
-//! Typed handlers never see it: the typed adapters skip it without calling the user (details in
-//! [`watcher`](crate::watcher#objects-that-do-not-decode)).
+//! The informer also keeps, in the [`Undecodable`], the object's last state that did decode
+//! ([`Undecodable::last_decodable`]), so that a typed handler's view of the object stays the
+//! sequence of its decodable states: the typed adapters hand that state to the user where the
+//! view calls for it and skip the undecodable states themselves (details in
+//! [`view`](crate::view)).
 
 use std::any::Any;
 use std::fmt;
@@ -78,13 +81,17 @@ pub fn downcast_shared<K: KubeObject>(object: &SharedObject) -> Option<Arc<K>> {
     any.downcast::<K>().ok()
 }
 
-/// An object that a typed informer could not deserialize into its Rust type: the raw object and
-/// why it failed; see the [module docs](self#objects-that-do-not-decode).
+/// An object that a typed informer could not deserialize into its Rust type: the raw object, why
+/// it failed, and the object's last state that did decode; see the
+/// [module docs](self#objects-that-do-not-decode).
 #[derive(Debug)]
 pub struct Undecodable {
     raw: Arc<DynamicObject>,
     error: String,
     expected: &'static str,
+    /// The same incarnation's last decodable state (shared with the event that delivered it, so
+    /// it costs one object only while the object is undecodable).
+    last_decodable: Option<SharedObject>,
 }
 
 impl Undecodable {
@@ -94,7 +101,28 @@ impl Undecodable {
             raw: Arc::new(raw),
             error: error.to_string(),
             expected,
+            last_decodable: None,
         }
+    }
+
+    /// The same undecodable state, remembering `last` as the incarnation's last decodable state
+    /// (the informer sets it from its cache; see [`view`](crate::view)).
+    #[must_use]
+    pub fn with_last_decodable(&self, last: SharedObject) -> Self {
+        Self {
+            raw: Arc::clone(&self.raw),
+            error: self.error.clone(),
+            expected: self.expected,
+            last_decodable: Some(last),
+        }
+    }
+
+    /// The last state of this incarnation that decoded, as the informer delivered it, when the
+    /// informer saw one: what a typed handler's view of the object still is. `None` for an object
+    /// that has not decoded since this process first saw it (created undecodable, or undecodable
+    /// when the informer started).
+    pub fn last_decodable(&self) -> Option<&SharedObject> {
+        self.last_decodable.as_ref()
     }
 
     /// The object as the apiserver sent it (after the informer's transform).

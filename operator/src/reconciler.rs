@@ -10,9 +10,12 @@
 //! controller's queue may merge into the newest one (see [`controller`](crate::controller)).
 //!
 //! For a concrete type implement [`TypedReconciler`] and register [`typed_reconciler`]`(r)`; for a
-//! closure use [`ReconcilerFn`]. Both skip an [`Undecodable`](crate::object::Undecodable) object
-//! (any action) with `ReconcileResult::done()` without calling the user, like the typed watchers
-//! (see [`watcher`](crate::watcher#objects-that-do-not-decode)).
+//! closure use [`ReconcilerFn`]. Neither passes an [`Undecodable`](crate::object::Undecodable)
+//! object to the user: a request for one runs with the object's last decodable state (same
+//! action), and one for an object that never decoded is done without calling the user. Together
+//! with the informer's rules, a typed reconciler gets `Deleted(last decodable)` for an object
+//! deleted while undecodable, `Created` for the first decodable state of an object that never
+//! decoded, and `Updated` for one that decodes again (see [`view`](crate::view)).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -26,7 +29,7 @@ use async_trait::async_trait;
 use crate::handler::{BoxError, HandlerContext};
 use crate::object::KubeObject;
 use crate::trigger::TriggerCause;
-use crate::watcher::typed_or_skip;
+use crate::view::view;
 
 /// What happened to the object of a [`ReconcileRequest`] (also the action of a watcher event, as
 /// retry dequeue policies see it).
@@ -265,10 +268,10 @@ pub struct TypedReconcileRequest<K> {
 }
 
 impl<K: KubeObject> TypedReconcileRequest<K> {
-    /// The typed request; `None` for an undecodable object, which typed reconcilers skip (see
-    /// [`watcher`](crate::watcher#objects-that-do-not-decode)).
+    /// The typed request, with the last decodable state of an undecodable object; `None` for an
+    /// object without one, which typed reconcilers skip (see [`view`](crate::view)).
     fn from_request(request: ReconcileRequest) -> Result<Option<Self>, ReconcileError> {
-        Ok(typed_or_skip(&request.object)?.map(|object| Self {
+        Ok(view(&request.object)?.map(|object| Self {
             action: request.action,
             object,
             state: request.state,

@@ -14,20 +14,20 @@
 //! # Objects that do not decode
 //!
 //! A typed informer delivers an object that does not deserialize into its type as an
-//! [`Undecodable`](crate::object::Undecodable) (see [`object`](crate::object)). The typed adapters
-//! ([`typed_watcher`], [`DynWatcherFns`]) skip it without calling the user and without an error
-//! (the informer has logged and counted it already):
+//! [`Undecodable`](crate::object::Undecodable) (see [`object`](crate::object)), carrying the
+//! object's last decodable state. The typed adapters ([`typed_watcher`], [`DynWatcherFns`])
+//! never pass an undecodable state to the user: they deliver the object as the sequence of its
+//! decodable states ([`view`](crate::view) has the table), so
 //!
-//! - `add`, `sync` or `delete` of an undecodable object, and an `update` to one: nothing;
-//! - an `update` from an undecodable object to a decodable one: `sync(new)`, since the watcher
-//!   missed the states in between (it may never have seen the object at all), which is what
-//!   `sync` means ("reconcile to this state").
-//!
-//! So a plain typed watcher does not hear of the deletion of an object whose last state did not
-//! decode; the [opinionated wrappers](crate::opinionated#objects-that-do-not-decode) hand such a
-//! deletion to a raw hook instead.
+//! - an `update` into an undecodable state, or between two, calls nothing (the view is
+//!   unchanged); the informer has logged and counted it;
+//! - an `update` back to a decodable state is `update(last decodable, new)`, or `add(new)` for
+//!   an object that never decoded before;
+//! - the `delete` of an object whose last state did not decode is `delete(last decodable)`;
+//! - an object that never decoded reaches no typed handler at all (the
+//!   [opinionated wrappers](crate::opinionated#objects-that-do-not-decode) hand its deletion to a
+//!   raw hook).
 
-use std::any::Any;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
@@ -36,7 +36,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::handler::{BoxError, HandlerContext};
-use crate::object::{KubeObject, SharedObject, as_undecodable, downcast_shared};
+use crate::object::{KubeObject, SharedObject};
+use crate::view::{ViewChange, view, view_change};
 
 /// An edge-triggered handler for one kind; see the [module docs](self).
 #[async_trait]
@@ -129,83 +130,6 @@ pub struct WrongObjectType {
     pub actual: &'static str,
 }
 
-/// Downcasts `object` for a typed handler, or says which types did not match.
-pub(crate) fn expect_type<K: KubeObject>(object: &SharedObject) -> Result<Arc<K>, BoxError> {
-    downcast_shared::<K>(object).ok_or_else(|| {
-        Box::new(WrongObjectType {
-            expected: std::any::type_name::<K>(),
-            actual: object.type_name(),
-        }) as BoxError
-    })
-}
-
-/// Downcasts `object` for a typed handler: `None` for an undecodable object, which typed
-/// handlers skip (see the [module docs](self#objects-that-do-not-decode)).
-pub(crate) fn typed_or_skip<K: KubeObject>(
-    object: &SharedObject,
-) -> Result<Option<Arc<K>>, BoxError> {
-    // The expected type first: one downcast for the common case, not two.
-    if let Some(typed) = downcast_shared::<K>(object) {
-        return Ok(Some(typed));
-    }
-    if let Some(undecodable) = as_undecodable(object) {
-        tracing::debug!(%undecodable, "undecodable object skipped by a typed handler");
-        return Ok(None);
-    }
-    expect_type(object).map(Some)
-}
-
-/// [`typed_or_skip`] of an object the caller owns: the expected type is checked by reference
-/// and the `Arc` converted in place, so the common case moves no reference count.
-pub(crate) fn typed_or_skip_owned<K: KubeObject>(
-    object: SharedObject,
-) -> Result<Option<Arc<K>>, BoxError> {
-    if (object.as_ref() as &dyn Any).is::<K>() {
-        // Checked just above, so this conversion cannot fail.
-        let any: Arc<dyn Any + Send + Sync> = object;
-        return Ok(any.downcast::<K>().ok());
-    }
-    typed_or_skip(&object)
-}
-
-/// What a typed watcher's `update(old, new)` becomes when either side may be undecodable.
-pub(crate) enum TypedUpdate<K> {
-    /// Both decode: `update(old, new)`.
-    Update(Arc<K>, Arc<K>),
-    /// From undecodable to decodable: `sync(new)`.
-    Sync(Arc<K>),
-    /// To undecodable: nothing.
-    Skip,
-}
-
-pub(crate) fn typed_update<K: KubeObject>(
-    old: &SharedObject,
-    new: &SharedObject,
-) -> Result<TypedUpdate<K>, BoxError> {
-    Ok(match (typed_or_skip::<K>(old)?, typed_or_skip::<K>(new)?) {
-        (Some(old), Some(new)) => TypedUpdate::Update(old, new),
-        (None, Some(new)) => TypedUpdate::Sync(new),
-        (_, None) => TypedUpdate::Skip,
-    })
-}
-
-/// [`typed_update`] of objects the caller owns (see [`typed_or_skip_owned`]).
-pub(crate) fn typed_update_owned<K: KubeObject>(
-    old: SharedObject,
-    new: SharedObject,
-) -> Result<TypedUpdate<K>, BoxError> {
-    Ok(
-        match (
-            typed_or_skip_owned::<K>(old)?,
-            typed_or_skip_owned::<K>(new)?,
-        ) {
-            (Some(old), Some(new)) => TypedUpdate::Update(old, new),
-            (None, Some(new)) => TypedUpdate::Sync(new),
-            (_, None) => TypedUpdate::Skip,
-        },
-    )
-}
-
 /// Makes a [`DynWatcher`] of a [`TypedWatcher`].
 pub fn typed_watcher<K: KubeObject, W: TypedWatcher<K>>(watcher: W) -> TypedWatcherAdapter<K, W> {
     TypedWatcherAdapter {
@@ -230,7 +154,7 @@ impl<K, W> TypedWatcherAdapter<K, W> {
 #[async_trait]
 impl<K: KubeObject, W: TypedWatcher<K>> DynWatcher for TypedWatcherAdapter<K, W> {
     async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        match typed_or_skip(&object)? {
+        match view(&object)? {
             Some(object) => self.inner.add(ctx, object).await,
             None => Ok(()),
         }
@@ -241,20 +165,20 @@ impl<K: KubeObject, W: TypedWatcher<K>> DynWatcher for TypedWatcherAdapter<K, W>
         old: SharedObject,
         new: SharedObject,
     ) -> Result<(), BoxError> {
-        match typed_update(&old, &new)? {
-            TypedUpdate::Update(old, new) => self.inner.update(ctx, old, new).await,
-            TypedUpdate::Sync(new) => self.inner.sync(ctx, new).await,
-            TypedUpdate::Skip => Ok(()),
+        match view_change(&old, &new)? {
+            ViewChange::Update(old, new) => self.inner.update(ctx, old, new).await,
+            ViewChange::Add(new) => self.inner.add(ctx, new).await,
+            ViewChange::Unchanged => Ok(()),
         }
     }
     async fn delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        match typed_or_skip(&object)? {
+        match view(&object)? {
             Some(object) => self.inner.delete(ctx, object).await,
             None => Ok(()),
         }
     }
     async fn sync(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        match typed_or_skip(&object)? {
+        match view(&object)? {
             Some(object) => self.inner.sync(ctx, object).await,
             None => Ok(()),
         }
@@ -369,7 +293,7 @@ fn call_one<K: KubeObject>(
 ) -> BoxFuture {
     match f {
         None => Box::pin(std::future::ready(Ok(()))),
-        Some(f) => match typed_or_skip(object) {
+        Some(f) => match view(object) {
             Ok(Some(object)) => f(ctx.clone(), object),
             Ok(None) => Box::pin(std::future::ready(Ok(()))),
             Err(error) => Box::pin(std::future::ready(Err(error))),
@@ -400,13 +324,16 @@ impl<K: KubeObject> DynWatcher for DynWatcherFns<K> {
         'c: 'f,
         Self: 'f,
     {
-        match typed_update(&old, &new) {
-            Ok(TypedUpdate::Update(old, new)) => match &self.update {
+        match view_change(&old, &new) {
+            Ok(ViewChange::Update(old, new)) => match &self.update {
                 Some(f) => f(ctx.clone(), old, new),
                 None => Box::pin(std::future::ready(Ok(()))),
             },
-            Ok(TypedUpdate::Sync(_)) => call_one(self.sync.as_ref(), ctx, &new),
-            Ok(TypedUpdate::Skip) => Box::pin(std::future::ready(Ok(()))),
+            Ok(ViewChange::Add(new)) => match &self.add {
+                Some(f) => f(ctx.clone(), new),
+                None => Box::pin(std::future::ready(Ok(()))),
+            },
+            Ok(ViewChange::Unchanged) => Box::pin(std::future::ready(Ok(()))),
             Err(error) => Box::pin(std::future::ready(Err(error))),
         }
     }
@@ -474,141 +401,5 @@ mod tests {
             .expect_err("a Secret is not a ConfigMap");
         assert!(err.to_string().contains("Secret"), "{err}");
         assert_eq!(*seen.lock().expect("lock"), ["a"]);
-    }
-
-    /// A typed watcher that logs every call.
-    struct Logged(Arc<Mutex<Vec<String>>>);
-
-    #[async_trait]
-    impl TypedWatcher<ConfigMap> for Logged {
-        async fn add(&self, _: &HandlerContext, o: Arc<ConfigMap>) -> Result<(), BoxError> {
-            self.push("add", &o);
-            Ok(())
-        }
-        async fn update(
-            &self,
-            _: &HandlerContext,
-            _: Arc<ConfigMap>,
-            o: Arc<ConfigMap>,
-        ) -> Result<(), BoxError> {
-            self.push("update", &o);
-            Ok(())
-        }
-        async fn delete(&self, _: &HandlerContext, o: Arc<ConfigMap>) -> Result<(), BoxError> {
-            self.push("delete", &o);
-            Ok(())
-        }
-        async fn sync(&self, _: &HandlerContext, o: Arc<ConfigMap>) -> Result<(), BoxError> {
-            self.push("sync", &o);
-            Ok(())
-        }
-    }
-
-    impl Logged {
-        fn push(&self, what: &str, o: &ConfigMap) {
-            let name = o.metadata.name.clone().unwrap_or_default();
-            self.0.lock().expect("lock").push(format!("{what} {name}"));
-        }
-    }
-
-    #[tokio::test]
-    async fn typed_adapters_skip_undecodable_objects_and_an_update_back_to_decodable_is_a_sync() {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let ctx = HandlerContext::new("cm", CancellationToken::new());
-        let raw: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": { "name": "a", "namespace": "ns" }, "data": { "k": 1 },
-        }))
-        .expect("raw");
-        let error = serde_json::from_str::<u8>("-1").expect_err("a serde error");
-        let bad = share(crate::object::Undecodable::new(raw, &error, "ConfigMap"));
-        let mut cm = ConfigMap::default();
-        cm.metadata.name = Some("a".into());
-        let good = share(cm);
-        let adapters: [Box<dyn DynWatcher>; 2] = [
-            Box::new(typed_watcher(Logged(seen.clone()))),
-            Box::new({
-                let (sync, update) = (seen.clone(), seen.clone());
-                DynWatcherFns::<ConfigMap>::new()
-                    .on_sync(move |_, o| {
-                        Logged(sync.clone()).push("sync", &o);
-                        async { Ok(()) }
-                    })
-                    .on_update(move |_, _, o| {
-                        Logged(update.clone()).push("update", &o);
-                        async { Ok(()) }
-                    })
-            }),
-        ];
-        for watcher in adapters {
-            watcher.add(&ctx, bad.clone()).await.expect("skipped");
-            watcher
-                .update(&ctx, good.clone(), bad.clone())
-                .await
-                .expect("skipped");
-            watcher
-                .update(&ctx, bad.clone(), good.clone())
-                .await
-                .expect("a sync");
-            watcher.delete(&ctx, bad.clone()).await.expect("skipped");
-            watcher.sync(&ctx, bad.clone()).await.expect("skipped");
-        }
-        assert_eq!(*seen.lock().expect("lock"), ["sync a", "sync a"]);
-        let reconciler = crate::reconciler::ReconcilerFn::<ConfigMap, _>::new(|_, _| async {
-            Err::<crate::reconciler::ReconcileResult, _>(crate::reconciler::ReconcileError::new(
-                "never called",
-            ))
-        });
-        let request = crate::reconciler::ReconcileRequest {
-            action: crate::reconciler::ReconcileAction::Updated,
-            object: bad,
-            state: Default::default(),
-            cause: None,
-        };
-        let result = crate::reconciler::DynReconciler::reconcile(&reconciler, &ctx, request).await;
-        assert_eq!(
-            result.ok(),
-            Some(crate::reconciler::ReconcileResult::done())
-        );
-    }
-
-    /// The owned downcast the typed path uses: the same allocation for the expected type, a
-    /// skip for an undecodable object, an error naming both types for any other.
-    #[test]
-    fn an_owned_downcast_keeps_the_allocation_skips_undecodable_and_names_a_wrong_type() {
-        let mut cm = ConfigMap::default();
-        cm.metadata.name = Some("a".into());
-        let shared = share(cm);
-        let address = Arc::as_ptr(&shared).cast::<()>();
-        let typed = typed_or_skip_owned::<ConfigMap>(shared)
-            .expect("a ConfigMap")
-            .expect("decoded");
-        assert_eq!(Arc::as_ptr(&typed).cast::<()>(), address, "no copy");
-        assert_eq!(Arc::strong_count(&typed), 1, "no reference left behind");
-
-        let raw: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
-            "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "b" },
-        }))
-        .expect("raw");
-        let error = serde_json::from_str::<u8>("-1").expect_err("a serde error");
-        let bad = share(crate::object::Undecodable::new(raw, &error, "ConfigMap"));
-        assert!(
-            typed_or_skip_owned::<ConfigMap>(bad)
-                .expect("skipped, not an error")
-                .is_none()
-        );
-
-        let error = typed_or_skip_owned::<ConfigMap>(share(Secret::default()))
-            .expect_err("a Secret is no ConfigMap")
-            .to_string();
-        assert!(
-            error.contains("ConfigMap") && error.contains("Secret"),
-            "{error}"
-        );
-        match typed_update_owned::<ConfigMap>(share(Secret::default()), share(ConfigMap::default()))
-        {
-            Err(error) => assert!(error.to_string().contains("Secret"), "{error}"),
-            Ok(_) => panic!("an update from a Secret is an error"),
-        }
     }
 }

@@ -3,12 +3,14 @@
 //! An [`Informer`] runs `kube_runtime::watcher` with its default backoff (exponential, 0.8 s to
 //! 30 s with jitter), so watch errors never become a hot loop. The backoff starts over only when
 //! data arrives (a list page or a watch event), so a list that keeps failing, e.g. without RBAC to
-//! list the kind, is retried ever less often up to every 30 s (see `backoff.rs`). It keeps a cache of the last known state of every object and emits:
+//! list the kind, is retried ever less often up to every 30 s (see `backoff.rs`). It keeps a cache
+//! of the last known state of every object and emits (see `events.rs` and `cache.rs`):
 //!
 //! - every object of the initial list as [`InformerEvent::Add`]; the informer reports **synced**
 //!   ([`SyncedFlag`]) once that list is complete;
 //! - a watch event for a known object whose `resourceVersion` changed as
-//!   [`InformerEvent::Update`] with the cached old state;
+//!   [`InformerEvent::Update`] with the cached old state (except the first decodable state of an
+//!   object that has not decoded before, an `Add`: see [below](#objects-that-do-not-deserialize));
 //! - after a re-list (watch expired, HTTP 410, reconnect after the apiserver was down): objects
 //!   absent from the new list as [`InformerEvent::Delete`] with their last known state (a delete
 //!   missed during a disconnect is never dropped), changed objects as `Update`, new ones as `Add`;
@@ -23,16 +25,20 @@
 //! # Objects that do not deserialize
 //!
 //! The informer lists and watches objects as `DynamicObject` (which always decodes) and converts
-//! each one to the typed kind on its own. An object that does not convert is logged (kind,
-//! namespace, name and the serde error), counted (`informer_decode_errors_total`) and delivered
-//! as an [`Undecodable`] (the raw object and the serde error) through the normal event path: it
-//! is cached, diffed and resynced like any object, so a list never fails for it and the informer
-//! and all other objects carry on. Typed handlers skip it without being called (see
-//! [`watcher`](crate::watcher#objects-that-do-not-decode)); the opinionated wrappers read its
-//! metadata, so a deletion it holds with their finalizer is never stuck silently (see
-//! [`opinionated`](crate::opinionated#objects-that-do-not-decode)). When it decodes again, the
-//! next event carries the typed object. The cost is one extra conversion per object, read from
-//! the parsed body without a JSON round trip (see `decode.rs`).
+//! each one to the typed kind on its own. An object that does not convert is delivered as an
+//! [`Undecodable`] (the raw object, the serde error, and the incarnation's last decodable state)
+//! through the normal event path: it is cached, diffed and resynced like any object, so a list
+//! never fails for it and the informer and all other objects carry on. Each undecodable state is
+//! logged (kind, namespace, name and the serde error) and counted
+//! (`informer_decode_errors_total`) once, when the informer reports it as an Add or Update: a
+//! re-list or resync repeating it, or its deletion, is not a new state. The cache keeps the last
+//! decodable state inside the `Undecodable` (see `cache.rs`) and reports an object's first
+//! decodable state as an Add, so that typed handlers see every object as the sequence of its
+//! decodable states (see [`view`](crate::view)); the opinionated wrappers also read its metadata,
+//! so a deletion it holds with their finalizer is never stuck silently (see
+//! [`opinionated`](crate::opinionated#objects-that-do-not-decode)). The cost is one extra
+//! conversion per object, read from the parsed body without a JSON round trip (see `decode.rs`),
+//! and, while an object is undecodable, its last decodable state kept alive in the cache.
 //!
 //! # Memory
 //!
@@ -51,6 +57,7 @@
 mod backoff;
 mod cache;
 mod decode;
+mod events;
 mod options;
 mod scoped;
 
@@ -65,12 +72,12 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use crate::metrics::{ControllerMetrics, KindMetrics};
-use crate::object::{ObjectKey, SharedObject, Undecodable, share};
+use crate::object::{SharedObject, Undecodable, share};
 use crate::reconciler::ReconcileAction;
 use crate::sharding::server_side::ShardScope;
 use crate::store::cache::SharedCache;
 
-use self::cache::{InformerCache, Observed};
+use self::events::informer_events;
 pub use self::options::{InformerOptions, Transform};
 
 /// What an informer reports about one object.
@@ -427,163 +434,9 @@ impl fmt::Debug for Informer {
 
 type RawEvents = BoxStream<'static, Result<Event<DynamicObject>, watcher::Error>>;
 
-/// Turns raw watch traffic into informer events through the cache (see the module docs).
-#[allow(clippy::too_many_arguments)] // One call site per informer constructor.
-fn informer_events(
-    raw: RawEvents,
-    options: InformerOptions,
-    decode: Decode,
-    kind: String,
-    synced: SyncedFlag,
-    metrics: KindMetrics,
-    shared: Option<Arc<SharedCache>>,
-    scope: Option<Arc<ShardScope>>,
-) -> BoxStream<'static, InformerEvent> {
-    let resync = options.resync_interval.map(|period| {
-        let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-        // After backpressure, one resync now and the next a full period later: missed ticks do not
-        // replay as back-to-back full resyncs.
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        interval
-    });
-    let state = InformerState {
-        raw,
-        cache: shared.map_or_else(InformerCache::default, InformerCache::shared),
-        ready: std::collections::VecDeque::new(),
-        out: Vec::new(),
-        resync,
-        decode,
-        options,
-        kind,
-        synced,
-        metrics,
-        scope,
-    };
-    futures::stream::unfold(state, InformerState::next_event).boxed()
-}
-
-struct InformerState {
-    raw: RawEvents,
-    cache: InformerCache,
-    ready: std::collections::VecDeque<InformerEvent>,
-    /// Scratch buffer for the events one observation implies (kept to reuse its allocation).
-    out: Vec<InformerEvent>,
-    resync: Option<tokio::time::Interval>,
-    decode: Decode,
-    options: InformerOptions,
-    kind: String,
-    synced: SyncedFlag,
-    metrics: KindMetrics,
-    /// The shard slots a list is filtered to are read here when it starts.
-    scope: Option<Arc<ShardScope>>,
-}
-
-impl InformerState {
-    async fn next_event(mut self) -> Option<(InformerEvent, Self)> {
-        loop {
-            if let Some(event) = self.ready.pop_front() {
-                return Some((event, self));
-            }
-            let resync_timer = &mut self.resync;
-            let resync = async move {
-                match resync_timer {
-                    Some(interval) => {
-                        interval.tick().await;
-                    }
-                    None => std::future::pending::<()>().await,
-                }
-            };
-            let next = tokio::select! {
-                raw = self.raw.next() => Some(raw),
-                () = resync => None,
-            };
-            let Some(raw) = next else {
-                self.cache.resync(&mut self.out);
-                self.ready.extend(self.out.drain(..));
-                continue;
-            };
-            match raw {
-                // kube-runtime's watcher never ends on its own; the informer ends with it.
-                None => return None,
-                Some(Err(error)) => {
-                    self.metrics.watch_errors.inc();
-                    tracing::warn!(kind = %self.kind, %error, "watch failed; retrying after backoff");
-                }
-                Some(Ok(event)) => {
-                    self.metrics.watch_events.inc();
-                    let observed = self.observe(event);
-                    if matches!(observed, Observed::ListStart { .. }) && self.synced.is_synced() {
-                        tracing::info!(
-                            kind = %self.kind,
-                            "re-listing (watch expired or reconnected); missed deletes follow as Delete"
-                        );
-                    }
-                    if self.cache.apply(observed, &mut self.out) && !self.synced.is_synced() {
-                        self.synced.set();
-                        self.metrics.informer_synced.set(1);
-                        tracing::info!(kind = %self.kind, "informer synced");
-                    }
-                    self.ready.extend(self.out.drain(..));
-                }
-            }
-        }
-    }
-
-    fn observe(&self, event: Event<DynamicObject>) -> Observed {
-        match event {
-            Event::Init => Observed::ListStart {
-                within: self.scope.as_ref().and_then(|scope| scope.filtered()),
-            },
-            Event::InitDone => Observed::ListDone,
-            Event::InitApply(object) => {
-                let (key, object) = self.decode(object);
-                Observed::Object {
-                    key,
-                    object,
-                    listed: true,
-                }
-            }
-            Event::Apply(object) => {
-                let (key, object) = self.decode(object);
-                Observed::Object {
-                    key,
-                    object,
-                    listed: false,
-                }
-            }
-            Event::Delete(object) => {
-                let (key, object) = self.decode(object);
-                Observed::Deleted { key, object }
-            }
-        }
-    }
-
-    fn decode(&self, mut object: DynamicObject) -> (ObjectKey, Option<SharedObject>) {
-        let key = ObjectKey::of(&object);
-        if !self.options.keep_managed_fields {
-            object.metadata.managed_fields = None;
-        }
-        if let Some(transform) = &self.options.transform {
-            transform(&mut object);
-        }
-        match (self.decode)(object) {
-            Ok(decoded) => (key, Some(decoded)),
-            Err(undecodable) => {
-                self.metrics.decode_errors.inc();
-                tracing::error!(
-                    kind = %self.kind,
-                    namespace = key.namespace.as_deref().unwrap_or(""),
-                    name = %key.name,
-                    error = undecodable.error(),
-                    "object does not deserialize; delivered as Undecodable (typed handlers skip it)"
-                );
-                (key, Some(share(undecodable)))
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod resync_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod view_tests;

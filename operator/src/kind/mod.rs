@@ -39,6 +39,8 @@ mod closures;
 #[cfg(test)]
 mod tests;
 mod traits;
+#[cfg(test)]
+mod undecodable_tests;
 
 use std::fmt;
 use std::marker::PhantomData;

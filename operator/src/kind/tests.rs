@@ -14,7 +14,7 @@ use crate::informer::{Informer, InformerEvent, KindInfo};
 use crate::object::share;
 use crate::{ControllerConfig, InformerController, ReconcileRequest, ReconcileResult, Watcher};
 
-const WAIT: Duration = Duration::from_secs(30);
+pub(super) const WAIT: Duration = Duration::from_secs(30);
 
 fn cm(name: &str, rv: u32) -> ConfigMap {
     let mut cm = ConfigMap::default();
@@ -25,29 +25,33 @@ fn cm(name: &str, rv: u32) -> ConfigMap {
     cm
 }
 
-fn offline_client() -> kube::Client {
+pub(super) fn offline_client() -> kube::Client {
     let url = "http://127.0.0.1:9".parse().expect("url");
     kube::Client::try_from(kube::Config::new(url)).expect("client")
 }
 
 /// An append-only log the test awaits conditions on.
 #[derive(Clone)]
-struct Log(Arc<watch::Sender<Vec<String>>>);
+pub(super) struct Log(Arc<watch::Sender<Vec<String>>>);
 
 impl Log {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self(Arc::new(watch::Sender::new(Vec::new())))
     }
 
-    fn push(&self, entry: String) {
+    pub(super) fn push(&self, entry: String) {
         self.0.send_modify(|log| log.push(entry));
     }
 
-    fn entries(&self) -> Vec<String> {
+    pub(super) fn entries(&self) -> Vec<String> {
         self.0.borrow().clone()
     }
 
-    async fn wait_for(&self, what: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+    pub(super) async fn wait_for(
+        &self,
+        what: &str,
+        done: impl Fn(&[String]) -> bool,
+    ) -> Vec<String> {
         let mut rx = self.0.subscribe();
         match tokio::time::timeout(WAIT, rx.wait_for(|log| done(log))).await {
             Ok(Ok(log)) => log.clone(),
@@ -56,7 +60,7 @@ impl Log {
     }
 }
 
-fn label(cm: &ConfigMap) -> String {
+pub(super) fn label(cm: &ConfigMap) -> String {
     format!(
         "{}@{}",
         cm.metadata.name.as_deref().unwrap_or(""),
@@ -64,7 +68,7 @@ fn label(cm: &ConfigMap) -> String {
     )
 }
 
-struct Logging(Log);
+pub(super) struct Logging(pub(super) Log);
 
 impl Watcher<ConfigMap> for Logging {
     async fn add(&self, object: Arc<ConfigMap>, _ctx: &Context) -> Result<(), BoxError> {

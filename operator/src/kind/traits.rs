@@ -3,8 +3,9 @@
 //!
 //! A [`KindHandle<K>`](crate::KindHandle) attaches them; inside, each handler is erased once
 //! (behind [`DynWatcher`] / [`DynReconciler`], one boxed future per call) and gets the `Arc<K>`
-//! the informer decoded, never a copy. Objects that did not decode into `K` never reach a typed
-//! handler (see [`watcher`](crate::watcher#objects-that-do-not-decode)).
+//! the informer decoded, never a copy. An object state that did not decode into `K` never reaches
+//! a typed handler: the handlers see each object as the sequence of its decodable states (see
+//! [`view`](crate::view)).
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -18,7 +19,8 @@ use crate::object::{KubeObject, SharedObject};
 use crate::reconciler::{
     DynReconciler, ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult,
 };
-use crate::watcher::{DynWatcher, TypedUpdate, typed_or_skip_owned, typed_update_owned};
+use crate::view::{ViewChange, view_change_owned, view_owned};
+use crate::watcher::DynWatcher;
 
 /// An edge-triggered handler of objects of kind `K`: every event, in order per object (see
 /// [`controller`](crate::controller)). `C` is the user data of the [`Context`].
@@ -233,7 +235,7 @@ where
 {
     async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
         let made;
-        match typed_or_skip_owned::<K>(object)? {
+        match view_owned::<K>(object)? {
             Some(object) => self.inner.add(object, context_for!(self, ctx, made)).await,
             None => Ok(()),
         }
@@ -246,19 +248,19 @@ where
         new: SharedObject,
     ) -> Result<(), BoxError> {
         let made;
-        match typed_update_owned::<K>(old, new)? {
-            TypedUpdate::Update(old, new) => {
+        match view_change_owned::<K>(old, new)? {
+            ViewChange::Update(old, new) => {
                 let context = context_for!(self, ctx, made);
                 self.inner.update(old, new, context).await
             }
-            TypedUpdate::Sync(new) => self.inner.sync(new, context_for!(self, ctx, made)).await,
-            TypedUpdate::Skip => Ok(()),
+            ViewChange::Add(new) => self.inner.add(new, context_for!(self, ctx, made)).await,
+            ViewChange::Unchanged => Ok(()),
         }
     }
 
     async fn delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
         let made;
-        match typed_or_skip_owned::<K>(object)? {
+        match view_owned::<K>(object)? {
             Some(object) => {
                 self.inner
                     .delete(object, context_for!(self, ctx, made))
@@ -270,7 +272,7 @@ where
 
     async fn sync(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
         let made;
-        match typed_or_skip_owned::<K>(object)? {
+        match view_owned::<K>(object)? {
             Some(object) => self.inner.sync(object, context_for!(self, ctx, made)).await,
             None => Ok(()),
         }
@@ -292,7 +294,7 @@ where
         ctx: &HandlerContext,
         request: ReconcileRequest,
     ) -> Result<ReconcileResult, ReconcileError> {
-        let Some(object) = typed_or_skip_owned::<K>(request.object)? else {
+        let Some(object) = view_owned::<K>(request.object)? else {
             return Ok(ReconcileResult::done());
         };
         let typed = ReconcileRequest {

@@ -170,30 +170,18 @@
 //!
 //! # Objects that do not decode
 //!
-//! A typed informer delivers an object that does not deserialize into its Rust type (a field of
-//! the wrong type from an older schema, say) as an [`Undecodable`]:
-//! the raw `DynamicObject` and the serde error. The wrapped typed handler is never called with
-//! it, but the wrappers read its metadata, so it is never stuck silently nor deleted silently:
-//!
-//! - being deleted and held by our finalizer (or the in-progress or a legacy one): the hook set
-//!   with [`OpinionatedOptions::on_undecodable_delete`] gets the raw object, then our finalizers
-//!   are removed (`delete` counts as handled for that incarnation, as usual). Without a hook the
-//!   object stays held: a Warning Event (reason `UndecodableObject`, naming the serde error) is
-//!   recorded on it and `opinionated_undecodable_objects_total{outcome="held"}` counts it, once
-//!   per resourceVersion; the call fails with [`UndecodableHeld`](undecodable::UndecodableHeld)
-//!   and is retried by the controller's retry policy, so a fix of the object (it decodes again)
-//!   or a hook added at the next start releases it. With the explicit opt-in
-//!   [`OpinionatedOptions::release_undecodable_without_handler`] the finalizers are removed
-//!   without any handler call, with a Warning Event `UndecodableObjectReleased` and
-//!   `outcome="released"`.
-//! - any other add or update (including being deleted without our finalizers): nothing but a
-//!   Warning Event `UndecodableObject` and `outcome="ignored"`, once per resourceVersion.
-//! - the watch's Delete of an undecodable object whose delete was not handled at
-//!   `deletionTimestamp`: the hook if set (`outcome="handled"`), otherwise a warning log and
-//!   `outcome="gone"`.
-//!
-//! When the object decodes again, the next event is typed and handled by the rules above (a
-//! plain typed watcher gets `sync(new)` for an update from an undecodable state).
+//! A typed informer delivers an object that does not deserialize into its Rust type as an
+//! [`Undecodable`] (the raw object, the serde error and the incarnation's last decodable state,
+//! if any); the wrapped typed handler sees the object as the sequence of its decodable states
+//! (see [`view`](crate::view)). The wrappers read the raw metadata, so such an object is never
+//! stuck silently nor deleted silently. An object with a decodable state is handled by the rules
+//! above: its deletion held by our finalizer reaches `delete(last decodable)` /
+//! `Deleted(last decodable)` and is released (amended by issue #32). An object without one
+//! (created undecodable, or undecodable since before this process started) goes to the raw hook
+//! [`OpinionatedOptions::on_undecodable_delete`], or stays held with a Warning Event and a
+//! metric, or is released on the opt-in
+//! [`OpinionatedOptions::release_undecodable_without_handler`]. The rules in full, the Events
+//! and `opinionated_undecodable_objects_total`'s outcomes: [`undecodable`].
 //!
 //! # Retries and the dequeue policy
 //!
@@ -318,9 +306,11 @@ impl OpinionatedOptions {
     }
 
     /// Handles the deletion of an object that does not deserialize into the wrapped handler's
-    /// type (see [Objects that do not decode](self#objects-that-do-not-decode)): `hook` gets the
-    /// raw object and the serde error ([`Undecodable`]); when it
-    /// succeeds, the wrapper's finalizers are removed; when it fails, it is retried by policy.
+    /// type and has no decodable state the handler could be given (see
+    /// [Objects that do not decode](self#objects-that-do-not-decode); one with a decodable state
+    /// goes to the wrapped handler's `delete` / `Deleted` instead): `hook` gets the raw object and
+    /// the serde error ([`Undecodable`]); when it succeeds, the wrapper's finalizers are removed;
+    /// when it fails, it is retried by policy.
     #[must_use]
     pub fn on_undecodable_delete<F, Fut>(mut self, hook: F) -> Self
     where
@@ -332,8 +322,9 @@ impl OpinionatedOptions {
     }
 
     /// Opt-in: without an [`on_undecodable_delete`](Self::on_undecodable_delete) hook, release
-    /// an undecodable object being deleted (remove the wrapper's finalizers) without calling any
-    /// handler, with a Warning Event saying so. Without this, such an object stays held.
+    /// an undecodable object without a decodable state that is being deleted (remove the
+    /// wrapper's finalizers) without calling any handler, with a Warning Event saying so.
+    /// Without this, such an object stays held.
     #[must_use]
     pub fn release_undecodable_without_handler(mut self) -> Self {
         self.undecodable.release_without_handler = true;

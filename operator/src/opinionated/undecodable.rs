@@ -1,5 +1,63 @@
-//! What the opinionated wrappers do with an object that does not decode into the wrapped
-//! handler's type; see the [module docs](super#objects-that-do-not-decode).
+//! What the opinionated wrappers do with an object that does not decode into the wrapped handler's
+//! type (summary in the [module docs](super#objects-that-do-not-decode)).
+//!
+//! A typed informer delivers an object that does not deserialize into its Rust type (a field of the
+//! wrong type from an older schema, say) as an [`Undecodable`]: the raw `DynamicObject`, the serde
+//! error and, when the informer saw one, the incarnation's last decodable state
+//! ([`Undecodable::last_decodable`]). The wrapped typed handler never gets an undecodable state; it
+//! sees the object as the sequence of its decodable states (see [`view`](crate::view)). The
+//! wrappers read the raw metadata (finalizers, `deletionTimestamp`), so an undecodable object is
+//! never stuck silently nor deleted silently. Two cases (amended by issue #32; before it, both went
+//! the second way):
+//!
+//! **The object has a decodable state** (it decoded at some point since the informer first saw it,
+//! and then stopped: a CRD version or a field's type changed under the running operator, or someone
+//! edited it): the wrappers handle it by the rules of the [module docs](super), with its raw
+//! metadata, and the wrapped handler gets the last decodable state:
+//!
+//! - being deleted with our finalizer (or the in-progress one): the watcher's `delete(last
+//!   decodable)`, the reconciler's `Deleted(last decodable)`, then our finalizers are removed; the
+//!   watch's Delete of such an object gets the same when its deletion was not handled at
+//!   `deletionTimestamp`. The hook, the hold and the opt-in release below are not used: a handler
+//!   can run, so it does.
+//! - any other update: nothing for the watcher (its view did not change); the reconciler's request
+//!   runs downstream with the last decodable state (a waiting request may have merged a decodable
+//!   state into it). A Warning Event `UndecodableObject` and
+//!   `opinionated_undecodable_objects_total{outcome="kept"}`, once per resourceVersion.
+//! - when it decodes again: an ordinary update, `update(last decodable, new)`.
+//!
+//! **The object has no decodable state** (created undecodable, or undecodable since before this
+//! process started): no typed handler can be given it, so
+//!
+//! - being deleted and held by our finalizer (or the in-progress or a legacy one): the hook set
+//!   with [`OpinionatedOptions::on_undecodable_delete`] gets the raw object, then our finalizers
+//!   are removed (`delete` counts as handled for that incarnation, as usual). Without a hook the
+//!   object stays held: a Warning Event (reason `UndecodableObject`, naming the serde error) is
+//!   recorded on it and
+//!   `opinionated_undecodable_objects_total{outcome="held"}` counts it, once per resourceVersion;
+//!   the call fails with [`UndecodableHeld`] and is retried by the controller's retry policy, so a
+//!   fix of the object (it decodes again) or a hook added at the next start releases it. With the
+//!   explicit opt-in [`OpinionatedOptions::release_undecodable_without_handler`] the finalizers are
+//!   removed without any handler call, with a Warning Event `UndecodableObjectReleased` and
+//!   `outcome="released"`.
+//! - any other add or update (including being deleted without our finalizers): nothing but a
+//!   Warning Event `UndecodableObject` and `outcome="ignored"`, once per resourceVersion.
+//! - the watch's Delete of such an object whose delete was not handled at `deletionTimestamp`: the
+//!   hook if set (`outcome="handled"`), otherwise a warning log and `outcome="gone"`.
+//! - when it decodes for the first time: the informer reports an Add, so the add rules of the
+//!   [module docs](super) apply (`add`, or `sync` when it carries our finalizer from an earlier
+//!   run; the reconciler's `Created` or `Resynced`).
+//!
+//! A custom [`DynWatcher`](crate::DynWatcher) or [`DynReconciler`](crate::DynReconciler) wrapped
+//! directly (not through the typed adapters) gets the `Undecodable` of an object with a decodable
+//! state as the object, and can read the state from it.
+//!
+//! Here: the hook, the hold and the opt-in release (objects without a decodable state), and the
+//! Warning Events and metric of both cases (`UndecodableHandler::kept` for the first).
+//!
+//! [`OpinionatedOptions::on_undecodable_delete`]: super::OpinionatedOptions::on_undecodable_delete
+//! [`OpinionatedOptions::release_undecodable_without_handler`]:
+//!     super::OpinionatedOptions::release_undecodable_without_handler
 
 use std::collections::HashMap;
 use std::fmt;
@@ -226,6 +284,21 @@ impl UndecodableHandler {
             self.warn(&object, UNDECODABLE_REASON, note).await;
         }
         Ok(())
+    }
+
+    /// An undecodable state of an object with a decodable one, which the wrappers handle as usual
+    /// (handlers keep the last decodable state): a Warning Event and the metric
+    /// (`outcome="kept"`), once per resourceVersion; nothing while it is being deleted (its
+    /// deletion is delivered with the last decodable state).
+    pub(crate) async fn kept(&self, object: &Undecodable) {
+        if object.raw().metadata.deletion_timestamp.is_some() || !self.first_report(object) {
+            return;
+        }
+        self.count("kept");
+        tracing::warn!(%object, "undecodable object: handlers keep its last decodable state");
+        let note =
+            format!("{object}; handlers keep its last decodable state until it deserializes again");
+        self.warn(object, UNDECODABLE_REASON, note).await;
     }
 
     /// The watch says an undecodable object is gone: the hook, unless its delete was handled.

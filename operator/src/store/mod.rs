@@ -11,7 +11,9 @@
 //! [`InformerOptions::index`](crate::InformerOptions::index).
 //!
 //! Objects that did not decode into `K` (see [`object`](crate::object)) are cached, so that their
-//! deletion is still seen, but a typed store never returns them.
+//! deletion is still seen, but a typed store never returns them, nor the last decodable state
+//! they carry for the handlers (see [`view`](crate::view)): a store answers with what the
+//! apiserver holds now, and an undecodable object has no typed form.
 //!
 //! # Read after write
 //!

@@ -1,9 +1,12 @@
 //! Setting up what a test needs inside the control plane: CRDs and namespaces.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceValidation, JSONSchemaProps,
+};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResourceExt, ResourceExt};
@@ -20,6 +23,18 @@ impl TestEnv {
     /// until it is Established.
     pub async fn install_crd<K: CustomResourceExt>(&self) -> Result<(), TestEnvError> {
         self.install_crds([K::crd()]).await.map(drop)
+    }
+
+    /// Installs the CRD of `K` with a schema whose `spec` accepts any content
+    /// (`x-kubernetes-preserve-unknown-fields`), and waits until it is Established: a test can
+    /// then store objects that `K` cannot deserialize (a string where the type has a number, say),
+    /// as happens when a CRD's schema changes under a running operator.
+    pub async fn install_crd_with_open_spec<K: CustomResourceExt>(
+        &self,
+    ) -> Result<(), TestEnvError> {
+        self.install_crds([with_open_spec(K::crd())])
+            .await
+            .map(drop)
     }
 
     /// Installs every CRD in `yaml` (one or more documents separated by `---`) and waits until
@@ -94,4 +109,28 @@ impl TestEnv {
             })?;
         Ok(created.name_any())
     }
+}
+
+/// `crd` with every version's schema replaced by one whose `spec` (and `status`) accept any
+/// content.
+fn with_open_spec(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let open = JSONSchemaProps {
+        type_: Some("object".into()),
+        x_kubernetes_preserve_unknown_fields: Some(true),
+        ..JSONSchemaProps::default()
+    };
+    let schema = JSONSchemaProps {
+        type_: Some("object".into()),
+        properties: Some(BTreeMap::from([
+            ("spec".to_string(), open.clone()),
+            ("status".to_string(), open),
+        ])),
+        ..JSONSchemaProps::default()
+    };
+    for version in &mut crd.spec.versions {
+        version.schema = Some(CustomResourceValidation {
+            open_api_v3_schema: Some(schema.clone()),
+        });
+    }
+    crd
 }

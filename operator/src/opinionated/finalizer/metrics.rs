@@ -10,7 +10,7 @@ use crate::metrics::{MetricsError, register_all};
 /// |---|---|---|
 /// | `opinionated_finalizer_patches_total` | counter, patch requests sent | `kind`, `operation` (add, remove, replace), `result` (success, conflict, error) |
 /// | `opinionated_finalizer_conflicts_total` | counter, patches refused with 409 Conflict | `kind` |
-/// | `opinionated_undecodable_objects_total` | counter, undecodable objects met (see [`opinionated`](crate::opinionated#objects-that-do-not-decode)) | `kind`, `outcome` (handled, released, held, ignored, gone) |
+/// | `opinionated_undecodable_objects_total` | counter, undecodable objects met (see [`opinionated`](crate::opinionated#objects-that-do-not-decode)) | `kind`, `outcome` (handled, released, held, ignored, gone for objects without a decodable state; kept for undecodable states of objects with one) |
 ///
 /// Like [`ControllerMetrics`](crate::ControllerMetrics), a
 /// [`MetricsRegistry`](crate::MetricsRegistry) creates one set with its prefix and hands it out

@@ -227,7 +227,8 @@ fn noted(mut state: ReconcileState, note: Option<&str>) -> ReconcileState {
 }
 
 impl<R: DynReconciler> OpinionatedReconciler<R> {
-    /// A request for an undecodable object; see the [module docs](super#objects-that-do-not-decode).
+    /// A request for an undecodable object without a decodable state; see the
+    /// [module docs](super#objects-that-do-not-decode).
     async fn run_undecodable(
         &self,
         ctx: &HandlerContext,
@@ -468,7 +469,15 @@ impl<R: DynReconciler> DynReconciler for OpinionatedReconciler<R> {
         request: ReconcileRequest,
     ) -> Result<ReconcileResult, ReconcileError> {
         if let Some(undecodable) = as_undecodable(&request.object) {
-            return self.run_undecodable(ctx, request.action, undecodable).await;
+            match undecodable.last_decodable() {
+                None => return self.run_undecodable(ctx, request.action, undecodable).await,
+                // Handled as usual with the raw metadata (finalizers, deletion); downstream, a
+                // typed reconciler gets the last decodable state.
+                Some(_) if request.action != ReconcileAction::Deleted => {
+                    self.undecodable.kept(&undecodable).await;
+                }
+                Some(_) => {}
+            }
         }
         let created = self
             .delivered

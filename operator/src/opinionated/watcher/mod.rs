@@ -364,7 +364,8 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
         }
     }
 
-    /// An Add or Update to an undecodable object; see the [module docs](super#objects-that-do-not-decode).
+    /// An Add or Update to an undecodable object without a decodable state; see the
+    /// [module docs](super#objects-that-do-not-decode).
     async fn run_undecodable(
         &self,
         ctx: &HandlerContext,
@@ -379,7 +380,7 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
     }
 
     async fn run_delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        if let Some(undecodable) = as_undecodable(&object) {
+        if let Some(undecodable) = never_decoded(&object) {
             let handled = self
                 .progress
                 .remove(&incarnation(object.as_ref()))
@@ -394,15 +395,23 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
             }
             // Never held by our finalizer long enough for us to see the deletion (its add never
             // completed, or someone removed our finalizers): the delete is still delivered once.
+            // (An undecodable last state reaches a typed handler as its last decodable one.)
             _ => self.inner.delete(ctx, object).await,
         }
     }
 }
 
+/// `object` as an [`Undecodable`] without a decodable state: the objects the wrappers' own rules
+/// for undecodable objects are for. An undecodable state of an object that has a decodable one
+/// goes the usual way (a typed handler gets the last decodable state).
+fn never_decoded(object: &SharedObject) -> Option<Arc<Undecodable>> {
+    as_undecodable(object).filter(|undecodable| undecodable.last_decodable().is_none())
+}
+
 #[async_trait]
 impl<W: DynWatcher> DynWatcher for OpinionatedWatcher<W> {
     async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        if let Some(undecodable) = as_undecodable(&object) {
+        if let Some(undecodable) = never_decoded(&object) {
             let span = wrapper_span!("opinionated-watcher-add", self, object, "undecodable");
             let result = self
                 .run_undecodable(ctx, undecodable)
@@ -410,6 +419,9 @@ impl<W: DynWatcher> DynWatcher for OpinionatedWatcher<W> {
                 .await;
             mark_error(&span, &result);
             return result;
+        }
+        if let Some(undecodable) = as_undecodable(&object) {
+            self.undecodable.kept(&undecodable).await;
         }
         let decision = decide_add(object.metadata(), &self.names);
         let span = wrapper_span!("opinionated-watcher-add", self, object, decision.label());
@@ -427,7 +439,7 @@ impl<W: DynWatcher> DynWatcher for OpinionatedWatcher<W> {
         old: SharedObject,
         new: SharedObject,
     ) -> Result<(), BoxError> {
-        if let Some(undecodable) = as_undecodable(&new) {
+        if let Some(undecodable) = never_decoded(&new) {
             let span = wrapper_span!("opinionated-watcher-update", self, new, "undecodable");
             let result = self
                 .run_undecodable(ctx, undecodable)
@@ -435,6 +447,14 @@ impl<W: DynWatcher> DynWatcher for OpinionatedWatcher<W> {
                 .await;
             mark_error(&span, &result);
             return result;
+        }
+        if never_decoded(&old).is_some() {
+            // The first decodable state (the informer reports it as an Add; an event source that
+            // does not is handled alike): the add path, by the object's finalizers.
+            return self.add(ctx, new).await;
+        }
+        if let Some(undecodable) = as_undecodable(&new) {
+            self.undecodable.kept(&undecodable).await;
         }
         let add_saw = self.progress.add_saw(&incarnation(new.as_ref()));
         let decision = decide_update(old.as_ref(), new.as_ref(), &self.names, add_saw.as_deref());

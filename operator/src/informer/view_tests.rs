@@ -1,0 +1,294 @@
+//! The informer's events as typed handlers see them: every object as the sequence of its
+//! decodable states (see [`view`](crate::view)), through the informer's decoding, cache, re-list
+//! diff and resync, for each typed adapter.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::handler::{BoxError, HandlerContext};
+use crate::reconciler::{
+    DynReconciler, ReconcileError, ReconcileRequest, ReconcileResult, ReconcilerFn,
+    TypedReconcileRequest, TypedReconciler, typed_reconciler,
+};
+use crate::watcher::{DynWatcher, DynWatcherFns, TypedWatcher, typed_watcher};
+
+/// A ConfigMap whose one data value is `rv`: a string decodes, a number does not (ConfigMap
+/// data values are strings).
+fn raw(name: &str, rv: u32, decodes: bool) -> DynamicObject {
+    let value = if decodes {
+        serde_json::Value::from(rv.to_string())
+    } else {
+        serde_json::Value::from(rv)
+    };
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name, "namespace": "ns", "uid": format!("uid-{name}"),
+            "resourceVersion": rv.to_string(),
+        },
+        "data": { "rev": value },
+    }))
+    .expect("a ConfigMap")
+}
+
+fn good(name: &str, rv: u32) -> DynamicObject {
+    raw(name, rv, true)
+}
+
+fn bad(name: &str, rv: u32) -> DynamicObject {
+    raw(name, rv, false)
+}
+
+fn label(cm: &ConfigMap) -> String {
+    format!(
+        "{}@{}",
+        cm.metadata.name.as_deref().unwrap_or(""),
+        cm.metadata.resource_version.as_deref().unwrap_or("")
+    )
+}
+
+type Log = Arc<Mutex<Vec<String>>>;
+
+fn push(log: &Log, entry: String) {
+    log.lock().expect("lock").push(entry);
+}
+
+struct Watching(Log);
+
+#[async_trait]
+impl TypedWatcher<ConfigMap> for Watching {
+    async fn add(&self, _: &HandlerContext, o: Arc<ConfigMap>) -> Result<(), BoxError> {
+        push(&self.0, format!("add {}", label(&o)));
+        Ok(())
+    }
+    async fn update(
+        &self,
+        _: &HandlerContext,
+        old: Arc<ConfigMap>,
+        new: Arc<ConfigMap>,
+    ) -> Result<(), BoxError> {
+        push(
+            &self.0,
+            format!("update {} -> {}", label(&old), label(&new)),
+        );
+        Ok(())
+    }
+    async fn delete(&self, _: &HandlerContext, o: Arc<ConfigMap>) -> Result<(), BoxError> {
+        push(&self.0, format!("delete {}", label(&o)));
+        Ok(())
+    }
+    async fn sync(&self, _: &HandlerContext, o: Arc<ConfigMap>) -> Result<(), BoxError> {
+        push(&self.0, format!("sync {}", label(&o)));
+        Ok(())
+    }
+}
+
+/// The same calls through closures.
+fn closures(log: &Log) -> DynWatcherFns<ConfigMap> {
+    let (add, update, delete, sync) = (log.clone(), log.clone(), log.clone(), log.clone());
+    DynWatcherFns::new()
+        .on_add(move |_, o| {
+            push(&add, format!("add {}", label(&o)));
+            async { Ok(()) }
+        })
+        .on_update(move |_, old, new| {
+            push(
+                &update,
+                format!("update {} -> {}", label(&old), label(&new)),
+            );
+            async { Ok(()) }
+        })
+        .on_delete(move |_, o| {
+            push(&delete, format!("delete {}", label(&o)));
+            async { Ok(()) }
+        })
+        .on_sync(move |_, o| {
+            push(&sync, format!("sync {}", label(&o)));
+            async { Ok(()) }
+        })
+}
+
+struct Reconciling(Log);
+
+#[async_trait]
+impl TypedReconciler<ConfigMap> for Reconciling {
+    async fn reconcile(
+        &self,
+        _: &HandlerContext,
+        request: TypedReconcileRequest<ConfigMap>,
+    ) -> Result<ReconcileResult, ReconcileError> {
+        push(
+            &self.0,
+            format!("{} {}", request.action, label(&request.object)),
+        );
+        Ok(ReconcileResult::done())
+    }
+}
+
+/// What the informer makes of this traffic, one event per watcher call, as the controller
+/// dispatches them (a resync is `update(object, object)`).
+async fn informer_events_of(
+    raw: Vec<Event<DynamicObject>>,
+    expected: usize,
+) -> (Vec<InformerEvent>, KindMetrics) {
+    let metrics = ControllerMetrics::unregistered(Some("view_test"))
+        .expect("metrics")
+        .for_kind("configmaps");
+    let raw = futures::stream::iter(raw.into_iter().map(Ok))
+        .chain(futures::stream::pending())
+        .boxed();
+    let events = informer_events(
+        raw,
+        InformerOptions::default().resync_interval(Duration::from_secs(30)),
+        typed_decoder::<ConfigMap>(),
+        "ConfigMap".into(),
+        SyncedFlag::new(false),
+        metrics.clone(),
+        None,
+        None,
+    )
+    .take(expected)
+    .collect()
+    .await;
+    (events, metrics)
+}
+
+async fn dispatch(watcher: &dyn DynWatcher, ctx: &HandlerContext, event: &InformerEvent) {
+    let result = match event {
+        InformerEvent::Add(object) => watcher.add(ctx, object.clone()).await,
+        InformerEvent::Update { old, new } => watcher.update(ctx, old.clone(), new.clone()).await,
+        InformerEvent::Delete(object) => watcher.delete(ctx, object.clone()).await,
+        InformerEvent::Resync(object) => watcher.update(ctx, object.clone(), object.clone()).await,
+    };
+    result.expect("a typed watcher call");
+}
+
+/// a: decodable, undecodable twice, decodable, undecodable, deleted. b: undecodable, fixed,
+/// undecodable, fixed (seen by a re-list). c: decodable, undecodable, gone from a re-list. d:
+/// undecodable, fixed during a disconnect. e: undecodable, deleted. g: undecodable, unchanged
+/// through the re-list. h: decodable, then undecodable for good. Then a resync.
+fn traffic() -> Vec<Event<DynamicObject>> {
+    vec![
+        Event::Init,
+        Event::InitApply(good("a", 1)),
+        Event::InitApply(bad("b", 2)),
+        Event::InitApply(good("c", 3)),
+        Event::InitApply(bad("d", 4)),
+        Event::InitApply(bad("e", 5)),
+        Event::InitApply(bad("g", 6)),
+        Event::InitApply(good("h", 7)),
+        Event::InitDone,
+        Event::Apply(bad("a", 8)),
+        Event::Apply(bad("a", 9)),
+        Event::Apply(good("a", 10)),
+        Event::Apply(good("b", 11)),
+        Event::Apply(bad("b", 12)),
+        Event::Apply(bad("c", 13)),
+        Event::Apply(bad("a", 14)),
+        Event::Delete(bad("a", 15)),
+        Event::Delete(bad("e", 16)),
+        Event::Apply(bad("h", 17)),
+        // The watch expired: a re-list.
+        Event::Init,
+        Event::InitApply(good("b", 18)),
+        Event::InitApply(good("d", 19)),
+        Event::InitApply(bad("g", 6)),
+        Event::InitApply(bad("h", 17)),
+        Event::InitDone,
+    ]
+}
+
+#[tokio::test(start_paused = true)]
+async fn typed_handlers_see_every_transition_between_decodable_states_and_nothing_else() {
+    // 7 listed, 10 watched, 3 from the re-list (b, d, c's Delete), 4 resynced.
+    let (events, metrics) = informer_events_of(traffic(), 24).await;
+    let ctx = HandlerContext::new("configmaps", CancellationToken::new());
+    let watched = [
+        "add a@1",
+        "add c@3",
+        "add h@7",
+        "update a@1 -> a@10",
+        "add b@11",
+        "delete a@10",
+        "update b@11 -> b@18",
+        "add d@19",
+        "delete c@3",
+        "update b@18 -> b@18",
+        "update d@19 -> d@19",
+        "update h@7 -> h@7",
+    ];
+    for (name, log) in [
+        ("typed_watcher", Log::default()),
+        ("DynWatcherFns", Log::default()),
+    ] {
+        let watcher: Box<dyn DynWatcher> = if name == "typed_watcher" {
+            Box::new(typed_watcher(Watching(log.clone())))
+        } else {
+            Box::new(closures(&log))
+        };
+        for event in &events {
+            dispatch(watcher.as_ref(), &ctx, event).await;
+        }
+        assert_eq!(*log.lock().expect("lock"), watched, "{name}");
+    }
+
+    // A request runs with the last decodable state; objects that never decoded are skipped.
+    let reconciled = [
+        "Created a@1",
+        "Created c@3",
+        "Created h@7",
+        "Updated a@1",
+        "Updated a@1",
+        "Updated a@10",
+        "Created b@11",
+        "Updated b@11",
+        "Updated c@3",
+        "Updated a@10",
+        "Deleted a@10",
+        "Updated h@7",
+        "Updated b@18",
+        "Created d@19",
+        "Deleted c@3",
+        "Resynced b@18",
+        "Resynced d@19",
+        "Resynced h@7",
+    ];
+    for (name, log) in [
+        ("typed_reconciler", Log::default()),
+        ("ReconcilerFn", Log::default()),
+    ] {
+        let reconciler: Box<dyn DynReconciler> = if name == "typed_reconciler" {
+            Box::new(typed_reconciler(Reconciling(log.clone())))
+        } else {
+            let log = log.clone();
+            Box::new(ReconcilerFn::<ConfigMap, _>::new(move |_, request| {
+                push(
+                    &log,
+                    format!("{} {}", request.action, label(&request.object)),
+                );
+                async { Ok(ReconcileResult::done()) }
+            }))
+        };
+        for event in &events {
+            let request = ReconcileRequest {
+                action: event.action(),
+                object: event.object().clone(),
+                state: Default::default(),
+                cause: None,
+            };
+            assert!(reconciler.reconcile(&ctx, request).await.is_ok(), "{name}");
+        }
+        assert_eq!(*log.lock().expect("lock"), reconciled, "{name}");
+    }
+
+    // Each undecodable state logged and counted once: b2, d4, e5, g6 listed; a8, a9, b12, c13,
+    // a14, h17 watched. Not the deletes of a and e, nor g6 and h17 again in the re-list.
+    assert_eq!(metrics.decode_errors.get(), 10);
+}
