@@ -12,11 +12,11 @@
 //!   is skipped, a data change by someone else reconciles.
 //! - With `reconcile_own_writes(true)` the echoes are reconciled (the opt-in works, and so the
 //!   first test fails when echoes are not recognised).
-//! - Objects deleted while their `Created` runs, just before the finalizer is applied (with and
-//!   without another controller's finalizer holding the deletion), then 3,000 under churn (1,500
-//!   created and deleted by the test at once, 1,500 deleted by their own `Created` just before
-//!   the finalizer patch): every object whose `Created` ran gets `Deleted` exactly once, none is
-//!   left.
+//! - Objects deleted while their first `Created` runs (with and without another controller's
+//!   finalizer also holding the deletion; since issue #32 our finalizer went on before `Created`,
+//!   so it holds them until `Deleted` was delivered), then 3,000 under churn (1,500 created and
+//!   deleted by the test at once, 1,500 deleted by their own `Created`): every object whose
+//!   `Created` ran gets `Deleted` exactly once, none is left.
 //! - 1,500 objects created and each given a spec change at once (64 requests in flight), racing
 //!   the controller's own status writes and finalizer patches: every spec change is reconciled
 //!   (its generation observed), none is taken for an echo.
@@ -530,8 +530,8 @@ async fn a_kind_without_generation_skips_its_finalizer_echo_and_reconciles_data_
     log.wait_contains("Updated cm-007").await;
 }
 
-/// Logs calls; `Created` of a gadget whose name starts with `doomed` deletes it first, so the
-/// finalizer patch that follows meets an object being deleted or gone.
+/// Logs calls; `Created` of a gadget whose name starts with `doomed` deletes it: the object is
+/// deleted while its first `Created` runs, after the wrapper's finalizer went on.
 fn deleting_reconciler(log: CallLog, api: Api<Gadget>) -> impl Reconciler<Gadget> {
     reconciler_fn(move |request: ReconcileRequest<Gadget>, _ctx: Context| {
         let (log, api) = (log.clone(), api.clone());
@@ -549,36 +549,33 @@ fn deleting_reconciler(log: CallLog, api: Api<Gadget>) -> impl Reconciler<Gadget
 }
 
 #[tokio::test]
-async fn objects_deleted_just_before_the_finalizer_is_applied_and_under_churn_lose_no_delete() {
+async fn objects_deleted_during_their_first_created_and_under_churn_lose_no_delete() {
     let env = Env::start("own-writes-delete").await;
     let log = CallLog::new();
     let api = env.gadgets();
-    let operator = start_gadget_operator(
+    let _operator = start_gadget_operator(
         &env,
         "own_writes_delete",
         ControllerConfig::default(),
         deleting_reconciler(log.clone(), api.clone()),
     )
     .await;
-    // Gone before the patch: the patch finds nothing, the Delete event delivers Deleted.
+    // Since issue #32 our finalizer goes on before `Created`: an object deleting itself in
+    // `Created` is held until `Deleted` was delivered, then released.
     api.create(&PostParams::default(), &gadget("doomed-gone"))
         .await
         .expect("create");
     log.wait_contains("Deleted doomed-gone").await;
-    // Held by another finalizer: the patch may not add ours to an object being deleted.
+    eventually_absent(&api, "doomed-gone").await;
+    // Held by another finalizer too: `Deleted` comes at the deletion (not when the other
+    // finalizer goes), and only ours is removed.
     let mut held = gadget("doomed-held");
     held.metadata.finalizers = Some(vec![HOLD.to_string()]);
     api.create(&PostParams::default(), &held)
         .await
         .expect("create");
-    eventually_deleting(&api, "doomed-held").await;
-    eventually(
-        "the finalizer patch refused for the object being deleted",
-        || operator.requests("422", "patch", "gadgets", "") >= 1,
-    )
-    .await;
-    let object = api.get("doomed-held").await.expect("get");
-    assert_eq!(object.finalizers(), [HOLD], "ours was not added");
+    log.wait_contains("Deleted doomed-held").await;
+    eventually_finalizers(&api, "doomed-held", &[HOLD]).await;
     let release = serde_json::json!({"metadata": {"finalizers": null}});
     api.patch(
         "doomed-held",
@@ -587,10 +584,12 @@ async fn objects_deleted_just_before_the_finalizer_is_applied_and_under_churn_lo
     )
     .await
     .expect("release");
-    log.wait_contains("Deleted doomed-held").await;
+    eventually_absent(&api, "doomed-held").await;
+    assert_eq!(log.count("Deleted doomed-held"), 1, "{:?}", log.entries());
 
-    // Churn at scale: CHURNED objects created and deleted by the test right away, and as many
-    // deleted by their own `Created` (just before the wrapper's finalizer patch), all at once.
+    // Churn at scale: CHURNED objects created and deleted by the test right away (some before
+    // the wrapper's finalizer patch, some after), and as many deleted by their own `Created`,
+    // all at once.
     let names: Vec<String> = (0..CHURNED)
         .flat_map(|i| [format!("churn-{i:04}"), format!("doomed-churn-{i:04}")])
         .collect();
@@ -652,17 +651,27 @@ async fn objects_deleted_just_before_the_finalizer_is_applied_and_under_churn_lo
     assert_eq!(unanswered().1, CHURNED, "every doomed object ran Created");
 }
 
-/// Waits until `name` has a deletionTimestamp.
-async fn eventually_deleting(api: &Api<Gadget>, name: &str) {
+/// Waits until `name` is gone.
+async fn eventually_absent(api: &Api<Gadget>, name: &str) {
+    let deadline = tokio::time::Instant::now() + call_log::WAIT;
+    while api.get_opt(name).await.expect("get").is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "{name} still there");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until `name` carries exactly `finalizers`.
+async fn eventually_finalizers(api: &Api<Gadget>, name: &str, finalizers: &[&str]) {
     let deadline = tokio::time::Instant::now() + call_log::WAIT;
     loop {
         let object = api.get(name).await.expect("get");
-        if object.metadata.deletion_timestamp.is_some() {
+        if object.finalizers() == finalizers {
             return;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "{name} not deleting"
+            "{name} carries {:?}, not {finalizers:?}",
+            object.finalizers()
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }

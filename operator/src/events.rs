@@ -22,6 +22,7 @@
 //! # Ok(()) }
 //! ```
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder};
 
@@ -142,7 +143,20 @@ impl EventRecorder {
         action: &str,
         note: String,
     ) -> Result<(), EventError> {
-        let reference = object.object_ref(&());
+        self.publish_about(&object.object_ref(&()), type_, reason, action, note)
+            .await
+    }
+
+    /// Publishes an event about the object `reference` points to (one known only by its
+    /// reference, as the controller knows the objects of an erased kind).
+    pub(crate) async fn publish_about(
+        &self,
+        reference: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) -> Result<(), EventError> {
         let event = Event {
             type_,
             reason: reason.to_string(),
@@ -151,7 +165,7 @@ impl EventRecorder {
             secondary: None,
         };
         self.recorder
-            .publish(&event, &reference)
+            .publish(&event, reference)
             .await
             .map_err(|source| EventError {
                 type_: match type_ {
@@ -161,7 +175,7 @@ impl EventRecorder {
                 reason: reason.to_string(),
                 object: format!(
                     "{} {}{}",
-                    K::kind(&()),
+                    reference.kind.as_deref().unwrap_or(""),
                     reference
                         .namespace
                         .as_deref()

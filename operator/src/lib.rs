@@ -47,6 +47,7 @@ pub mod context;
 pub mod controller;
 pub mod election;
 pub mod events;
+mod failing_objects;
 pub mod handler;
 pub mod informer;
 pub mod informers;

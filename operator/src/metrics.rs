@@ -15,6 +15,8 @@
 //! | `controller_retries_pending` | gauge, retries and requeues scheduled | `kind` |
 //! | `controller_retries_total` | counter, retries and requeues run | `kind`, `result` (success, requeue, retry, failed) |
 //! | `controller_retries_given_up_total` | counter | `kind` |
+//! | `controller_objects_failing` | gauge, objects waiting for a retry after a failed handler call | `kind` |
+//! | `controller_oldest_retry_age_seconds` | gauge, how long the longest-failing of those has been failing (since the first failure of its run of failures; 0 when none) | `kind` |
 //! | `informer_synced` | gauge, 1 once the first complete list was delivered | `kind` |
 //! | `kubernetes_watch_events_total`, `kubernetes_watch_errors_total` | counter, raw watch traffic | `kind` |
 //! | `informer_decode_errors_total` | counter, object states that did not deserialize (once per state; see [`informer`](crate::informer#objects-that-do-not-deserialize)) | `kind` |
@@ -24,6 +26,11 @@
 //!
 //! `result` of a retry: `success` (done), `requeue` (ran and asked to run again later), `retry`
 //! (failed, will retry), `failed` (failed and the policy gave up).
+//!
+//! `controller_objects_failing` and `controller_oldest_retry_age_seconds` are computed at scrape
+//! from what each kind's controller keeps about its failing objects (see
+//! [`controller`](crate::controller) for what "failing" means); a reconciler that never gives up
+//! shows there as an age that keeps growing.
 //!
 //! `informer_events_total`, `informer_queue_depth`, `ongoing_reconcile_events` and
 //! `ongoing_reconcile_processes` change on every event; dispatch writes them through cells that
@@ -50,6 +57,7 @@ use prometheus::{
     Registry,
 };
 
+use crate::failing_objects::{FailingFamily, FailingObjects};
 use crate::metric_cells::{CellFamily, CellSeries};
 use crate::reconciler::ReconcileAction;
 
@@ -122,6 +130,7 @@ pub struct ControllerMetrics {
     terminal_errors: IntCounterVec,
     triggered: IntCounterVec,
     own_write_echoes: IntCounterVec,
+    failing: FailingFamily,
 }
 
 const EVENT_LABELS: &[&str] = &["event_type", "kind"];
@@ -255,6 +264,7 @@ impl ControllerMetrics {
                 "Watch events that started no reconcile because they were the controller's own writes.",
                 KIND_LABEL,
             )?,
+            failing: FailingFamily::new(ns)?,
         })
     }
 
@@ -267,7 +277,7 @@ impl ControllerMetrics {
             .collect()
     }
 
-    fn named_collectors(&self) -> [(&'static str, Box<dyn prometheus::core::Collector>); 19] {
+    fn named_collectors(&self) -> [(&'static str, Box<dyn prometheus::core::Collector>); 20] {
         [
             ("informer_events_total", Box::new(self.events_total.clone())),
             (
@@ -336,6 +346,10 @@ impl ControllerMetrics {
                 "reconciler_own_write_events_skipped_total",
                 Box::new(self.own_write_echoes.clone()),
             ),
+            (
+                "controller_objects_failing and controller_oldest_retry_age_seconds",
+                Box::new(self.failing.clone()),
+            ),
         ]
     }
 
@@ -381,7 +395,19 @@ impl ControllerMetrics {
             terminal_errors: self.terminal_errors.with_label_values(&[kind]),
             triggered: self.triggered.with_label_values(&[kind]),
             own_write_echoes: self.own_write_echoes.with_label_values(&[kind]),
+            failing: self.failing.track(kind),
         }
+    }
+
+    /// How many objects of `kind` are failing, and since when the longest-failing one is (what
+    /// a scrape reports, before the age is computed).
+    #[cfg(test)]
+    pub(crate) fn failing(&self, kind: &str) -> (u64, Option<tokio::time::Instant>) {
+        self.failing
+            .by_kind()
+            .get(kind)
+            .copied()
+            .unwrap_or_default()
     }
 }
 
@@ -415,6 +441,9 @@ pub(crate) struct KindMetrics {
     pub terminal_errors: IntCounter,
     pub triggered: IntCounter,
     pub own_write_echoes: IntCounter,
+    /// The kind's failing objects (see [`failing_objects`](crate::failing_objects)); each
+    /// `for_kind` call makes a tracker of its own.
+    pub failing: Arc<FailingObjects>,
 }
 
 impl KindMetrics {

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::call_log::CallLog;
 use super::counts::WorkerGauges;
 use super::durations::{Instant, Timed, WorkerDurations};
+use super::failures::{FailedCall, Failure, GaveUp};
 use super::kind::{KindRuntime, Running};
 use super::lanes::{HandlerId, LaneKey, Queued};
 use super::pending::{Pending, Retries, RetryEntry, RetryWork};
@@ -75,6 +76,10 @@ pub(super) struct Held<'a> {
     /// The run: no event starts unless it is [acting](Running::acting), and no handler call
     /// unless it [leads](Running::leading).
     pub(super) run: &'a Running,
+    /// When the run of failures the call in hand continues began, if it continues one: the
+    /// retry being run, or the handler's retries the new event just dropped (see
+    /// [`failures`](super::failures)). Set before each handler call.
+    pub(super) continues: Option<tokio::time::Instant>,
 }
 
 /// Whether a handler call ran for a new event or for one of its retries.
@@ -149,6 +154,7 @@ impl KindRuntime {
                     if seq < entry.since || queued.only.is_some_and(|only| only != handler) {
                         continue;
                     }
+                    held.continues = None;
                     if !held.retries.is_empty() {
                         self.dequeue_check(held, handler, action, event.object());
                     }
@@ -195,6 +201,7 @@ impl KindRuntime {
                     if seq < entry.since || queued.only.is_some_and(|only| only != handler) {
                         continue;
                     }
+                    held.continues = None;
                     if !held.retries.is_empty() {
                         self.dequeue_check(held, handler, *reconcile_action, object);
                     }
@@ -250,6 +257,7 @@ impl KindRuntime {
             event_type = entry.work.action().metric_label(),
         );
         let ctx = ctx.with_attempt(entry.attempt);
+        held.continues = entry.failing_since;
         let started = Instant::now();
         let end = async {
             match (handler, entry.work) {
@@ -447,6 +455,14 @@ impl KindRuntime {
                     kind = %self.name, object = %held.key, %handler, %error,
                     "reconcile failed with a terminal error; not retried"
                 );
+                let call = FailedCall {
+                    object: kept,
+                    handler,
+                    action,
+                    attempt,
+                    error: &error,
+                };
+                self.report_failure(&call, Failure::GaveUp(GaveUp::Terminal));
                 return (CallEnd::Terminal, ended);
             }
             Ok(Err(failure)) => (
@@ -456,6 +472,11 @@ impl KindRuntime {
             ),
             Err(error) => (Some(error), None, None),
         };
+        if error.is_none() && !held.retries.is_empty() {
+            // The object no longer fails for this reconciler: its kept request, if any, runs
+            // with the newest object anyway.
+            held.retries.recovered(handler);
+        }
         if error.is_none() && requeue_after.is_none() {
             return (CallEnd::Done, ended);
         }
@@ -479,18 +500,35 @@ impl KindRuntime {
                         "reconcile failed and asked to requeue; requeue decides when it runs again"
                     );
                 }
-                let attempt = if error.is_some() { attempt + 1 } else { 0 };
+                let (failing_since, first) = match &error {
+                    Some(_) => {
+                        let (since, first) = self.failure_began(held, handler);
+                        (Some(since), first)
+                    }
+                    None => (None, false),
+                };
                 let entry = RetryEntry {
                     due: tokio::time::Instant::now() + delay,
-                    attempt,
+                    attempt: if error.is_some() { attempt + 1 } else { 0 },
                     work: RetryWork::Reconcile(next),
                     error,
+                    failing_since,
                 };
-                if self.keep_retry(held, origin, handler, entry) {
-                    CallEnd::Requeued
-                } else {
-                    CallEnd::GaveUp
+                let reported = first.then(|| entry.error.clone()).flatten();
+                if !self.keep_retry(held, origin, handler, entry) {
+                    return (CallEnd::GaveUp, ended);
                 }
+                if let Some(error) = &reported {
+                    let call = FailedCall {
+                        object: kept,
+                        handler,
+                        action,
+                        attempt,
+                        error,
+                    };
+                    self.report_failure(&call, Failure::Retrying(delay));
+                }
+                CallEnd::Requeued
             }
             (Some(error), None) => {
                 let work = RetryWork::Reconcile(next);

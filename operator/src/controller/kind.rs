@@ -30,6 +30,7 @@ use super::ControllerConfig;
 use super::counts::{LaneCounts, WorkerGauges};
 use super::dispatch::Held;
 use super::durations::WorkerDurations;
+use super::failures::FailureEvents;
 use super::lanes::{HandlerId, Lanes, PushExtra, Taken, Work};
 use super::pending::Retries;
 use super::registry::{Handlers, Registration};
@@ -182,6 +183,9 @@ pub(crate) struct KindRuntime {
     /// The writes this controller made to objects of the kind, whose watch events reconcile
     /// nothing (see [`own_writes`](crate::own_writes)).
     pub(crate) own_writes: OwnWrites,
+    /// Where the Warning Events of failing handlers go: set for kinds registered with a client
+    /// (see [`failures`](super::failures)).
+    pub(crate) failure_events: OnceLock<FailureEvents>,
 }
 
 impl KindRuntime {
@@ -214,6 +218,7 @@ impl KindRuntime {
             registrations: Mutex::default(),
             next_token: AtomicU64::new(0),
             own_writes: OwnWrites::default(),
+            failure_events: OnceLock::new(),
         }
     }
 
@@ -424,6 +429,14 @@ impl KindRuntime {
                 }
                 continue;
             };
+            // Whether the object is failing, and since when, as the kind's gauges know it (the
+            // retry to run counts until it ran).
+            let mut failing_before = retries.failing_since();
+            if let Work::Retry(pending) = &work
+                && let Some(since) = pending.entry.failing_since
+            {
+                failing_before = Some(failing_before.map_or(since, |other| other.min(since)));
+            }
             let mut held = Held {
                 key: &key,
                 retries: &mut retries,
@@ -431,6 +444,7 @@ impl KindRuntime {
                 gauges: &mut gauges,
                 stop: &run.stop,
                 run: &run,
+                continues: None,
             };
             let counted = match work {
                 Work::Event(queued) => {
@@ -446,6 +460,9 @@ impl KindRuntime {
                     false
                 }
             };
+            self.metrics
+                .failing
+                .changed(failing_before, retries.failing_since());
             finished = Some(Finished {
                 slot,
                 counted,
@@ -476,6 +493,7 @@ impl KindRuntime {
     pub(crate) fn clear(&self) {
         let mut state = self.state();
         state.lanes.clear();
+        self.metrics.failing.clear();
         state.counts.cleared();
         state.workers = 0;
         state.idle = 0;

@@ -19,12 +19,25 @@
 //!   retried by policy.
 //! - **Event timeout.** With [`ControllerConfig::event_timeout`], a handler call running longer is
 //!   cancelled (its future dropped) and counts as [`HandlerError::TimedOut`].
-//! - **Retries** follow [`RetryPolicy`] (default 5, 10, 20, 40, 80, 160 s, then give up, which is
-//!   logged with kind, namespace, name, handler and the last error, and counted). A retry re-runs
+//! - **Retries** follow a [`RetryPolicy`]: for reconcilers by default 5, 10, 20, 40, 80, 160 s,
+//!   then every 5 minutes until the call succeeds ([`RetryPolicy::default`], never giving up: a
+//!   reconciler keeps one pending request per object, refreshed to the newest object, so nothing
+//!   queues behind it); for watchers by default 5, 10, 20, 40, 80, 160 s, then give up
+//!   ([`RetryPolicy::go_sdk`]: a watcher's retries run in event order, and one that never ended
+//!   would hold back the object's later retries for good). Giving up is logged with kind,
+//!   namespace, name, handler and the last error, and counted. A retry re-runs
 //!   the handler with the object of the failed event, not a fresh read (a reconciler's kept
 //!   request excepted, see below). Each object waiting for a retry has one entry in its kind's
 //!   timer queue, so due retries of different objects run in parallel, and a dropped retry leaves
 //!   no timer behind.
+//! - **Failures are visible.** A handler call that fails while the handler was not already
+//!   failing for that object records a Warning Event `HandlerFailed` on the object, and giving up
+//!   (the policy's last attempt, a terminal error, or the per-object bound below) one
+//!   `HandlerGaveUp`: not one per retry (kinds registered through a
+//!   [`KindHandle`](crate::KindHandle), whose client publishes them; see [`failures`]). The
+//!   gauges `controller_objects_failing{kind}` (objects waiting for a retry after an error) and
+//!   `controller_oldest_retry_age_seconds{kind}` (how long the longest-failing of them has been
+//!   failing) show what is failing now (see [`metrics`](crate::metrics)).
 //! - **Dequeue.** When a new event reaches a handler that has retries or a requeue pending for the
 //!   same object, the [`RetryDequeuePolicy`] decides for each whether it is dropped (default: the
 //!   opinionated rule; with no policy every new event drops it). A kept retry still runs at its
@@ -83,6 +96,7 @@ mod call_log;
 mod counts;
 mod dispatch;
 mod durations;
+pub mod failures;
 pub(crate) mod kind;
 pub(crate) mod lanes;
 mod leading;
@@ -110,7 +124,9 @@ use crate::metrics::ControllerMetrics;
 use crate::reconciler::DynReconciler;
 use crate::watcher::DynWatcher;
 
-pub use self::retry::{RetryDequeuePolicy, RetryPolicy};
+pub use self::retry::{
+    DEFAULT_RETRY_BASE, DEFAULT_RETRY_CAP, GO_SDK_LAST_ATTEMPT, RetryDequeuePolicy, RetryPolicy,
+};
 #[doc(no_inline)]
 pub use crate::handler::HandlerError;
 
@@ -123,7 +139,8 @@ pub struct ControllerConfig {
     max_concurrent_workers: usize,
     max_pending_events: usize,
     event_timeout: Option<Duration>,
-    retry_policy: RetryPolicy,
+    watcher_retry_policy: RetryPolicy,
+    reconciler_retry_policy: RetryPolicy,
     dequeue_policy: Option<RetryDequeuePolicy>,
     shutdown_grace: Duration,
     metrics: Option<ControllerMetrics>,
@@ -139,7 +156,8 @@ impl Default for ControllerConfig {
             max_concurrent_workers: 10,
             max_pending_events: 1000,
             event_timeout: None,
-            retry_policy: RetryPolicy::default(),
+            watcher_retry_policy: RetryPolicy::go_sdk(),
+            reconciler_retry_policy: RetryPolicy::default(),
             dequeue_policy: Some(RetryDequeuePolicy::opinionated()),
             shutdown_grace: Duration::from_secs(30),
             metrics: None,
@@ -174,11 +192,41 @@ impl ControllerConfig {
         self
     }
 
-    /// When failed handler calls run again.
+    /// When failed calls of every handler, watchers and reconcilers alike, run again (see
+    /// [`watcher_retry_policy`](Self::watcher_retry_policy) and
+    /// [`reconciler_retry_policy`](Self::reconciler_retry_policy) for their defaults). With
+    /// [`RetryPolicy::go_sdk`] every handler gives up as the Go SDK's do.
     #[must_use]
     pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
-        self.retry_policy = policy;
+        self.watcher_retry_policy = policy.clone();
+        self.reconciler_retry_policy = policy;
         self
+    }
+
+    /// When failed watcher calls run again; default [`RetryPolicy::go_sdk`] (5 s doubling,
+    /// giving up after the retry at 160 s). A watcher's retries of one object run in event
+    /// order, so a policy that never gives up lets a call that always fails hold back the
+    /// object's later retries for good.
+    #[must_use]
+    pub fn watcher_retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.watcher_retry_policy = policy;
+        self
+    }
+
+    /// When failed reconciler calls run again; default [`RetryPolicy::default`] (5 s doubling up
+    /// to 5 minutes, never giving up).
+    #[must_use]
+    pub fn reconciler_retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.reconciler_retry_policy = policy;
+        self
+    }
+
+    /// The retry policy of `handler`'s kind of handler.
+    pub(crate) fn retry_policy_of(&self, handler: lanes::HandlerId) -> &RetryPolicy {
+        match handler {
+            lanes::HandlerId::Watcher(_) => &self.watcher_retry_policy,
+            lanes::HandlerId::Reconciler(_) => &self.reconciler_retry_policy,
+        }
     }
 
     /// Whether a new event drops a pending retry; `None` means every new event does.

@@ -9,6 +9,10 @@
 //!   pending request (the action merged as queued requests merge, the newest object and state,
 //!   the earlier due time, so a kept retry is neither dropped nor postponed). Only what cannot
 //!   merge (a new incarnation after a Delete) waits as a second request.
+//! - **Failing since**: a retry after an error carries when its handler began failing for the
+//!   object (the first failure of the run of failures it continues, kept across retries, merges
+//!   and a newer event's retry), so the oldest failure is known without a clock per retry; a
+//!   reconciler's success clears it on the request it keeps (the object no longer fails).
 //! - **Bound**: a handler keeps at most [`MAX_RETRIES_PER_HANDLER`] retries per object. A retry past
 //!   that is dropped, logged as an error and counted as given up (the caller does both).
 //!
@@ -58,6 +62,9 @@ pub(super) struct RetryEntry {
     pub(super) work: RetryWork,
     /// The error that caused it; `None` for a plain requeue.
     pub(super) error: Option<HandlerError>,
+    /// When the handler began failing for the object, without a success since: set for a retry
+    /// after an error (see the [module docs](self)); `None` for a plain requeue.
+    pub(super) failing_since: Option<Instant>,
 }
 
 /// One pending retry and its handler.
@@ -86,6 +93,36 @@ pub(super) struct Retries {
 impl Retries {
     pub(super) fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// When the longest-failing of the pending retries began failing; `None` when none follows
+    /// an error (the object is not failing).
+    pub(super) fn failing_since(&self) -> Option<Instant> {
+        self.entries
+            .iter()
+            .filter_map(|pending| pending.entry.failing_since)
+            .min()
+    }
+
+    /// When `handler` began failing for the object, if one of its pending retries follows an
+    /// error.
+    pub(super) fn failing_since_of(&self, handler: HandlerId) -> Option<Instant> {
+        self.entries
+            .iter()
+            .filter(|pending| pending.handler == handler)
+            .filter_map(|pending| pending.entry.failing_since)
+            .min()
+    }
+
+    /// `handler` succeeded for the object: its pending requests no longer count as failing
+    /// (for a reconciler, whose kept request runs with the newest object; a watcher's kept
+    /// retries are of older events, which still failed).
+    pub(super) fn recovered(&mut self, handler: HandlerId) {
+        for pending in &mut self.entries {
+            if pending.handler == handler {
+                pending.entry.failing_since = None;
+            }
+        }
     }
 
     /// Whether entry `index` is the oldest of its handler (the only one that may run).
@@ -143,16 +180,24 @@ impl Retries {
     }
 
     /// Asks `drop_it` about each pending retry of `handler` and removes those it drops; returns
-    /// how many it removed.
+    /// how many it removed, and when the longest-failing of them began failing.
     pub(super) fn dequeue(
         &mut self,
         handler: HandlerId,
         mut drop_it: impl FnMut(&RetryEntry) -> bool,
-    ) -> usize {
+    ) -> (usize, Option<Instant>) {
         let before = self.entries.len();
-        self.entries
-            .retain(|pending| pending.handler != handler || !drop_it(&pending.entry));
-        before - self.entries.len()
+        let mut failing_since: Option<Instant> = None;
+        self.entries.retain(|pending| {
+            if pending.handler != handler || !drop_it(&pending.entry) {
+                return true;
+            }
+            if let Some(since) = pending.entry.failing_since {
+                failing_since = Some(failing_since.map_or(since, |earlier| earlier.min(since)));
+            }
+            false
+        });
+        (before - self.entries.len(), failing_since)
     }
 
     /// A newer event of the object reached reconciler `handler`, and its pending request was
@@ -183,12 +228,19 @@ impl Retries {
 
 /// Merges a newer reconcile retry into the pending one: the newest request with the merged
 /// action; the earlier due time, with its attempt and error, so merging never postpones a retry.
+/// Failing as the newer call says (a requeue after a success is not failing), since the earlier
+/// of the two.
 fn merge_reconcile(pending: &mut RetryEntry, newer: RetryEntry, action: ReconcileAction) {
     let RetryWork::Reconcile(mut request) = newer.work else {
         return;
     };
     request.action = action;
     pending.work = RetryWork::Reconcile(request);
+    pending.failing_since = newer.failing_since.map(|since| {
+        pending
+            .failing_since
+            .map_or(since, |earlier| earlier.min(since))
+    });
     if newer.due < pending.due {
         pending.due = newer.due;
         pending.attempt = newer.attempt;
@@ -217,6 +269,7 @@ mod tests {
             attempt: 1,
             work: RetryWork::Watch(InformerEvent::Add(cm(rv))),
             error: None,
+            failing_since: None,
         }
     }
 
@@ -231,6 +284,7 @@ mod tests {
                 cause: None,
             }),
             error: None,
+            failing_since: None,
         }
     }
 
@@ -292,6 +346,44 @@ mod tests {
         assert_eq!(pending.due, early);
         assert_eq!(pending.work.action(), ReconcileAction::Created);
         assert_eq!(rv(&pending), "2");
+    }
+
+    #[test]
+    fn failing_since_survives_merges_and_dequeues_and_a_reconciler_success_clears_it() {
+        let now = Instant::now();
+        let (r, w) = (HandlerId::Reconciler(0), HandlerId::Watcher(0));
+        let failed = |mut entry: RetryEntry, since: Instant| {
+            entry.failing_since = Some(since);
+            entry
+        };
+        let mut retries = Retries::default();
+        assert_eq!(retries.failing_since(), None);
+        let first = now + Duration::from_secs(1);
+        retries.add_new(
+            r,
+            failed(reconcile(ReconcileAction::Created, 1, now), first),
+        );
+        // A later failure merges in: still failing since the first.
+        let later = reconcile(ReconcileAction::Updated, 2, now);
+        retries.add_new(r, failed(later, now + Duration::from_secs(9)));
+        assert_eq!(retries.failing_since_of(r), Some(first));
+        // A plain requeue after a success merges in: no longer failing.
+        retries.add_new(r, reconcile(ReconcileAction::Updated, 3, now));
+        assert_eq!(retries.failing_since(), None);
+        retries.add_new(
+            r,
+            failed(reconcile(ReconcileAction::Updated, 4, now), first),
+        );
+        retries.recovered(r);
+        assert_eq!(retries.failing_since(), None);
+        // A watcher's retries keep theirs; a dequeue reports what it dropped.
+        retries.add_new(w, failed(watch(5, now), now));
+        retries.add_new(w, failed(watch(6, now), first));
+        assert_eq!(retries.failing_since(), Some(now));
+        retries.recovered(HandlerId::Watcher(1));
+        assert_eq!(retries.failing_since_of(w), Some(now));
+        assert_eq!(retries.dequeue(w, |_| true), (2, Some(now)));
+        assert_eq!(retries.failing_since(), None);
     }
 
     #[test]

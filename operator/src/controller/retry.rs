@@ -1,8 +1,12 @@
 //! When failed handler calls run again, and when a newer event makes a pending retry obsolete.
 //!
 //! - [`RetryPolicy`]: `(error, attempt) -> Option<delay>`. `attempt` is 0 after the first failure
-//!   of an event, 1 after the first retry failed, and so on; `None` gives up. The default retries
-//!   after 5, 10, 20, 40, 80 and 160 s (`5 s * 2^attempt` for attempts 0 to 5), then gives up.
+//!   of an event, 1 after the first retry failed, and so on; `None` gives up. Reconcilers default
+//!   to [`RetryPolicy::default`]: 5, 10, 20, 40, 80, 160 s, then every 5 minutes, never giving up
+//!   (level-triggered: one pending request per object, with its newest state, so nothing queues
+//!   behind it). Watchers default to [`RetryPolicy::go_sdk`]: 5, 10, 20, 40, 80, 160 s, then
+//!   give up (their retries run in event order, so a retry that never ends would hold back the
+//!   object's later retries for good). See [`ControllerConfig`](super::ControllerConfig).
 //! - [`RetryDequeuePolicy`]: `(new_action, new_obj, retry_action, retry_obj, retry_err) -> bool`,
 //!   asked when a new event reaches a handler that has a retry (or requeue) pending for the same
 //!   object; `true` drops the pending one. The default is [`RetryDequeuePolicy::opinionated`].
@@ -19,11 +23,31 @@ use crate::reconciler::ReconcileAction;
 
 type RetryFn = dyn Fn(&HandlerError, u32) -> Option<Duration> + Send + Sync;
 
+/// The first retry delay of the default policies: 5 s.
+pub const DEFAULT_RETRY_BASE: Duration = Duration::from_secs(5);
+
+/// The longest delay of [`RetryPolicy::default`] (the reconcilers' default): 5 minutes.
+pub const DEFAULT_RETRY_CAP: Duration = Duration::from_secs(300);
+
+/// The last attempt [`RetryPolicy::go_sdk`] retries after (attempt 5: the retry after 160 s).
+pub const GO_SDK_LAST_ATTEMPT: u32 = 5;
+
 /// Decides whether and when a failed handler call runs again: `(error, attempt) -> Option<delay>`.
 ///
 /// `attempt` is 0 after the first failure of an event, 1 after the first retry failed, and so on;
-/// `None` gives up. The default retries after 5, 10, 20, 40, 80 and 160 s (`5 s * 2^attempt` for
-/// attempts 0 to 5), then gives up.
+/// `None` gives up.
+///
+/// - [`RetryPolicy::default`], what reconcilers get unless configured otherwise:
+///   [`capped_exponential`](Self::capped_exponential) from 5 s to 5 minutes: retries after 5, 10,
+///   20, 40, 80, 160 s, then every 300 s, and never gives up (as kube-rs and controller-runtime
+///   do): an object whose reconciler fails for a while (a dependency down, a quota) is retried
+///   until it succeeds, not forgotten until its next edit.
+/// - [`RetryPolicy::go_sdk`], what watchers get unless configured otherwise, and the Go SDK's
+///   default for every handler: `5 s * 2^attempt` for attempts 0 to 5 (retries after 5, 10, 20,
+///   40, 80 and 160 s), then gives up.
+///
+/// Failures are visible either way: see [`ControllerConfig`](super::ControllerConfig) for the
+/// Warning Events and metrics.
 #[derive(Clone)]
 pub struct RetryPolicy(Arc<RetryFn>);
 
@@ -38,6 +62,19 @@ impl RetryPolicy {
         Self::new(move |_, attempt| {
             (attempt <= max_attempt).then(|| base.saturating_mul(2u32.saturating_pow(attempt)))
         })
+    }
+
+    /// `base * 2^attempt`, at most `cap`, for every attempt: never gives up.
+    pub fn capped_exponential(base: Duration, cap: Duration) -> Self {
+        Self::new(move |_, attempt| {
+            Some(base.saturating_mul(2u32.saturating_pow(attempt)).min(cap))
+        })
+    }
+
+    /// The Go SDK's default policy, which gives up: `5 s * 2^attempt` for attempts 0 to 5
+    /// (retries after 5, 10, 20, 40, 80 and 160 s), then `None`. The default of watchers.
+    pub fn go_sdk() -> Self {
+        Self::exponential(DEFAULT_RETRY_BASE, GO_SDK_LAST_ATTEMPT)
     }
 
     /// Never retry.
@@ -63,8 +100,10 @@ impl RetryPolicy {
 }
 
 impl Default for RetryPolicy {
+    /// The reconcilers' default: [`capped_exponential`](Self::capped_exponential) from
+    /// [`DEFAULT_RETRY_BASE`] (5 s) to [`DEFAULT_RETRY_CAP`] (5 minutes), never giving up.
     fn default() -> Self {
-        Self::exponential(Duration::from_secs(5), 5)
+        Self::capped_exponential(DEFAULT_RETRY_BASE, DEFAULT_RETRY_CAP)
     }
 }
 
@@ -177,8 +216,36 @@ mod tests {
     }
 
     #[test]
-    fn default_retry_policy_is_5s_doubling_and_gives_up_after_attempt_5() {
+    fn default_retry_policy_doubles_from_5s_to_5_minutes_and_never_gives_up() {
         let policy = RetryPolicy::default();
+        let delays: Vec<_> = (0..9).map(|a| policy.delay(&err(), a)).collect();
+        let secs = |s| Some(Duration::from_secs(s));
+        assert_eq!(
+            delays,
+            [
+                secs(5),
+                secs(10),
+                secs(20),
+                secs(40),
+                secs(80),
+                secs(160),
+                secs(300),
+                secs(300),
+                secs(300)
+            ]
+        );
+        for attempt in [100, 10_000, u32::MAX] {
+            assert_eq!(
+                policy.delay(&err(), attempt),
+                secs(300),
+                "attempt {attempt}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_go_sdk_policy_is_5s_doubling_and_gives_up_after_attempt_5() {
+        let policy = RetryPolicy::go_sdk();
         let delays: Vec<_> = (0..8).map(|a| policy.delay(&err(), a)).collect();
         let secs = |s| Some(Duration::from_secs(s));
         assert_eq!(

@@ -950,12 +950,16 @@ async fn retries_follow_the_backoff_schedule_of_a_short_policy() {
     h.stop().await;
 }
 
+/// The Go SDK's policy, every handler's default before issue #32 (now the watchers'): it gives
+/// up, and that is logged and counted.
 #[tokio::test(start_paused = true)]
-async fn gives_up_after_the_last_attempt_of_the_default_policy_and_counts_it() {
+async fn gives_up_after_the_last_attempt_of_the_go_sdk_policy_and_counts_it() {
     let log = Log::new();
     let started = Instant::now();
     let metrics = metrics();
-    let config = ControllerConfig::default().metrics(metrics.clone());
+    let config = ControllerConfig::default()
+        .retry_policy(RetryPolicy::go_sdk())
+        .metrics(metrics.clone());
     let h = Harness::start(config, |c| {
         c.add_reconciler(KIND, timed_reconciler(&log, started, None));
     });
@@ -1459,6 +1463,7 @@ async fn spans_are_named_as_the_contract_says_and_failures_mark_them_as_errors()
     );
 }
 
+mod failing;
 mod handoff;
 mod kept_retries;
 mod timers;

@@ -56,6 +56,7 @@ use serde::de::DeserializeOwned;
 use crate::apply::Applier;
 use crate::context::HandlerEnv;
 use crate::controller::InformerController;
+use crate::controller::failures::FailureEvents;
 use crate::controller::kind::KindRuntime;
 use crate::controller::lanes::HandlerId;
 use crate::controller::registry::Registration;
@@ -215,16 +216,21 @@ impl InformerController {
     fn handle_for<K>(&self, informer: Arc<SharedInformer>, client: kube::Client) -> KindHandle<K> {
         let runtime = self.shared_kind(&informer.fanout);
         let manager = self.config().controller_name().to_string();
+        let recorder = EventRecorder::new(
+            client.clone(),
+            Reporter {
+                controller: manager.clone(),
+                instance: self.config().instance_name().map(str::to_string),
+            },
+        );
+        // The kind's first registration's client publishes its handlers' failure Events.
+        let _ = runtime
+            .failure_events
+            .set(FailureEvents::new(recorder.clone()));
         let env = Arc::new(HandlerEnv {
             applier: Applier::new(client.clone(), manager.clone())
                 .recording_into(runtime.own_writes.clone()),
-            recorder: EventRecorder::new(
-                client.clone(),
-                Reporter {
-                    controller: manager,
-                    instance: self.config().instance_name().map(str::to_string),
-                },
-            ),
+            recorder,
             client,
             related: Default::default(),
         });

@@ -72,8 +72,8 @@ pub trait Reconciler<K, C = ()>: Send + Sync + 'static {
 /// kube-rs's reconciler shape: `apply` for every live state, `cleanup` before deletion.
 /// Attached with [`KindHandle::apply_cleanup`](crate::KindHandle::apply_cleanup), inside an
 /// [`OpinionatedReconciler`](crate::OpinionatedReconciler), so `cleanup` runs before the object
-/// disappears (its finalizer holds the deletion), also when the deletion happened while the
-/// operator was down.
+/// disappears (its finalizer, added before the first `apply`, holds the deletion), also when the
+/// deletion happened while the operator was down or while the first `apply` ran.
 pub trait ApplyCleanup<K, C = ()>: Send + Sync + 'static {
     /// The object exists (created, changed, resynced or triggered).
     fn apply(

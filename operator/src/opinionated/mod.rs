@@ -98,20 +98,26 @@
 //! - being deleted with our finalizer: downstream `Deleted`, then the finalizer is removed (a
 //!   `Deleted` that returns `requeue_after` is not done: it runs again after the delay and the
 //!   finalizer stays); without our finalizer: nothing (the Delete event follows);
-//! - `Created` with our finalizer (a restart): downstream gets `Resynced`;
-//! - without our finalizer, before this process delivered `Created` for the incarnation (`Created`
-//!   failed and waits for its retry, or the object was first seen in an update): downstream
-//!   `Created` with this, the newest, object, then the finalizer is added. A spec change made
-//!   after a failed `Created` is thus delivered as the creation, never behind the older copy;
-//! - without our finalizer after `Created` was delivered, for a retry of `Created` (whose copy is
-//!   older than the event that delivered `Created`): the finalizer is added, downstream is not
-//!   called;
+//! - a new object (no finalizer of ours, nothing delivered in this process): our finalizer is
+//!   added first, then downstream gets `Created` (kube-runtime's order). From the patch on, a
+//!   deletion waits for `Deleted`: an object deleted while its first `Created` (`apply`) runs
+//!   gets its `Deleted` (`cleanup`) after it, also when the operator stops meanwhile and a new
+//!   one takes over. When the object is gone, or being deleted, before the patch, `Created` is
+//!   not called; its deletion's events deliver `Deleted`;
+//! - after our finalizer was added and before `Created` succeeded in this process (`Created`
+//!   failed and waits for its retry): any request, the retry or a newer event, goes downstream
+//!   as `Created` with its object, the newest one. A spec change made after a failed `Created` is
+//!   thus delivered as the creation, never behind the older copy;
+//! - `Created` with our finalizer otherwise: downstream gets `Resynced` (a restart, a new
+//!   leader's term, a requeue), except a retry of a `Created` that a newer event's `Created`
+//!   already delivered (its copy is older): nothing;
+//! - without our finalizer after `Created` was delivered, for a retry of `Created`: the
+//!   finalizer is added, downstream is not called;
 //! - without our finalizer after `Created` was delivered, for an update or resync: the finalizer
-//!   is added (read first), then the request goes downstream. Such an event is a change by
-//!   someone else seen before our finalizer patch's event (a spec change made while `Created`
-//!   ran), or our finalizer removed by someone: our own writes' events never get here, they
-//!   reconcile nothing (see [below](#two-requests-per-new-object)), so this is what carries the
-//!   change downstream;
+//!   is added (read first), then the request goes downstream. Such an event is our finalizer
+//!   removed by someone, or a change by someone else seen before our patch's event: our own
+//!   writes' events never get here, they reconcile nothing (see
+//!   [below](#two-requests-per-new-object)), so this is what carries the change downstream;
 //! - anything else goes downstream unchanged (kinds without `metadata.generation` need no special
 //!   rule here: every update with our finalizer goes downstream).
 //!
@@ -119,54 +125,47 @@
 //! its own `Deleted` call fails or asks for a requeue, or across a restart between the call and
 //! the finalizer removal).
 //!
+//! Limit of the order: an operator stopped between the finalizer patch and a successful
+//! `Created` delivers `Resynced`, not `Created`, for that object at its next start (the
+//! finalizer is all that survives a restart). A reconciler must treat `Resynced` as "make it so"
+//! (level-triggered), as kube-runtime's reconcilers treat every call. Before issue #32 the order
+//! was the other way round, to keep `Created` for that case, and a deletion while `Created` ran
+//! was not held: stopped at that moment, the operator never called `Deleted`, and children
+//! `Created` made were left behind.
+//!
 //! # Two requests per new object
 //!
 //! For a new object the reconciler wrapper sends one request of its own: the finalizer patch
-//! after `Created` succeeded. Its precondition is the UID and the finalizer list of the event's
-//! copy, which a status write by the reconciler does not change, so it needs no read first and
-//! meets no conflict. A reconciler that writes the status makes the second request. Both writes
-//! come back as watch events; they are the controller's own writes (the finalizer patch records
-//! its resourceVersion, and so does [`StatusWriter`](crate::StatusWriter) or a handler's
+//! before `Created`. Its precondition is the UID and the finalizer list of the event's copy (not
+//! the `resourceVersion`), so it needs no read first. A reconciler that writes the status makes
+//! the second request. Both writes come back as watch events; they are the controller's own
+//! writes (the finalizer patch records its resourceVersion, and so does
+//! [`StatusWriter`](crate::StatusWriter) or a handler's
 //! [`note_own_write`](crate::Context::note_own_write)), so they start no further reconcile
 //! ([`own_writes`](crate::own_writes)): one reconcile per new object. A change by anyone else,
 //! a status write included, has a resourceVersion of its own and is reconciled as usual.
+//! `Created` gets the event's copy of the object, without the finalizer the patch just added.
 //!
-//! Why the order stays `Created`, then the finalizer (kube-runtime's helper adds the finalizer
-//! first and reconciles on its event): the contract promises `Resynced`, not `Created`, for an
-//! object that carries our finalizer at start-up, and `Created` for one that does not. With the
-//! finalizer first, an operator stopped between the patch and a successful `Created` would, at
-//! its next start, deliver `Resynced` for an object whose creation was never handled. With the
-//! list precondition the order costs nothing: two requests either way.
+//! Two writes of one object in quick succession cost the apiserver something: it applies a
+//! write to its watch cache's copy of the object first, and when that copy does not have the
+//! previous write yet, etcd's compare-and-swap fails and the write is applied again to a fresh
+//! read (measured at 2,000 new objects with the status write first and the patch straight after
+//! it: 4,773 etcd updates for 4,002 writes, 771 applied twice; kube-runtime, whose second write
+//! follows the first one's watch event, 4,002). So after the finalizer patch the wrapper waits
+//! until the informer cache has seen it before calling `Created` (at most half a second,
+//! normally a few milliseconds, and not at all while the kind's intake waits for room, when the
+//! informer waits too; `Created` is correct either way): the watch that feeds the cache is served
+//! from the apiserver's watch cache, so that has the patch too. A record already taken by its
+//! echo means the echo has arrived, and there is no wait. `tests/own_writes.rs` counts the
+//! apiserver's etcd updates: one per write (200 objects, 400 updates).
 //!
-//! The order does cost the apiserver something when the patch follows the reconciler's write at
-//! once: the apiserver applies a patch to its watch cache's copy of the object first, and when
-//! that copy does not have the status write yet, etcd's compare-and-swap fails and the patch is
-//! applied again to a fresh read (measured at 2,000 new objects: 4,773 etcd updates for 4,002
-//! writes, 771 patches applied twice; kube-runtime, whose second write follows the first one's
-//! watch event, 4,002). So when the reconciler's write was recorded as the controller's own, the
-//! wrapper first waits until the informer cache has seen it (at most half a second, normally a
-//! few milliseconds, and not at all while the kind's intake waits for room, when the informer
-//! waits too; the patch is correct either way): the watch that feeds the cache is served from
-//! the apiserver's watch cache, so that has the write too. A record already taken by its echo
-//! means the echo has arrived, and there is no wait. `tests/own_writes.rs` counts the
-//! apiserver's etcd updates: one per write (200 objects, 400 updates; 418 and 421 in two runs
-//! without the wait).
-//!
-//! No delete is lost by the finalizer coming second:
-//! - an object deleted while `Created` runs, without other finalizers, is gone before the patch:
-//!   the patch finds nothing (404, or a UID test that fails on a new incarnation) and changes
-//!   nothing; the watch's Delete event delivers `Deleted`;
-//! - one whose deletion another controller's finalizer holds: the apiserver refuses to add ours
-//!   ("no new finalizers can be added if the object is being deleted", 422); the patch reads the
-//!   object again, sees the deletion and adds nothing; `Deleted` comes with the Delete event when
-//!   the other finalizer goes;
-//! - between the patch and its event the object carries our finalizer, so a deletion waits for
-//!   the wrapper as for any handled object.
-//!
-//! Tests: `tests/own_writes.rs` (200 new objects: 200 status writes, 200 finalizer patches, no
-//! read, no refusal, 200 reconciles; an object deleted inside `Created` with and without another
-//! finalizer; 200 objects created and deleted at once), `tests/opinionated.rs` and
-//! `tests/opinionated_spec_changes.rs` for the rest of the guarantee.
+//! Tests: `tests/own_writes.rs` (200 new objects: 200 finalizer patches, 200 status writes, no
+//! read, no refusal, 200 reconciles; objects deleted inside their first `Created`, with and
+//! without another finalizer; 3,000 objects created and deleted at once),
+//! `tests/opinionated_first_apply.rs` (deleted during the first `apply`, with the operator
+//! restarted meanwhile and without, children with and without owner references: `cleanup` runs
+//! once), `tests/opinionated.rs` and `tests/opinionated_spec_changes.rs` for the rest of the
+//! guarantee.
 //!
 //! # Objects that do not decode
 //!

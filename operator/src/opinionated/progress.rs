@@ -21,6 +21,10 @@ use crate::object::{KubeObject, ObjectKey, SharedObject};
 /// How far one incarnation got.
 #[derive(Clone, Debug)]
 pub(crate) enum Progress {
+    /// The reconciler added its finalizer, and `Created` has not succeeded yet (it runs, or
+    /// failed and waits for its retry): a request for the incarnation still goes downstream as
+    /// `Created`, though the object carries our finalizer.
+    Creating,
     /// `add` (or, after a restart, `sync`) succeeded; for the reconciler, `Created` (or
     /// `Resynced` at start-up) was delivered.
     Added {
@@ -77,7 +81,7 @@ impl ProgressMap {
         }
     }
 
-    /// Records `progress`; `DeleteHandled` is never downgraded to `Added`.
+    /// Records `progress`; `DeleteHandled` is never downgraded to `Added` (nor `Creating`).
     pub(crate) fn set(&self, id: &str, progress: Progress) {
         let mut map = self.lock();
         match map.get_mut(id) {
@@ -113,6 +117,17 @@ mod tests {
         assert!(map.delete_handled("u"));
         assert!(map.remove("u").is_some_and(|p| p.delete_handled()));
         assert_eq!(map.len(), 0);
+    }
+
+    #[test]
+    fn creating_is_not_a_handled_delete_and_never_replaces_one() {
+        let map = ProgressMap::default();
+        map.set("u", Progress::Creating);
+        assert!(matches!(map.get("u"), Some(Progress::Creating)));
+        assert!(!map.delete_handled("u"));
+        map.set("u", Progress::DeleteHandled);
+        map.set("u", Progress::Creating);
+        assert!(map.delete_handled("u"));
     }
 
     #[test]

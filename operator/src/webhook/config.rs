@@ -7,6 +7,12 @@ use std::time::Duration;
 /// The default body limit: the apiserver's own limit on a request is about 3 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
+/// The default of [`WebhookConfig::oversized_drain_bytes`]: 32 MiB.
+pub const DEFAULT_OVERSIZED_DRAIN_BYTES: u64 = 32 * 1024 * 1024;
+
+/// The default of [`WebhookConfig::oversized_drain_timeout`]: 10 s.
+pub const DEFAULT_OVERSIZED_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Settings of the webhook server. Every limit has a default chosen so that idle or slow clients
 /// cannot starve the apiserver's admission calls; see the [module docs](super#limits).
 #[derive(Clone, Debug)]
@@ -18,8 +24,17 @@ pub struct WebhookConfig {
     pub cert_path: PathBuf,
     /// The PEM private key.
     pub key_path: PathBuf,
-    /// Bodies larger than this are refused with 400.
+    /// Bodies larger than this are refused with 413 (default 3 MiB): before any of the body is
+    /// read when `Content-Length` announces more (so before `100 Continue`), else as soon as the
+    /// limit is passed.
     pub max_body_bytes: usize,
+    /// After a 413, how many more bytes of the refused body are read and discarded (default
+    /// 32 MiB), so that a client still uploading gets to read the status instead of a
+    /// connection reset. A client sending more is cut off; either way the connection closes.
+    pub oversized_drain_bytes: u64,
+    /// After a 413, how long the rest of the refused body is read and discarded at most
+    /// (default 10 s); a client still sending then is cut off.
+    pub oversized_drain_timeout: Duration,
     /// How long a client has to complete the TLS handshake once its connection was accepted;
     /// default 10 s. A connection that sends nothing, or half a ClientHello, is closed after it.
     pub tls_handshake_timeout: Duration,
@@ -49,6 +64,8 @@ impl WebhookConfig {
             cert_path: cert_path.into(),
             key_path: key_path.into(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            oversized_drain_bytes: DEFAULT_OVERSIZED_DRAIN_BYTES,
+            oversized_drain_timeout: DEFAULT_OVERSIZED_DRAIN_TIMEOUT,
             tls_handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(10),
             max_connections: 512,
@@ -65,11 +82,29 @@ impl WebhookConfig {
         self
     }
 
-    /// Refuses bodies larger than `bytes`.
+    /// Refuses bodies larger than `bytes` (see [`max_body_bytes`](Self::max_body_bytes)).
     #[must_use]
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
         self.max_body_bytes = bytes;
         self
+    }
+
+    /// Sets [`oversized_drain_bytes`](Self::oversized_drain_bytes) and
+    /// [`oversized_drain_timeout`](Self::oversized_drain_timeout).
+    #[must_use]
+    pub fn oversized_drain(mut self, bytes: u64, timeout: Duration) -> Self {
+        self.oversized_drain_bytes = bytes;
+        self.oversized_drain_timeout = timeout;
+        self
+    }
+
+    /// The body limits the review handlers apply.
+    pub(crate) fn body_limits(&self) -> super::BodyLimits {
+        super::BodyLimits {
+            max_body_bytes: self.max_body_bytes,
+            drain_bytes: self.oversized_drain_bytes,
+            drain_timeout: self.oversized_drain_timeout,
+        }
     }
 
     /// Sets [`tls_handshake_timeout`](Self::tls_handshake_timeout).

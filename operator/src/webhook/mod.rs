@@ -22,6 +22,8 @@
 //! | connections | [`max_connections`](WebhookConfig::max_connections) 512 | at the cap nothing more is accepted: new clients wait in the kernel's listen backlog (they are not refused) until a connection closes |
 //! | failed `accept` | [`accept_backoff_min`](WebhookConfig::accept_backoff_min) 5 ms to [`accept_backoff_max`](WebhookConfig::accept_backoff_max) 1 s | out of file descriptors, the loop pauses (doubling) instead of spinning, one warning per attempt |
 //! | stop | [`drain_timeout`](WebhookConfig::drain_timeout) 10 s | no new connections; requests in flight finish, idle connections close; what is still open after the timeout is closed |
+//! | body | [`max_body_bytes`](WebhookConfig::max_body_bytes) 3 MiB | 413 naming the limit: before `100 Continue` when `Content-Length` announces more, else as soon as the limit is passed |
+//! | rest of a refused body | [`oversized_drain_bytes`](WebhookConfig::oversized_drain_bytes) 32 MiB, [`oversized_drain_timeout`](WebhookConfig::oversized_drain_timeout) 10 s | read and discarded after the 413 started, so a client still uploading reads its status instead of a reset; past either bound the connection is closed |
 //!
 //! The open-file limit applies to the whole process: keep `max_connections` below it, with room
 //! for the process's other files and sockets. A [`Runner`](crate::runner::Runner) also keeps the
@@ -33,7 +35,8 @@
 //! | situation | status |
 //! |---|---|
 //! | the hook answered (admitted, denied with a message, mutated, converted or failed to convert) | 200, with the review |
-//! | body not JSON, not a review, or larger than [`WebhookConfig::max_body_bytes`] | 400 |
+//! | body not JSON or not a review | 400 |
+//! | body larger than [`WebhookConfig::max_body_bytes`] | 413, naming the limit |
 //! | content type not `application/json` | 415 |
 //! | no app manages the kind, or its app has no such hook | 404 |
 //! | the hook panicked | 500 |
@@ -64,6 +67,7 @@
 //! ```
 
 mod accept_backoff;
+mod body;
 mod config;
 mod review;
 mod server;
@@ -79,7 +83,11 @@ use axum::Router;
 use axum::routing::post;
 use kubeapp_sdk::app::App;
 
-pub use self::config::{DEFAULT_MAX_BODY_BYTES, WebhookConfig};
+use self::body::BodyLimits;
+pub use self::config::{
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_OVERSIZED_DRAIN_BYTES, DEFAULT_OVERSIZED_DRAIN_TIMEOUT,
+    WebhookConfig,
+};
 pub use self::server::WebhookServer;
 pub use self::tls::ReloadingCert;
 
@@ -108,11 +116,25 @@ pub enum WebhookError {
 }
 
 /// The review handlers as a plain (not TLS) router, for embedding behind another TLS terminator
-/// or for tests.
+/// or for tests. Bodies past `max_body_bytes` are refused with 413; the rest of such a body is
+/// discarded within the defaults of [`WebhookConfig::oversized_drain_bytes`] and
+/// [`WebhookConfig::oversized_drain_timeout`] (see the [limits](self#limits)).
 pub fn router(apps: Vec<Arc<dyn App>>, max_body_bytes: usize) -> Router {
+    router_with_limits(
+        apps,
+        BodyLimits {
+            max_body_bytes,
+            drain_bytes: DEFAULT_OVERSIZED_DRAIN_BYTES,
+            drain_timeout: DEFAULT_OVERSIZED_DRAIN_TIMEOUT,
+        },
+    )
+}
+
+/// [`router`] with every body limit given.
+fn router_with_limits(apps: Vec<Arc<dyn App>>, limits: BodyLimits) -> Router {
     let state = review::Apps {
         apps: Arc::new(apps),
-        max_body_bytes,
+        limits,
     };
     Router::new()
         .route("/validate", post(review::validate))

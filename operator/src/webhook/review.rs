@@ -6,7 +6,8 @@
 //! | situation | status | body |
 //! |---|---|---|
 //! | the hook answered (admitted, denied with a message, mutated, converted or failed to convert) | 200 | the review with its response |
-//! | the body is not JSON, not a review, or larger than the limit | 400 | the reason, text |
+//! | the body is not JSON or not a review | 400 | the reason, text |
+//! | the body is larger than the limit | 413 | the limit, text; see [`body`](super::body) |
 //! | the content type is not `application/json` | 415 | the reason, text |
 //! | no app manages the kind, or its app has no such hook | 404 | which kind and hook, text |
 //! | the hook panicked | 500 | the panic message, text |
@@ -28,30 +29,42 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
 use kubeapp_sdk::app::{AdmissionError, App, ConversionError};
 
-/// What the review handlers share: the apps, and the body size limit.
+use super::body::{BodyError, BodyLimits, TooLarge, read_limited};
+
+/// What the review handlers share: the apps, and the body limits.
 #[derive(Clone)]
 pub(crate) struct Apps {
     pub(crate) apps: Arc<Vec<Arc<dyn App>>>,
-    pub(crate) max_body_bytes: usize,
+    pub(crate) limits: BodyLimits,
 }
 
-/// An HTTP error answer: a status and a one-line reason.
-struct Refusal(StatusCode, String);
+/// An HTTP error answer.
+enum Refusal {
+    /// A status and a one-line reason.
+    Plain(StatusCode, String),
+    /// 413: the body is larger than the limit (what is left of it is discarded, bounded).
+    TooLarge(TooLarge),
+}
 
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
-        tracing::warn!(status = self.0.as_u16(), reason = %self.1, "webhook request refused");
-        (
-            self.0,
-            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            self.1,
-        )
-            .into_response()
+        match self {
+            Self::Plain(status, reason) => {
+                tracing::warn!(status = status.as_u16(), %reason, "webhook request refused");
+                (
+                    status,
+                    [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                    reason,
+                )
+                    .into_response()
+            }
+            Self::TooLarge(too_large) => too_large.into_response(),
+        }
     }
 }
 
-/// Checks the content type and reads the body within the limit.
-async fn json_body(request: Request, limit: usize) -> Result<Bytes, Refusal> {
+/// Checks the content type and reads the body within the limits.
+async fn json_body(request: Request, limits: BodyLimits) -> Result<Bytes, Refusal> {
     let content_type = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -59,24 +72,25 @@ async fn json_body(request: Request, limit: usize) -> Result<Bytes, Refusal> {
         .unwrap_or("");
     let media_type = content_type.split(';').next().unwrap_or("").trim();
     if !media_type.eq_ignore_ascii_case("application/json") {
-        return Err(Refusal(
+        return Err(Refusal::Plain(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             format!("content type must be application/json, got {content_type:?}"),
         ));
     }
-    axum::body::to_bytes(request.into_body(), limit)
+    read_limited(request, limits)
         .await
-        .map_err(|_| {
-            Refusal(
+        .map_err(|error| match error {
+            BodyError::TooLarge(too_large) => Refusal::TooLarge(too_large),
+            BodyError::Unreadable(reason) => Refusal::Plain(
                 StatusCode::BAD_REQUEST,
-                format!("request body is unreadable or larger than {limit} bytes"),
-            )
+                format!("request body is unreadable: {reason}"),
+            ),
         })
 }
 
 fn parse<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, Refusal> {
     serde_json::from_slice(body).map_err(|e| {
-        Refusal(
+        Refusal::Plain(
             StatusCode::BAD_REQUEST,
             format!(
                 "malformed {what}: {e} (line {}, column {})",
@@ -95,7 +109,7 @@ fn json_response<T: serde::Serialize>(value: &T) -> Response {
             Body::from(bytes),
         )
             .into_response(),
-        Err(e) => Refusal(
+        Err(e) => Refusal::Plain(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("encoding the response: {e}"),
         )
@@ -124,10 +138,10 @@ async fn admission_request(
     state: &Apps,
     request: Request,
 ) -> Result<(AdmissionRequest<DynamicObject>, Arc<dyn App>), Refusal> {
-    let body = json_body(request, state.max_body_bytes).await?;
+    let body = json_body(request, state.limits).await?;
     let review: AdmissionReview<DynamicObject> = parse(&body, "AdmissionReview")?;
     let request: AdmissionRequest<DynamicObject> = review.try_into().map_err(|e| {
-        Refusal(
+        Refusal::Plain(
             StatusCode::BAD_REQUEST,
             format!("AdmissionReview without a usable request: {e}"),
         )
@@ -135,7 +149,7 @@ async fn admission_request(
     let app = app_for(&state.apps, &request.kind.group, &request.kind.kind)
         .cloned()
         .ok_or_else(|| {
-            Refusal(
+            Refusal::Plain(
                 StatusCode::NOT_FOUND,
                 format!(
                     "no app manages kind {}.{}",
@@ -153,7 +167,7 @@ fn admission_refusal(
 ) -> Result<AdmissionResponse, Refusal> {
     match err {
         AdmissionError::NotImplemented { .. } => {
-            Err(Refusal(StatusCode::NOT_FOUND, err.to_string()))
+            Err(Refusal::Plain(StatusCode::NOT_FOUND, err.to_string()))
         }
         AdmissionError::Denied { message, code } => {
             let mut response = AdmissionResponse::from(request).deny(message);
@@ -177,7 +191,7 @@ pub(crate) async fn validate(State(state): State<Apps>, request: Request) -> Res
             .await;
         let response = match outcome {
             Err(panic) => {
-                return Err(Refusal(
+                return Err(Refusal::Plain(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     format!("validation hook panicked: {}", panic_message(&*panic)),
                 ));
@@ -197,7 +211,7 @@ pub(crate) async fn mutate(State(state): State<Apps>, request: Request) -> Respo
         let outcome = AssertUnwindSafe(app.mutate(&request)).catch_unwind().await;
         let response = match outcome {
             Err(panic) => {
-                return Err(Refusal(
+                return Err(Refusal::Plain(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     format!("mutation hook panicked: {}", panic_message(&*panic)),
                 ));
@@ -216,7 +230,7 @@ fn patch_response(
     changed: &DynamicObject,
 ) -> Result<AdmissionResponse, Refusal> {
     let internal = |what: &str, e: &dyn std::fmt::Display| {
-        Refusal(StatusCode::INTERNAL_SERVER_ERROR, format!("{what}: {e}"))
+        Refusal::Plain(StatusCode::INTERNAL_SERVER_ERROR, format!("{what}: {e}"))
     };
     let response = AdmissionResponse::from(request);
     let Some(original) = &request.object else {
@@ -238,10 +252,10 @@ fn patch_response(
 /// `POST /convert`.
 pub(crate) async fn convert(State(state): State<Apps>, request: Request) -> Response {
     let handled = async {
-        let body = json_body(request, state.max_body_bytes).await?;
+        let body = json_body(request, state.limits).await?;
         let review: ConversionReview = parse(&body, "ConversionReview")?;
         let request = ConversionRequest::from_review(review).map_err(|e| {
-            Refusal(
+            Refusal::Plain(
                 StatusCode::BAD_REQUEST,
                 format!("ConversionReview without a usable request: {e}"),
             )
@@ -267,7 +281,7 @@ pub(crate) async fn convert(State(state): State<Apps>, request: Request) -> Resp
         let app = app_for(&state.apps, &group, &kind)
             .cloned()
             .ok_or_else(|| {
-                Refusal(
+                Refusal::Plain(
                     StatusCode::NOT_FOUND,
                     format!("no app manages kind {kind}.{group}"),
                 )
@@ -279,14 +293,14 @@ pub(crate) async fn convert(State(state): State<Apps>, request: Request) -> Resp
                 .await;
             match outcome {
                 Err(panic) => {
-                    return Err(Refusal(
+                    return Err(Refusal::Plain(
                         StatusCode::INTERNAL_SERVER_ERROR,
                         format!("conversion hook panicked: {}", panic_message(&*panic)),
                     ));
                 }
                 Ok(Ok(object)) => converted.push(object),
                 Ok(Err(err @ ConversionError::NotImplemented { .. })) => {
-                    return Err(Refusal(StatusCode::NOT_FOUND, err.to_string()));
+                    return Err(Refusal::Plain(StatusCode::NOT_FOUND, err.to_string()));
                 }
                 Ok(Err(err @ ConversionError::Failed { .. })) => {
                     let status = Status::failure(&err.to_string(), "ConversionFailed");

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
 use super::accept_backoff::AcceptBackoff;
-use super::{ReloadingCert, WebhookConfig, WebhookError, router};
+use super::{ReloadingCert, WebhookConfig, WebhookError, router_with_limits};
 
 /// A bound HTTPS webhook server; [`serve`](Self::serve) runs it.
 pub struct WebhookServer {
@@ -74,7 +74,7 @@ impl WebhookServer {
         Ok(Self {
             listener,
             acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(tls)),
-            router: router(apps, config.max_body_bytes),
+            router: router_with_limits(apps, config.body_limits()),
             config,
         })
     }
@@ -82,7 +82,7 @@ impl WebhookServer {
     /// Routes reviews to `apps` from now on, in place of the apps given to [`bind`](Self::bind)
     /// (a [`Runner`](crate::runner::Runner) does this at start, with every app it runs).
     pub fn route_to(&mut self, apps: Vec<Arc<dyn App>>) {
-        self.router = router(apps, self.config.max_body_bytes);
+        self.router = router_with_limits(apps, self.config.body_limits());
     }
 
     /// How long [`serve`](Self::serve) drains after its stop (the runner waits that long for it).

@@ -252,12 +252,58 @@ async fn malformed_bodies_get_400_with_a_message() {
 }
 
 #[tokio::test]
-async fn an_oversized_body_gets_400_naming_the_limit() {
+async fn an_oversized_body_gets_413_naming_the_limit() {
     let router = router(vec![Arc::new(TestApp)], 1024);
     let big = json!({ "pad": "x".repeat(4096) }).to_string();
-    let (status, text) = post(&router, "/validate", "application/json", big).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(String::from_utf8_lossy(&text).contains("larger than 1024 bytes"));
+    // Chunked (no length announced): refused once the limit is passed.
+    let stream = futures::stream::iter([Ok::<_, std::io::Error>(big.into_bytes())]);
+    let (status, text) = post(
+        &router,
+        "/validate",
+        "application/json",
+        Body::from_stream(stream),
+    )
+    .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    let text = String::from_utf8_lossy(&text);
+    assert!(
+        text.contains("larger than the limit of 1024 bytes"),
+        "{text}"
+    );
+}
+
+/// An announced length past the limit is refused before the body is read at all: hyper sends
+/// `100 Continue` only when a body is first read, so an expecting client is spared the upload.
+#[tokio::test]
+async fn an_announced_length_past_the_limit_is_refused_without_reading_the_body() {
+    let router = router(vec![Arc::new(TestApp)], 1024);
+    let polled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let body = futures::stream::once({
+        let polled = Arc::clone(&polled);
+        async move {
+            polled.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok::<_, std::io::Error>(vec![b'x'; 4096])
+        }
+    });
+    let request = Request::post("/validate")
+        .header("content-type", "application/json")
+        .header("content-length", "4096")
+        .body(Body::from_stream(body))
+        .expect("request");
+    let response = router.oneshot(request).await.expect("infallible");
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(
+        !polled.load(std::sync::atomic::Ordering::SeqCst),
+        "the body was read before the refusal"
+    );
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(
+        text.contains("4096 bytes (Content-Length) is larger than the limit of 1024 bytes"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

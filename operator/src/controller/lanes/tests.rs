@@ -112,6 +112,7 @@ async fn retries_travel_with_the_taken_item_and_wait_in_the_timer_queue_when_han
         attempt: 1,
         work: RetryWork::Watch(InformerEvent::Add(cm("a", 1))),
         error: None,
+        failing_since: None,
     };
     assert_eq!(
         taken.retries.add_new(HandlerId::Watcher(0), entry),

@@ -11,7 +11,9 @@ use kube::Client;
 use kube::api::ApiResource;
 use tracing::Instrument;
 
-use super::finalizer::{FinalizerChange, FinalizerNameError, FinalizerNames, FinalizerPatcher};
+use super::finalizer::{
+    FinalizerChange, FinalizerNameError, FinalizerNames, FinalizerPatcher, PatchOutcome,
+};
 use super::progress::{Progress, ProgressMap, incarnation};
 use super::undecodable::UndecodableHandler;
 use super::{OpinionatedOptions, mark_error};
@@ -26,10 +28,11 @@ use crate::reconciler::{
 /// patch is left to retry after the downstream call already succeeded.
 pub const STATE_KEY: &str = "kubeapp.dev/opinionated-finalizer";
 
-/// The longest the finalizer patch after `Created` waits for the cache to see the reconciler's
-/// own write: it normally takes milliseconds, and the patch is correct either way (it may then
-/// be applied twice by the apiserver). Bounded tightly because a shared informer also waits for
-/// its slowest subscriber: another controller's full backlog stalls this kind's cache too.
+/// The longest `Created` waits, after the finalizer patch that precedes it, for the cache to see
+/// that patch: it normally takes milliseconds, and `Created` is correct either way (a write it
+/// makes may then be applied twice by the apiserver). Bounded tightly because a shared informer
+/// also waits for its slowest subscriber: another controller's full backlog stalls this kind's
+/// cache too.
 const CATCH_UP_LIMIT: Duration = Duration::from_millis(500);
 const PENDING_ADD: &str = "add-pending";
 const PENDING_REMOVAL: &str = "removal-pending";
@@ -49,15 +52,19 @@ pub(crate) enum ReconcileDecision {
     Delete,
     /// Being deleted without our finalizer: the watch's Delete event delivers `Deleted`.
     IgnoreDeleting,
-    /// Created and already carrying our finalizer (a restart): downstream `Resynced`.
+    /// Created and already carrying our finalizer (a restart, a new leader's term, a requeue):
+    /// downstream `Resynced`.
     Resync,
-    /// Created without our finalizer, or updated/resynced without it before any `Created` was
-    /// delivered for this incarnation in this process (the `Created` failed and waits for its
-    /// retry): downstream `Created` with this, the newest, object, then add the finalizer.
+    /// A new object, or one whose `Created` has not succeeded yet in this process (it failed
+    /// and waits for its retry): our finalizer first (unless this process added it already),
+    /// then downstream `Created` with this, the newest, object.
     Create,
     /// A retry of a `Created` whose newer event already delivered `Created`, without our
     /// finalizer: add the finalizer, downstream is not called (its copy is older).
     AddFinalizer,
+    /// A retry of a `Created` whose newer event already delivered `Created`, with our
+    /// finalizer: nothing left to do (its copy is older).
+    StaleRetry,
     /// Updated or resynced without our finalizer after `Created` was delivered: a change by
     /// someone else seen before our finalizer patch's event (made while `Created` ran, say), or
     /// our finalizer removed by someone: add the finalizer, then downstream gets the request.
@@ -79,20 +86,34 @@ impl ReconcileDecision {
             Self::Resync => "resync",
             Self::Create => "create",
             Self::AddFinalizer => "add-finalizer",
+            Self::StaleRetry => "stale-retry",
             Self::AddFinalizerAndPass => "add-finalizer-and-pass",
             Self::Pass => "pass",
         }
     }
 }
 
-/// Decides a request. `created`: this process delivered `Created` (or `Resynced` at start-up)
-/// for the incarnation, or saw it with our finalizer.
+/// How far this process got with an incarnation, as [`decide`] needs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Delivery {
+    /// Nothing delivered, and our finalizer not added by this process.
+    Nothing,
+    /// Our finalizer added by this process; `Created` not delivered yet.
+    Creating,
+    /// `Created` (or `Resynced` at start-up) delivered, or the object seen with our finalizer,
+    /// or its delete handled.
+    Created,
+}
+
+/// Decides a request. `delivery`: how far this process got with the incarnation; `retry`: the
+/// request is a retry (or a requeue after an error) of an earlier call.
 pub(crate) fn decide(
     action: ReconcileAction,
     meta: &ObjectMeta,
     state: &ReconcileState,
     names: &FinalizerNames,
-    created: bool,
+    delivery: Delivery,
+    retry: bool,
 ) -> ReconcileDecision {
     // Legacy names count as ours; the next patch replaces them.
     let ours = names.is_handled(meta);
@@ -115,14 +136,20 @@ pub(crate) fn decide(
             ReconcileDecision::IgnoreDeleting
         };
     }
-    match (action, ours) {
-        (ReconcileAction::Created, true) => ReconcileDecision::Resync,
-        // Without our finalizer, `created` tells a spec change that must go downstream as the
-        // object's creation (its `Created` failed: the newest object is delivered, never the
-        // failed event's older copy later) from our finalizer patch still to land.
-        (ReconcileAction::Created, false) if created => ReconcileDecision::AddFinalizer,
-        (_, false) if created => ReconcileDecision::AddFinalizerAndPass,
-        (_, false) => ReconcileDecision::Create,
+    match (action, ours, delivery) {
+        // Our finalizer went on before `Created`, which has not succeeded yet: this request
+        // (its retry, or a newer event with the newest object) is still the creation.
+        (_, true, Delivery::Creating) => ReconcileDecision::Create,
+        // A retry of a `Created` that a newer event delivered meanwhile: its copy is older.
+        (ReconcileAction::Created, true, Delivery::Created) if retry => {
+            ReconcileDecision::StaleRetry
+        }
+        (ReconcileAction::Created, true, _) => ReconcileDecision::Resync,
+        // Without our finalizer, `Created` delivered tells a retry with an old copy, or a change
+        // by someone else (or our finalizer removed), from a creation.
+        (ReconcileAction::Created, false, Delivery::Created) => ReconcileDecision::AddFinalizer,
+        (_, false, Delivery::Created) => ReconcileDecision::AddFinalizerAndPass,
+        (_, false, _) => ReconcileDecision::Create,
         _ => ReconcileDecision::Pass,
     }
 }
@@ -306,11 +333,13 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
         }
     }
 
-    /// Before the finalizer patch that follows a reconciler's recorded write: waits (briefly)
-    /// until the informer cache has seen that write, so the apiserver's watch cache has it too
-    /// and applies the patch once (see [`OwnWrites::seen_by_cache`](crate::own_writes::OwnWrites::seen_by_cache)). Measured at 2,000 new
-    /// objects: 771 of 2,000 finalizer patches sent straight after the status write were
-    /// applied twice (4,773 etcd updates for 4,002 patches).
+    /// Before `Created`, after the finalizer patch (a recorded write): waits (briefly) until the
+    /// informer cache has seen the patch, so the apiserver's watch cache has it too and applies
+    /// the reconciler's own write that follows (its status, say) once (see
+    /// [`OwnWrites::seen_by_cache`](crate::own_writes::OwnWrites::seen_by_cache)). Measured at
+    /// 2,000 new objects when the two writes came the other way round: 771 of 2,000 finalizer
+    /// patches sent straight after the status write were applied twice (4,773 etcd updates for
+    /// 4,002 writes).
     async fn let_cache_catch_up(&self, ctx: &HandlerContext, request: &ReconcileRequest) {
         let (Some(own), Some(uid)) = (ctx.own_writes(), request.object.metadata().uid.as_deref())
         else {
@@ -319,7 +348,7 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
         tokio::select! {
             seen = own.seen_by_cache(uid, CATCH_UP_LIMIT) => {
                 if !seen {
-                    tracing::debug!("the cache did not see the reconciler's write in time; patching");
+                    tracing::debug!("the cache did not see the finalizer patch in time; going on");
                 }
             }
             () = ctx.cancellation_token().cancelled() => {}
@@ -407,20 +436,36 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
                     .await
             }
             ReconcileDecision::Create => {
+                if !self.names.is_handled(request.object.metadata()) {
+                    // Our finalizer before anything is applied (kube-runtime's order): from
+                    // now on a deletion waits for `Deleted`, so a `cleanup` cannot be missed,
+                    // not even across a restart while `Created` runs.
+                    match self
+                        .patcher
+                        .apply(ctx, request.object.metadata(), ctx.attempt() == 0, add)
+                        .await
+                        .map_err(ReconcileError::new)?
+                    {
+                        PatchOutcome::Patched(_) | PatchOutcome::Unchanged => {}
+                        PatchOutcome::Gone | PatchOutcome::BlockedByDeletion => {
+                            // Deleted before anything was applied: the deletion's own events
+                            // deliver `Deleted` (see the module docs).
+                            tracing::debug!("gone or being deleted before its first Created");
+                            return Ok(ReconcileResult::done());
+                        }
+                    }
+                    self.delivered.set(&id, Progress::Creating);
+                    // The reconciler's own write (a status, say) then applies to a watch cache
+                    // that has the patch, once.
+                    self.let_cache_catch_up(ctx, &request).await;
+                }
                 let downstream = ReconcileRequest {
                     action: ReconcileAction::Created,
-                    ..request.clone()
+                    ..request
                 };
                 let result = self.inner.reconcile(ctx, downstream).await?;
                 self.delivered.set(&id, Progress::ADDED);
-                self.let_cache_catch_up(ctx, &request).await;
-                // A reconciler that just handled a new object has most likely written it (its
-                // status, say), but not its finalizers: the patch's precondition is the list
-                // (and the UID), not the resourceVersion, so the event's copy still holds and
-                // no read is needed (two requests per new object: the reconciler's write and
-                // this patch).
-                self.patch_after(ctx, &request, result, add, PENDING_ADD, true)
-                    .await
+                Ok(result)
             }
             ReconcileDecision::AddFinalizer => {
                 let state = request.state.clone();
@@ -438,6 +483,7 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
                 )
                 .await
             }
+            ReconcileDecision::StaleRetry => Ok(ReconcileResult::done()),
             ReconcileDecision::AddFinalizerAndPass => {
                 // Read first: the event is usually older than our finalizer patch, which then
                 // needs nothing sent. The change is delivered either way: its event is not the
@@ -479,16 +525,18 @@ impl<R: DynReconciler> DynReconciler for OpinionatedReconciler<R> {
                 Some(_) => {}
             }
         }
-        let created = self
-            .delivered
-            .get(&incarnation(request.object.as_ref()))
-            .is_some();
+        let delivery = match self.delivered.get(&incarnation(request.object.as_ref())) {
+            None => Delivery::Nothing,
+            Some(Progress::Creating) => Delivery::Creating,
+            Some(_) => Delivery::Created,
+        };
         let decision = decide(
             request.action,
             request.object.metadata(),
             &request.state,
             &self.names,
-            created,
+            delivery,
+            ctx.attempt() > 0,
         );
         let meta = request.object.metadata();
         let span = tracing::info_span!(

@@ -1,5 +1,6 @@
 //! Unit tests of the opinionated reconciler's decisions.
 
+use super::Delivery::{Creating, Nothing};
 use super::ReconcileAction::{Created, Deleted, Resynced, Updated};
 use super::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -23,19 +24,47 @@ fn none() -> ReconcileState {
 #[test]
 fn deletion_with_our_finalizer_delivers_deleted_and_without_it_waits_for_the_delete_event() {
     assert_eq!(
-        decide(Updated, &meta(&["ours"], true), &none(), &ours(), false),
+        decide(
+            Updated,
+            &meta(&["ours"], true),
+            &none(),
+            &ours(),
+            Nothing,
+            false
+        ),
         ReconcileDecision::Delete
     );
     assert_eq!(
-        decide(Created, &meta(&["ours"], true), &none(), &ours(), false),
+        decide(
+            Created,
+            &meta(&["ours"], true),
+            &none(),
+            &ours(),
+            Nothing,
+            false
+        ),
         ReconcileDecision::Delete
     );
     assert_eq!(
-        decide(Updated, &meta(&["x"], true), &none(), &ours(), false),
+        decide(
+            Updated,
+            &meta(&["x"], true),
+            &none(),
+            &ours(),
+            Nothing,
+            false
+        ),
         ReconcileDecision::IgnoreDeleting
     );
     assert_eq!(
-        decide(Deleted, &meta(&["ours"], true), &none(), &ours(), false),
+        decide(
+            Deleted,
+            &meta(&["ours"], true),
+            &none(),
+            &ours(),
+            Nothing,
+            false
+        ),
         ReconcileDecision::DeleteEvent
     );
 }
@@ -48,12 +77,20 @@ fn created_with_our_finalizer_is_a_resync_and_without_it_a_create() {
             &meta(&["x", "ours"], false),
             &none(),
             &ours(),
+            Nothing,
             false
         ),
         ReconcileDecision::Resync
     );
     assert_eq!(
-        decide(Created, &meta(&["x"], false), &none(), &ours(), false),
+        decide(
+            Created,
+            &meta(&["x"], false),
+            &none(),
+            &ours(),
+            Nothing,
+            false
+        ),
         ReconcileDecision::Create
     );
 }
@@ -63,15 +100,36 @@ fn created_with_our_finalizer_is_a_resync_and_without_it_a_create() {
 #[test]
 fn an_update_without_our_finalizer_after_created_adds_it_and_goes_downstream() {
     assert_eq!(
-        decide(Updated, &meta(&[], false), &none(), &ours(), true),
+        decide(
+            Updated,
+            &meta(&[], false),
+            &none(),
+            &ours(),
+            Delivery::Created,
+            false
+        ),
         ReconcileDecision::AddFinalizerAndPass
     );
     assert_eq!(
-        decide(Resynced, &meta(&[], false), &none(), &ours(), true),
+        decide(
+            Resynced,
+            &meta(&[], false),
+            &none(),
+            &ours(),
+            Delivery::Created,
+            false
+        ),
         ReconcileDecision::AddFinalizerAndPass
     );
     assert_eq!(
-        decide(Updated, &meta(&["ours"], false), &none(), &ours(), false),
+        decide(
+            Updated,
+            &meta(&["ours"], false),
+            &none(),
+            &ours(),
+            Nothing,
+            false
+        ),
         ReconcileDecision::Pass
     );
 }
@@ -80,12 +138,19 @@ fn an_update_without_our_finalizer_after_created_adds_it_and_goes_downstream() {
 fn a_noted_patch_is_retried_without_calling_downstream_again() {
     let removal = noted(none(), Some(PENDING_REMOVAL));
     assert_eq!(
-        decide(Updated, &meta(&["ours"], true), &removal, &ours(), false),
+        decide(
+            Updated,
+            &meta(&["ours"], true),
+            &removal,
+            &ours(),
+            Nothing,
+            false
+        ),
         ReconcileDecision::RetryPatch { removal: true }
     );
     let add = noted(none(), Some(PENDING_ADD));
     assert_eq!(
-        decide(Created, &meta(&[], false), &add, &ours(), false),
+        decide(Created, &meta(&[], false), &add, &ours(), Nothing, false),
         ReconcileDecision::RetryPatch { removal: false }
     );
     assert!(!noted(add, None).contains_key(STATE_KEY));
@@ -97,20 +162,103 @@ fn a_noted_patch_is_retried_without_calling_downstream_again() {
 #[test]
 fn an_update_before_created_was_delivered_is_delivered_as_created_and_the_stale_retry_is_not() {
     assert_eq!(
-        decide(Updated, &meta(&[], false), &none(), &ours(), false),
+        decide(Updated, &meta(&[], false), &none(), &ours(), Nothing, false),
         ReconcileDecision::Create
     );
     assert_eq!(
-        decide(Resynced, &meta(&[], false), &none(), &ours(), false),
+        decide(
+            Resynced,
+            &meta(&[], false),
+            &none(),
+            &ours(),
+            Nothing,
+            false
+        ),
         ReconcileDecision::Create
     );
     assert_eq!(
-        decide(Created, &meta(&[], false), &none(), &ours(), true),
+        decide(
+            Created,
+            &meta(&[], false),
+            &none(),
+            &ours(),
+            Delivery::Created,
+            false
+        ),
         ReconcileDecision::AddFinalizer
     );
     assert_eq!(
-        decide(Updated, &meta(&[], false), &none(), &ours(), true),
+        decide(
+            Updated,
+            &meta(&[], false),
+            &none(),
+            &ours(),
+            Delivery::Created,
+            false
+        ),
         ReconcileDecision::AddFinalizerAndPass
+    );
+}
+
+/// Issue #32, defect 4: our finalizer goes on before the first `Created`. Until `Created`
+/// succeeds, every request of the incarnation (its retry, a newer event with the newest object)
+/// is still the creation, though the object carries our finalizer; a retry that a newer event's
+/// `Created` made stale delivers nothing; a deletion still comes first.
+#[test]
+fn with_our_finalizer_added_before_created_every_request_is_the_creation_until_it_succeeds() {
+    let with_ours = meta(&["x", "ours"], false);
+    for (action, retry) in [(Created, true), (Updated, false), (Resynced, false)] {
+        assert_eq!(
+            decide(action, &with_ours, &none(), &ours(), Creating, retry),
+            ReconcileDecision::Create,
+            "{action:?}"
+        );
+    }
+    assert_eq!(
+        decide(
+            Created,
+            &with_ours,
+            &none(),
+            &ours(),
+            Delivery::Created,
+            true
+        ),
+        ReconcileDecision::StaleRetry
+    );
+    // A new leader's Add of an object it delivered in an earlier term, or a requeue: Resynced.
+    assert_eq!(
+        decide(
+            Created,
+            &with_ours,
+            &none(),
+            &ours(),
+            Delivery::Created,
+            false
+        ),
+        ReconcileDecision::Resync
+    );
+    assert_eq!(
+        decide(
+            Updated,
+            &meta(&["ours"], true),
+            &none(),
+            &ours(),
+            Creating,
+            false
+        ),
+        ReconcileDecision::Delete
+    );
+    // Our finalizer removed by someone before `Created` succeeded: add it again, then create.
+    assert_eq!(
+        decide(
+            Updated,
+            &meta(&[], false),
+            &none(),
+            &ours(),
+            Creating,
+            false
+        ),
+        ReconcileDecision::Create
     );
 }
 
@@ -118,15 +266,36 @@ fn an_update_before_created_was_delivered_is_delivered_as_created_and_the_stale_
 fn a_legacy_finalizer_counts_as_ours() {
     let names = ours().with_legacy(["old".to_string()], []);
     assert_eq!(
-        decide(Created, &meta(&["old"], false), &none(), &names, false),
+        decide(
+            Created,
+            &meta(&["old"], false),
+            &none(),
+            &names,
+            Nothing,
+            false
+        ),
         ReconcileDecision::Resync
     );
     assert_eq!(
-        decide(Updated, &meta(&["old"], true), &none(), &names, true),
+        decide(
+            Updated,
+            &meta(&["old"], true),
+            &none(),
+            &names,
+            Delivery::Created,
+            false
+        ),
         ReconcileDecision::Delete
     );
     assert_eq!(
-        decide(Updated, &meta(&["old"], false), &none(), &names, true),
+        decide(
+            Updated,
+            &meta(&["old"], false),
+            &none(),
+            &names,
+            Delivery::Created,
+            false
+        ),
         ReconcileDecision::Pass
     );
 }

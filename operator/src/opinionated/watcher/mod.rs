@@ -190,7 +190,8 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
             Some(Progress::Added { .. }) => {
                 tracing::debug!("add succeeded earlier; only the finalizer swap is left");
             }
-            None => {
+            // `Creating` is the reconciler's; a watcher's add starts with the in-progress finalizer.
+            Some(Progress::Creating) | None => {
                 let hold = FinalizerChange {
                     add: Some(wip),
                     remove: &[],
