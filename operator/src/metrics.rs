@@ -61,7 +61,7 @@ pub const LATENCY_BUCKETS: [f64; 14] = [
 /// Registering the metrics failed for another reason than "already registered" (an invalid
 /// namespace prefix, or a same-named metric with other labels).
 #[derive(Debug, thiserror::Error)]
-#[error("registering metric {name}: {source}")]
+#[error("registering metric {name}")]
 pub struct MetricsError {
     /// The metric's name.
     pub name: String,

@@ -71,8 +71,8 @@ pub enum AppError {
         /// What was wrong.
         message: String,
     },
-    /// The app stopped with an error while running.
-    #[error("app {app} failed: {source}")]
+    /// The app stopped with an error while running (the error is the source).
+    #[error("app {app} failed")]
     Run {
         /// The app's name.
         app: String,

@@ -298,7 +298,7 @@ pub enum AppConfigError {
     },
     /// A finalizer name is invalid (not a qualified name `prefix/name`, a name part past 63
     /// characters, or both names the same).
-    #[error("app {app}: kind {kind}: {source}")]
+    #[error("app {app}: kind {kind}")]
     Finalizer {
         /// The app's name.
         app: String,
@@ -308,7 +308,7 @@ pub enum AppConfigError {
         source: FinalizerNameError,
     },
     /// The app's private metric collectors could not be created.
-    #[error("app {app}: {source}")]
+    #[error("app {app}")]
     Metrics {
         /// The app's name.
         app: String,
@@ -330,7 +330,7 @@ impl From<AppConfigError> for AppError {
         };
         AppError::Build {
             app,
-            message: error.to_string(),
+            message: kubeapp_sdk::error::error_chain(&error),
         }
     }
 }

@@ -117,7 +117,7 @@ async fn main() -> std::process::ExitCode {
     match operator.execute(cli.command).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error}");
+            eprintln!("error: {}", kubeapp::sdk::error::ErrorChain(&error));
             std::process::ExitCode::FAILURE
         }
     }

@@ -19,7 +19,7 @@ pub enum RunnerError {
         prefix: String,
     },
     /// The HTTP server could not listen on its address.
-    #[error("listening on {addr}: {source}")]
+    #[error("listening on {addr}")]
     Bind {
         /// The configured address.
         addr: SocketAddr,
@@ -29,7 +29,7 @@ pub enum RunnerError {
     },
     /// A collector of an app was refused by the registry for another reason than "already
     /// registered" (for example: a metric of the same name with other labels).
-    #[error("registering a metric collector of app {app}: {source}")]
+    #[error("registering a metric collector of app {app}")]
     Metrics {
         /// The app whose collector was refused.
         app: String,
@@ -49,16 +49,17 @@ pub enum RunnerError {
         declared: String,
     },
     /// The runner's kubeapp collectors (controller, client, finalizer) could not be created.
-    #[error("registering the runner's metrics: {0}")]
+    #[error("registering the runner's metrics")]
     RunnerMetrics(#[source] crate::metrics::MetricsError),
     /// The webhook server could not start (certificate files, address).
     #[error(transparent)]
     Webhook(#[from] crate::webhook::WebhookError),
     /// The SIGTERM/SIGINT handlers could not be installed.
-    #[error("installing the SIGTERM/SIGINT handlers: {0}")]
+    #[error("installing the SIGTERM/SIGINT handlers")]
     Signal(#[source] std::io::Error),
-    /// An app's `run` returned an error; the other apps were stopped.
-    #[error("app {app} failed")]
+    /// An app's `run` returned an error; the other apps were stopped. (The app's name is also
+    /// in the source, an [`AppError`] that names it.)
+    #[error("an app failed; the runner stopped the others")]
     App {
         /// The failing app's name.
         app: String,
@@ -82,7 +83,7 @@ pub enum RunnerError {
         app: String,
     },
     /// One of the runner's servers stopped or failed while the apps were running.
-    #[error("the {server} server failed: {source}")]
+    #[error("the {server} server failed")]
     Server {
         /// Which server (`metrics`).
         server: &'static str,
@@ -107,36 +108,7 @@ pub enum RunnerError {
     },
 }
 
-/// `error: cause: cause` for logs, each piece of text once.
-///
-/// Error types disagree on whether a message includes its source: some (like
-/// [`AppError::Run`]) print their source *and* return it from `source()`, so a plain walk down
-/// the chain repeats it (`app a failed: app a failed: boom: boom`). A cause whose message the
-/// text so far already ends with is skipped; a cause whose message restates the previous one
-/// (starts with it) replaces it.
-pub(super) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    // Where the previous level's message starts in `text`.
-    let mut previous_start = 0;
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let message = cause.to_string();
-        let previous = &text[previous_start..];
-        if previous.ends_with(&message) || message.is_empty() {
-            // Already said.
-        } else if message.starts_with(previous) {
-            // The cause restates the previous message and adds to it.
-            text.truncate(previous_start);
-            text.push_str(&message);
-        } else {
-            text.push_str(": ");
-            previous_start = text.len();
-            text.push_str(&message);
-        }
-        source = cause.source();
-    }
-    text
-}
+pub(super) use kubeapp_sdk::error::error_chain;
 
 #[cfg(test)]
 mod tests {
@@ -151,9 +123,14 @@ mod tests {
                 message: "bad".into(),
             },
         };
-        assert_eq!(error_chain(&error), "app a failed: building app a: bad");
+        assert_eq!(
+            error_chain(&error),
+            "an app failed; the runner stopped the others: building app a: bad"
+        );
     }
 
+    /// Issue #33: this chain printed `app failing failed: app failing failed: run error: run
+    /// error` (every level printed its source and returned it).
     #[test]
     fn a_run_error_is_reported_once() {
         let error = RunnerError::App {
@@ -163,7 +140,15 @@ mod tests {
                 source: "run error".into(),
             },
         };
-        assert_eq!(error_chain(&error), "app failing failed: run error");
+        assert!(
+            kubeapp_sdk::error::restated_causes(&error).is_empty(),
+            "{:?}",
+            kubeapp_sdk::error::restated_causes(&error)
+        );
+        assert_eq!(
+            error_chain(&error),
+            "an app failed; the runner stopped the others: app failing failed: run error"
+        );
     }
 
     #[test]

@@ -443,7 +443,7 @@ impl Runner {
                     Ok(()) => std::io::Error::other("stopped unexpectedly"),
                 };
                 let error = RunnerError::Server { server, source };
-                tracing::error!(%error, "stopping the apps");
+                tracing::error!(error = %error_chain(&error), "stopping the apps");
                 Some(error)
             }
         };

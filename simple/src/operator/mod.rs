@@ -50,6 +50,7 @@ use kubeapp_operator::sharding::ShardRing;
 use kubeapp_operator::{BoxError, CancellationToken, Runner};
 use kubeapp_sdk::crd::{CrdBuilder, CrdError};
 use kubeapp_sdk::deploy::{DeployError, OperatorDeployment, WebhookServing};
+use kubeapp_sdk::error::error_chain;
 use kubeapp_sdk::manifest::{ManifestData, ManifestError, to_yaml_documents};
 use kubeapp_sdk::rbac::{RbacBuilder, RbacError, RoleScope};
 use kubeapp_sdk::webhooks::admission_configurations;
@@ -100,19 +101,19 @@ pub enum OperatorError {
     #[error("the operator's manifest: {0}")]
     Manifest(String),
     /// The CRDs could not be built (a type disagrees with the manifest, say).
-    #[error("building the CRDs: {0}")]
+    #[error("building the CRDs")]
     Crd(#[from] CrdError),
     /// The RBAC could not be built.
-    #[error("building the RBAC: {0}")]
+    #[error("building the RBAC")]
     Rbac(#[from] RbacError),
     /// The deployment could not be built.
-    #[error("building the deployment: {0}")]
+    #[error("building the deployment")]
     Deploy(#[from] DeployError),
     /// Objects could not be written as YAML.
     #[error("writing YAML: {0}")]
     Yaml(String),
     /// Writing to stdout failed.
-    #[error("writing to stdout: {0}")]
+    #[error("writing to stdout")]
     Stdout(#[source] std::io::Error),
     /// A flag of `run` has a value the operator cannot run with.
     #[error(transparent)]
@@ -121,16 +122,16 @@ pub enum OperatorError {
     #[error(transparent)]
     Webhooks(#[from] WebhookError),
     /// Logs and traces could not be set up or flushed.
-    #[error("telemetry: {0}")]
+    #[error("telemetry")]
     Telemetry(#[from] TelemetryError),
     /// No Kubernetes client could be made from the environment.
-    #[error("connecting to Kubernetes: {0}")]
+    #[error("connecting to Kubernetes")]
     Client(#[from] ClientError),
     /// The app does not match its manifest, or cannot be built.
     #[error(transparent)]
     App(#[from] AppConfigError),
     /// The Runner failed.
-    #[error("running the operator: {0}")]
+    #[error("running the operator")]
     Runner(#[from] RunnerError),
     /// `manifests` needs the image to deploy (unless `--webhook-url` asks for the webhook
     /// configurations only).
@@ -163,7 +164,7 @@ impl Operator {
     /// An operator of an already parsed manifest (or the error parsing it gave).
     pub fn from_manifest(manifest: Result<ManifestData, ManifestError>) -> Self {
         Self {
-            manifest: manifest.map_err(|error| error.to_string()),
+            manifest: manifest.map_err(|error| error_chain(&error)),
             name: None,
             crds: Vec::new(),
             app: Box::new(|manifest, _| AppConfig::from_manifest(manifest)),
@@ -475,9 +476,9 @@ impl Operator {
                     .and_then(|elector| {
                         elector
                             .report_to(runner.metrics())
-                            .map_err(|e| ElectionError::Config(e.to_string()))
+                            .map_err(|e| ElectionError::Config(error_chain(&e)))
                     })
-                    .map_err(|e| OperatorError::Election(e.to_string()))?;
+                    .map_err(|e| OperatorError::Election(error_chain(&e)))?;
                 config = config.leadership(elector.leadership());
                 if args.leader_ready {
                     config = config.ready_only_when_leading();
@@ -491,9 +492,11 @@ impl Operator {
         let ring = match args.sharding_config(&manifest_name)? {
             Some(sharding) => {
                 let ring = ShardRing::new(client.clone(), sharding)
-                    .map_err(|e| OperatorError::Sharding(e.to_string()))?
+                    .map_err(|e| OperatorError::Sharding(error_chain(&e)))?
                     .report_to(runner.metrics())
-                    .map_err(|e| OperatorError::Sharding(format!("sharding metrics: {e}")))?;
+                    .map_err(|e| {
+                        OperatorError::Sharding(format!("sharding metrics: {}", error_chain(&e)))
+                    })?;
                 config = config.sharding(ring.membership());
                 Some(tokio::spawn(ring.run(elector_stop.clone())))
             }
@@ -542,19 +545,4 @@ fn print(text: &str) -> Result<(), OperatorError> {
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
         .map_err(OperatorError::Stdout)
-}
-
-/// The error and its sources on one line, each cause once.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
