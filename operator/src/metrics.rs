@@ -20,6 +20,7 @@
 //! | `informer_decode_errors_total` | counter, objects skipped because they did not deserialize | `kind` |
 //! | `reconciler_terminal_errors_total` | counter, reconciles failed with a terminal error (never retried) | `kind` |
 //! | `controller_triggered_reconciles_total` | counter, reconciles queued by `owns`, `watches` or a `Trigger` | `kind` |
+//! | `handler_failures_total` | counter, failed handler calls by cause: `forbidden`, `conflict`, `not_found`, `server_error`, `timeout`, `handler_error` (see [`failures`](crate::failures)) | `kind`, `cause` |
 //! | `reconciler_own_write_events_skipped_total` | counter, watch events that reconciled nothing as the echo of the controller's own write ([`own_writes`](crate::own_writes)) | `kind` |
 //!
 //! `result` of a retry: `success` (done), `requeue` (ran and asked to run again later), `retry`
@@ -50,6 +51,7 @@ use prometheus::{
     Registry,
 };
 
+use crate::failures::KindFailures;
 use crate::metric_cells::{CellFamily, CellSeries};
 use crate::reconciler::ReconcileAction;
 
@@ -122,6 +124,7 @@ pub struct ControllerMetrics {
     terminal_errors: IntCounterVec,
     triggered: IntCounterVec,
     own_write_echoes: IntCounterVec,
+    handler_failures: IntCounterVec,
 }
 
 const EVENT_LABELS: &[&str] = &["event_type", "kind"];
@@ -255,6 +258,11 @@ impl ControllerMetrics {
                 "Watch events that started no reconcile because they were the controller's own writes.",
                 KIND_LABEL,
             )?,
+            handler_failures: counter(
+                "handler_failures_total",
+                "Failed handler calls by cause (forbidden, conflict, not_found, server_error, timeout, handler_error).",
+                &["kind", "cause"],
+            )?,
         })
     }
 
@@ -267,7 +275,7 @@ impl ControllerMetrics {
             .collect()
     }
 
-    fn named_collectors(&self) -> [(&'static str, Box<dyn prometheus::core::Collector>); 19] {
+    fn named_collectors(&self) -> [(&'static str, Box<dyn prometheus::core::Collector>); 20] {
         [
             ("informer_events_total", Box::new(self.events_total.clone())),
             (
@@ -336,6 +344,10 @@ impl ControllerMetrics {
                 "reconciler_own_write_events_skipped_total",
                 Box::new(self.own_write_echoes.clone()),
             ),
+            (
+                "handler_failures_total",
+                Box::new(self.handler_failures.clone()),
+            ),
         ]
     }
 
@@ -381,6 +393,7 @@ impl ControllerMetrics {
             terminal_errors: self.terminal_errors.with_label_values(&[kind]),
             triggered: self.triggered.with_label_values(&[kind]),
             own_write_echoes: self.own_write_echoes.with_label_values(&[kind]),
+            failures: KindFailures::new(kind, &self.handler_failures),
         }
     }
 }
@@ -415,6 +428,8 @@ pub(crate) struct KindMetrics {
     pub terminal_errors: IntCounter,
     pub triggered: IntCounter,
     pub own_write_echoes: IntCounter,
+    /// Failed handler calls by cause, and the kind's run of forbidden calls.
+    pub failures: KindFailures,
 }
 
 impl KindMetrics {

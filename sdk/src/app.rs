@@ -79,6 +79,19 @@ pub enum AppError {
         /// The cause.
         source: BoxError,
     },
+    /// The app stopped when asked to, but dropped handler calls that were still running when
+    /// its shutdown grace ran out: work was left undone (the next start sees those objects
+    /// again). A Runner exits with a distinct status for it.
+    #[error(
+        "app {app} abandoned {calls} handler call(s) still running when its shutdown grace ran \
+         out"
+    )]
+    Abandoned {
+        /// The app's name.
+        app: String,
+        /// How many calls were dropped.
+        calls: u64,
+    },
 }
 
 /// A named check that `/readyz` evaluates on every request.

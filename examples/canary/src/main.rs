@@ -97,6 +97,7 @@ async fn main() -> std::process::ExitCode {
     let owned =
         || watcher::Config::default().labels("app.kubernetes.io/managed-by=canary-operator");
     let operator = Operator::new(MANIFEST)
+        .manifest_file("manifest.yaml")
         .crd::<Canary>()
         .app_with_args(move |manifest, args| {
             // Under the same --metrics-prefix as the Runner's own metrics.

@@ -43,7 +43,9 @@
 //!   controller stops reading informers and starting queued work, cancels the handlers'
 //!   [`HandlerContext`](crate::HandlerContext), and waits for in-flight work to finish, up to
 //!   [`ControllerConfig::shutdown_grace`] (default 30 s); then it drops what still runs (a handler
-//!   that blocks its thread without awaiting cannot be dropped, and delays the stop). In-flight
+//!   that blocks its thread without awaiting cannot be dropped, and delays the stop), logs how
+//!   many calls it dropped as an error and counts them in
+//!   [`InformerController::abandoned_calls`]. In-flight
 //!   work is whole events: an event whose dispatch began before the stop still goes through its
 //!   remaining handlers (the stop is checked once per event, not before every call: asking the
 //!   token takes a lock), and no later event or retry starts. Queued events and pending retries
@@ -97,7 +99,7 @@ mod tests;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -290,6 +292,8 @@ struct Shared {
     kinds: RwLock<HashMap<String, Arc<KindRuntime>>>,
     synced: Mutex<Vec<(String, SyncedFlag)>>,
     state: Mutex<RunState>,
+    /// Handler calls dropped by hard stops, over every run (see `abandoned_calls`).
+    abandoned_calls: AtomicU64,
 }
 
 /// Owns informers, watchers and reconcilers keyed by kind; see the [module docs](self).
@@ -385,6 +389,7 @@ impl InformerController {
                 state: Mutex::new(RunState::Idle {
                     informers: Vec::new(),
                 }),
+                abandoned_calls: AtomicU64::new(0),
             }),
         }
     }
@@ -478,6 +483,14 @@ impl InformerController {
             .clone()
     }
 
+    /// How many handler calls the controller abandoned so far: calls still running when a stop's
+    /// grace period ran out, dropped with their workers (each also logged as an error when it
+    /// happens). An app reports them so the process can exit with a status that says work was
+    /// left undone (see the Runner's exit status).
+    pub fn abandoned_calls(&self) -> u64 {
+        self.shared.abandoned_calls.load(Ordering::Relaxed)
+    }
+
     /// Runs informers and handlers until `stop` is cancelled, then stops gracefully (see the
     /// [module docs](self)).
     ///
@@ -508,6 +521,7 @@ impl InformerController {
             gate: gates.leadership,
             shard: gates.shard,
             stop_seen: AtomicBool::new(false),
+            abandoned: AtomicU64::new(0),
         });
         let informers = {
             let mut state = self
@@ -548,6 +562,17 @@ impl InformerController {
             );
             run.hard_stop.cancel();
             run.tracker.wait().await;
+            let abandoned = run.abandoned.load(Ordering::Relaxed);
+            if abandoned > 0 {
+                self.shared
+                    .abandoned_calls
+                    .fetch_add(abandoned, Ordering::Relaxed);
+                tracing::error!(
+                    abandoned,
+                    ?grace,
+                    "handler calls abandoned: still running when the grace period ran out"
+                );
+            }
         }
         for kind in self.runtimes() {
             kind.clear();

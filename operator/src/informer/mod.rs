@@ -53,6 +53,7 @@ mod cache;
 mod decode;
 mod options;
 mod scoped;
+mod watch_errors;
 
 use std::fmt;
 use std::sync::Arc;
@@ -72,6 +73,7 @@ use crate::store::cache::SharedCache;
 
 use self::cache::{InformerCache, Observed};
 pub use self::options::{InformerOptions, Transform};
+use self::watch_errors::WatchErrorLog;
 
 /// What an informer reports about one object.
 #[derive(Clone, Debug)]
@@ -363,7 +365,10 @@ impl Informer {
                 Some(scope) => scoped::scoped_watch(api, &resource, config, Arc::clone(scope)),
                 None => backoff::backoff_until_data(watcher::watcher(api, config).boxed()),
             };
-            informer_events(raw, options, decode, kind, flag, metrics, shared, scope)
+            let served = Some(resource.clone());
+            informer_events_served(
+                raw, options, decode, kind, flag, metrics, shared, scope, served,
+            )
         });
         Self {
             info,
@@ -439,6 +444,24 @@ fn informer_events(
     shared: Option<Arc<SharedCache>>,
     scope: Option<Arc<ShardScope>>,
 ) -> BoxStream<'static, InformerEvent> {
+    informer_events_served(
+        raw, options, decode, kind, synced, metrics, shared, scope, None,
+    )
+}
+
+/// [`informer_events`] of a list+watch of `served` (its failures name the resource).
+#[allow(clippy::too_many_arguments)] // Two call sites.
+fn informer_events_served(
+    raw: RawEvents,
+    options: InformerOptions,
+    decode: Decode,
+    kind: String,
+    synced: SyncedFlag,
+    metrics: KindMetrics,
+    shared: Option<Arc<SharedCache>>,
+    scope: Option<Arc<ShardScope>>,
+    served: Option<ApiResource>,
+) -> BoxStream<'static, InformerEvent> {
     let resync = options.resync_interval.map(|period| {
         let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         // After backpressure, one resync now and the next a full period later: missed ticks do not
@@ -458,6 +481,7 @@ fn informer_events(
         synced,
         metrics,
         scope,
+        watch_errors: WatchErrorLog::new(served),
     };
     futures::stream::unfold(state, InformerState::next_event).boxed()
 }
@@ -476,6 +500,8 @@ struct InformerState {
     metrics: KindMetrics,
     /// The shard slots a list is filtered to are read here when it starts.
     scope: Option<Arc<ShardScope>>,
+    /// What failed lists and watches were reported as (a missing CRD once, see the module).
+    watch_errors: WatchErrorLog,
 }
 
 impl InformerState {
@@ -507,11 +533,14 @@ impl InformerState {
                 None => return None,
                 Some(Err(error)) => {
                     self.metrics.watch_errors.inc();
-                    tracing::warn!(kind = %self.kind, %error, "watch failed; retrying after backoff");
+                    self.watch_errors.report(&self.kind, &error);
                 }
                 Some(Ok(event)) => {
                     self.metrics.watch_events.inc();
                     let observed = self.observe(event);
+                    if matches!(observed, Observed::ListStart { .. }) {
+                        self.watch_errors.listing();
+                    }
                     if matches!(observed, Observed::ListStart { .. }) && self.synced.is_synced() {
                         tracing::info!(
                             kind = %self.kind,

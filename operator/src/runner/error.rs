@@ -99,6 +99,19 @@ pub enum RunnerError {
         /// The apps that had not returned, in the order they were added.
         apps: Vec<String>,
     },
+    /// An app stopped when asked to, but abandoned handler calls that were still running when
+    /// its shutdown grace ran out ([`AppError::Abandoned`]): work was left undone.
+    #[error(
+        "{calls} handler call(s) of app {app} were abandoned: still running when the shutdown \
+         grace ran out (give handlers more time with a longer shutdown timeout, or let them return \
+         when their context is cancelled)"
+    )]
+    Abandoned {
+        /// The app.
+        app: String,
+        /// How many calls it dropped.
+        calls: u64,
+    },
     /// A second SIGTERM/SIGINT arrived during the graceful shutdown: the runner returned at once,
     /// without waiting for the apps.
     #[error("second signal ({signal}) during graceful shutdown: stopped without waiting")]
@@ -109,6 +122,35 @@ pub enum RunnerError {
 }
 
 pub(super) use kubeapp_sdk::error::error_chain;
+
+/// The exit status of a process whose runner stopped but left work undone: handler calls
+/// abandoned at the shutdown grace ([`RunnerError::Abandoned`]), apps dropped at the shutdown
+/// timeout ([`RunnerError::ShutdownTimeout`]) or a second signal that cut the shutdown short
+/// ([`RunnerError::SecondSignal`]). Distinct from 1 (any other failure) so that Kubernetes and CI
+/// tell "stopped, but abandoned work" from "failed".
+pub const EXIT_WORK_ABANDONED: u8 = 3;
+
+impl RunnerError {
+    /// The process exit status for this error: [`EXIT_WORK_ABANDONED`] when work was left undone
+    /// at shutdown, else 1.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Abandoned { .. } | Self::ShutdownTimeout { .. } | Self::SecondSignal { .. } => {
+                EXIT_WORK_ABANDONED
+            }
+            _ => 1,
+        }
+    }
+
+    /// The error of an app whose `run` returned `source`: [`RunnerError::Abandoned`] for
+    /// abandoned calls, else [`RunnerError::App`].
+    pub(super) fn of_app(app: String, source: AppError) -> Self {
+        match source {
+            AppError::Abandoned { calls, .. } => Self::Abandoned { app, calls },
+            source => Self::App { app, source },
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
