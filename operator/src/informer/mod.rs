@@ -538,8 +538,8 @@ impl InformerState {
                 Some(Ok(event)) => {
                     self.metrics.watch_events.inc();
                     let observed = self.observe(event);
-                    if matches!(observed, Observed::ListStart { .. }) {
-                        self.watch_errors.listing();
+                    if matches!(observed, Observed::ListDone) {
+                        self.watch_errors.listed();
                     }
                     if matches!(observed, Observed::ListStart { .. }) && self.synced.is_synced() {
                         tracing::info!(

@@ -6,7 +6,7 @@
 //! installed (or does not serve this version), and it will fail the same way on every retry
 //! until someone installs it. So it is **one error line** per outage, naming the CRD and the
 //! command that installs it, and the retries after it are logged at debug level only. A list
-//! that starts again resets this: a later outage gets its own line.
+//! that completes ends the outage: a later one gets its own line.
 
 use kube::api::ApiResource;
 use kube::runtime::watcher;
@@ -27,8 +27,9 @@ impl WatchErrorLog {
         }
     }
 
-    /// A list began: the next 404 is a new outage.
-    pub(super) fn listing(&mut self) {
+    /// A list completed: the next 404 is a new outage. (Not when a list begins: kube-runtime's
+    /// watcher announces a list before it asks for it, so a failing list begins every retry.)
+    pub(super) fn listed(&mut self) {
         self.not_found_reported = false;
     }
 
