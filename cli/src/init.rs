@@ -300,8 +300,10 @@ pub fn run(args: &InitArgs) -> Result<(), InitError> {
     }
     println!(
         "next: cd {} && cargo test (the first run builds kubeapp; the control plane comes from \
-         `kubeapp testenv install`), then `kubeapp run`",
-        args.dir.display()
+         `kubeapp testenv install`): it fails, pointing at the handler stub, until you write \
+         src/{}.rs; then `kubeapp run`",
+        args.dir.display(),
+        names::snake(&args.kind)
     );
     Ok(())
 }

@@ -3,7 +3,10 @@
 //! An [`Informer`] runs `kube_runtime::watcher` with its default backoff (exponential, 0.8 s to
 //! 30 s with jitter), so watch errors never become a hot loop. The backoff starts over only when
 //! data arrives (a list page or a watch event), so a list that keeps failing, e.g. without RBAC to
-//! list the kind, is retried ever less often up to every 30 s (see `backoff.rs`). It keeps a cache of the last known state of every object and emits:
+//! list the kind, is retried ever less often up to every 30 s (see `backoff.rs`). Each failure is
+//! counted and logged as a warning, except a `404` on the list (the kind's CRD is not installed):
+//! that is one error line per outage naming the CRD and how to install it (see `watch_errors.rs`).
+//! It keeps a cache of the last known state of every object and emits:
 //!
 //! - every object of the initial list as [`InformerEvent::Add`]; the informer reports **synced**
 //!   ([`SyncedFlag`]) once that list is complete;
