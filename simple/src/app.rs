@@ -27,6 +27,8 @@
 //!   (then in-flight handler calls finish, bounded by the controller's shutdown grace). Calls still
 //!   running when the grace ran out are dropped, and `run` then returns
 //!   [`AppError::Abandoned`] with their number, so the process exits with a status that says so.
+//!   Only the stop's own abandoned calls count: calls dropped earlier, when a leadership or shard
+//!   term ended, were handed over (another replica handles those objects).
 //!   An app runs once: a second `run` fails.
 //! - [`App::health_checks`](kubeapp_sdk::app::App::health_checks) has one check,
 //!   `informers-synced`, which passes only when every informer has delivered its first complete
@@ -271,20 +273,46 @@ impl kubeapp_sdk::app::App for App {
 
     async fn run(&self, stop: CancellationToken) -> Result<(), AppError> {
         tracing::info!(app = %self.name, kinds = self.synced.len(), "app starting");
-        let run = match (&self.sharding, &self.leadership) {
-            (Some(membership), _) => self.controller.run_sharded(stop, membership.clone()).await,
-            (None, Some(leadership)) => {
-                self.controller
-                    .run_while_leading(stop, leadership.clone())
-                    .await
+        let running = async {
+            match (&self.sharding, &self.leadership) {
+                (Some(membership), _) => {
+                    self.controller
+                        .run_sharded(stop.clone(), membership.clone())
+                        .await
+                }
+                (None, Some(leadership)) => {
+                    self.controller
+                        .run_while_leading(stop.clone(), leadership.clone())
+                        .await
+                }
+                (None, None) => self.controller.run(stop.clone()).await,
             }
-            (None, None) => self.controller.run(stop).await,
+        };
+        // Calls dropped when a leadership or shard term ended (handed over: another replica
+        // takes the objects) are not this stop's abandoned work: count from the stop on.
+        let abandoned_at_stop = async {
+            stop.cancelled().await;
+            self.controller.abandoned_calls()
+        };
+        tokio::pin!(running, abandoned_at_stop);
+        let mut before_stop = None;
+        let run = loop {
+            tokio::select! {
+                biased;
+                calls = &mut abandoned_at_stop, if before_stop.is_none() => {
+                    before_stop = Some(calls);
+                }
+                run = &mut running => break run,
+            }
         };
         run.map_err(|source| AppError::Run {
             app: self.name.clone(),
             source: Box::new(source),
         })?;
-        let calls = self.controller.abandoned_calls();
+        let calls = self
+            .controller
+            .abandoned_calls()
+            .saturating_sub(before_stop.unwrap_or(0));
         if calls > 0 {
             return Err(AppError::Abandoned {
                 app: self.name.clone(),

@@ -485,7 +485,8 @@ impl InformerController {
 
     /// How many handler calls the controller abandoned so far: calls still running when a stop's
     /// grace period ran out, dropped with their workers (each also logged as an error when it
-    /// happens). An app reports them so the process can exit with a status that says work was
+    /// happens), over every run, including the terms of a leader-elected or sharded run (a term
+    /// that ends on a lost Lease has no grace at all). An app reports them so the process can exit with a status that says work was
     /// left undone (see the Runner's exit status).
     pub fn abandoned_calls(&self) -> u64 {
         self.shared.abandoned_calls.load(Ordering::Relaxed)
