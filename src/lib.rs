@@ -67,6 +67,7 @@
 //! #[tokio::main]
 //! async fn main() -> std::process::ExitCode {
 //!     Operator::new(MANIFEST)
+//!         .manifest_file("manifest.yaml")
 //!         .crd::<Greeting>()
 //!         .app(|manifest| {
 //!             AppConfig::from_manifest(manifest).managed_kind(

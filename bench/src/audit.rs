@@ -41,7 +41,7 @@ rules:
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
     /// The log could not be read.
-    #[error("reading the audit log {path}: {source}")]
+    #[error("reading the audit log {path}")]
     Io {
         /// The log file.
         path: PathBuf,
@@ -49,7 +49,7 @@ pub enum AuditError {
         source: std::io::Error,
     },
     /// A line is not an audit event.
-    #[error("{path}:{line}: not an audit event: {source}")]
+    #[error("{path}:{line}: not an audit event")]
     Parse {
         /// The log file.
         path: PathBuf,

@@ -72,10 +72,10 @@ pub struct CacheSettings {
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
     /// The control plane did not start or a setup call failed.
-    #[error("the test control plane: {0}")]
+    #[error("the test control plane")]
     TestEnv(#[from] TestEnvError),
     /// A file could not be written.
-    #[error("writing {path}: {source}")]
+    #[error("writing {path}")]
     Io {
         /// The file.
         path: PathBuf,
@@ -83,7 +83,7 @@ pub enum CacheError {
         source: std::io::Error,
     },
     /// A request of the tool failed.
-    #[error("{action}: {source}")]
+    #[error("{action}")]
     Kube {
         /// What the tool was doing.
         action: &'static str,
@@ -91,7 +91,7 @@ pub enum CacheError {
         source: kube::Error,
     },
     /// Writing to etcd failed.
-    #[error("writing a key to etcd at {url}: {source}")]
+    #[error("writing a key to etcd at {url}")]
     Etcd {
         /// etcd's URL.
         url: String,
@@ -99,7 +99,7 @@ pub enum CacheError {
         source: reqwest::Error,
     },
     /// A contender process could not be started or inspected.
-    #[error("{contender}: {source}")]
+    #[error("{contender}")]
     Process {
         /// The contender.
         contender: &'static str,

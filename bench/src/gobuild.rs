@@ -25,7 +25,7 @@ pub enum GoBuildError {
     )]
     GoMissing,
     /// A module file could not be read.
-    #[error("reading {path}: {source} (is --go-module-dir the bench/go-operator directory?)")]
+    #[error("reading {path} (is --go-module-dir the bench/go-operator directory?)")]
     Read {
         /// The file.
         path: PathBuf,
@@ -36,7 +36,7 @@ pub enum GoBuildError {
     #[error("no cache directory: set KUBEAPP_CACHE_DIR or HOME")]
     NoCacheDir,
     /// The cache directory could not be created or written.
-    #[error("writing the cache directory {path}: {source}")]
+    #[error("writing the cache directory {path}")]
     Cache {
         /// The directory.
         path: PathBuf,

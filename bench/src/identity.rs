@@ -44,7 +44,7 @@ pub struct OperatorIdentity {
 #[derive(Debug, thiserror::Error)]
 pub enum IdentityError {
     /// A request failed.
-    #[error("{action}: {source}")]
+    #[error("{action}")]
     Kube {
         /// What was being done.
         action: &'static str,
@@ -55,7 +55,7 @@ pub enum IdentityError {
     #[error("the admin kubeconfig names no cluster")]
     NoCluster,
     /// The kubeconfig could not be written.
-    #[error("writing {path}: {source}")]
+    #[error("writing {path}")]
     Write {
         /// The file.
         path: PathBuf,

@@ -9,7 +9,7 @@ use std::process::Stdio;
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {
     /// The binary could not be started.
-    #[error("starting {binary}: {source}")]
+    #[error("starting {binary}")]
     Spawn {
         /// The binary.
         binary: PathBuf,
@@ -17,7 +17,7 @@ pub enum ProcessError {
         source: std::io::Error,
     },
     /// The log file could not be created.
-    #[error("creating the log file {path}: {source}")]
+    #[error("creating the log file {path}")]
     Log {
         /// The log file.
         path: PathBuf,

@@ -118,7 +118,7 @@ pub struct RunResult {
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// The control plane did not start or a setup call failed.
-    #[error("{contender}: the test control plane: {source}")]
+    #[error("{contender}: the test control plane")]
     TestEnv {
         /// The contender.
         contender: Contender,
@@ -126,7 +126,7 @@ pub enum RunError {
         source: TestEnvError,
     },
     /// A file of the run could not be written.
-    #[error("{contender}: writing {path}: {source}")]
+    #[error("{contender}: writing {path}")]
     Io {
         /// The contender.
         contender: Contender,
@@ -136,7 +136,7 @@ pub enum RunError {
         source: std::io::Error,
     },
     /// The contender process could not be started or inspected.
-    #[error("{contender}: {source}")]
+    #[error("{contender}")]
     Process {
         /// The contender.
         contender: Contender,
@@ -144,7 +144,7 @@ pub enum RunError {
         source: ProcessError,
     },
     /// A request of the tool failed.
-    #[error("{contender}: {action}: {source}")]
+    #[error("{contender}: {action}")]
     Kube {
         /// The contender.
         contender: Contender,
@@ -154,7 +154,7 @@ pub enum RunError {
         source: kube::Error,
     },
     /// The contender's ServiceAccount identity could not be set up.
-    #[error("{contender}: the ServiceAccount identity: {source}")]
+    #[error("{contender}: the ServiceAccount identity")]
     Identity {
         /// The contender.
         contender: Contender,
@@ -162,7 +162,7 @@ pub enum RunError {
         source: IdentityError,
     },
     /// The contender's metrics could not be read.
-    #[error("{contender}: {source}")]
+    #[error("{contender}")]
     Scrape {
         /// The contender.
         contender: Contender,
@@ -170,7 +170,7 @@ pub enum RunError {
         source: ScrapeError,
     },
     /// The audit log could not be read.
-    #[error("{contender}: {source}")]
+    #[error("{contender}")]
     Audit {
         /// The contender.
         contender: Contender,

@@ -18,7 +18,7 @@ const HANDLER_CALLS: &str = "reconciler_process_duration_seconds_count";
 
 /// Reading a contender's metrics failed.
 #[derive(Debug, thiserror::Error)]
-#[error("reading http://127.0.0.1:{port}/metrics: {source}")]
+#[error("reading http://127.0.0.1:{port}/metrics")]
 pub struct ScrapeError {
     /// The contender's metrics port.
     pub port: u16,

@@ -12,7 +12,7 @@ use crate::project::Project;
 #[derive(Debug, thiserror::Error)]
 pub enum BinaryError {
     /// cargo could not be started.
-    #[error("running cargo in {dir}: {source}")]
+    #[error("running cargo in {dir}")]
     Cargo {
         /// The project.
         dir: PathBuf,

@@ -76,7 +76,7 @@ pub async fn run(args: &DeployArgs) -> Result<(), DeployError> {
     }
     let client = kube::Client::try_default()
         .await
-        .map_err(|e| DeployError::Client(e.to_string()))?;
+        .map_err(|e| DeployError::Client(kubeapp::sdk::error::error_chain(&e)))?;
     let suffix = if args.dry_run {
         " (server dry run)"
     } else {

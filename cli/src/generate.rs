@@ -72,7 +72,7 @@ pub enum GenerateError {
         message: String,
     },
     /// A file could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         /// The file.
         path: PathBuf,

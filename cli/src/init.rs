@@ -3,15 +3,28 @@
 //! Every file is rendered in memory first ([`plan`]), so a template or name problem writes
 //! nothing; then the files are written ([`write`]). A directory that exists and is not empty is
 //! refused unless `--force` (then files of the same name are overwritten, others are kept).
+//!
+//! # Where the project gets kubeapp from
+//!
+//! kubeapp is not on a registry yet, so a generated project depends on a kubeapp checkout by
+//! path: `--kubeapp-path PATH`, or by default the checkout this `kubeapp` binary was built from
+//! ([`BUILT_FROM`], recorded at compile time). The default is used only when that directory
+//! still exists and is kubeapp's root (its Cargo.toml's `package.name` is `kubeapp` and it has a
+//! `[workspace]`); otherwise `init` fails before writing anything, with one line naming
+//! `--kubeapp-path`. (A git URL is never written: the workspace's `repository` is a placeholder
+//! that no `cargo build` can fetch.)
 
 use std::path::{Path, PathBuf};
 
 use crate::names::{self, NameError};
 use crate::template::{self, COMMON, Flavor, SAMPLE, TemplateError, Values};
 
-/// The git URL of kubeapp that generated projects depend on without `--kubeapp-path`: the
-/// `repository` of this workspace's Cargo.toml.
-pub const KUBEAPP_GIT_URL: &str = env!("CARGO_PKG_REPOSITORY");
+/// The `repository` of this workspace's Cargo.toml, named in the generated README.
+pub const KUBEAPP_REPOSITORY: &str = env!("CARGO_PKG_REPOSITORY");
+
+/// The kubeapp checkout this binary was built from (the parent of the `cli/` package), the
+/// default of `--kubeapp-path`.
+pub const BUILT_FROM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
 /// The settings of `kubeapp init`.
 #[derive(Debug, clap::Args)]
@@ -31,8 +44,8 @@ pub struct InitArgs {
     /// What the handler is.
     #[arg(long, value_enum, default_value = "reconciler")]
     pub template: Flavor,
-    /// A kubeapp checkout to depend on (a path dependency); default: kubeapp's git repository
-    /// (see docs/cli.md).
+    /// The kubeapp checkout the project depends on (by path); default: the checkout this
+    /// `kubeapp` binary was built from, if it is still there (see docs/cli.md).
     #[arg(long, value_name = "PATH")]
     pub kubeapp_path: Option<PathBuf>,
     /// Write into a directory that is not empty (files of the same name are overwritten).
@@ -60,8 +73,20 @@ pub enum InitError {
         /// What is wrong with it.
         problem: String,
     },
+    /// No `--kubeapp-path`, and the checkout this binary was built from is gone (or is not
+    /// kubeapp's root any more).
+    #[error(
+        "no kubeapp checkout to depend on: pass --kubeapp-path PATH (a kubeapp checkout's root); \
+         the one this kubeapp binary was built from, {built_from}, {problem}"
+    )]
+    NoCheckout {
+        /// The checkout the binary was built from.
+        built_from: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// A file could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         /// The file or directory.
         path: PathBuf,
@@ -120,38 +145,62 @@ pub fn kind_files(flavor: Flavor, values: &Values) -> Result<Vec<PlannedFile>, T
 
 /// The `kubeapp` dependency's source in the generated Cargo.toml, and its comment.
 fn kubeapp_source(path: Option<&Path>) -> Result<(String, String), InitError> {
-    let Some(path) = path else {
-        return Ok((
-            format!("git = {}", toml::Value::String(KUBEAPP_GIT_URL.into())),
-            "kubeapp from its git repository (kubeapp init --kubeapp-path uses a checkout)".into(),
-        ));
+    let (absolute, note) = match path {
+        Some(path) => (
+            kubeapp_root(path).map_err(|problem| InitError::KubeappPath {
+                path: path.to_path_buf(),
+                problem,
+            })?,
+            "kubeapp from a local checkout (kubeapp init --kubeapp-path)",
+        ),
+        None => (
+            kubeapp_root(Path::new(BUILT_FROM)).map_err(|problem| InitError::NoCheckout {
+                built_from: normalized(Path::new(BUILT_FROM)),
+                problem,
+            })?,
+            "kubeapp from the checkout the kubeapp command was built from (kubeapp init \
+             --kubeapp-path picks another)",
+        ),
     };
-    let problem = |problem: String| InitError::KubeappPath {
-        path: path.to_path_buf(),
-        problem,
-    };
-    let absolute = path
-        .canonicalize()
-        .map_err(|e| problem(format!("cannot be resolved: {e}")))?;
-    let manifest = std::fs::read_to_string(absolute.join("Cargo.toml"))
-        .map_err(|e| problem(format!("Cargo.toml cannot be read: {e}")))?;
-    let name = manifest.parse::<toml::Table>().ok().and_then(|table| {
-        table
-            .get("package")?
-            .get("name")?
-            .as_str()
-            .map(String::from)
-    });
-    if name.as_deref() != Some("kubeapp") {
-        return Err(problem(format!(
-            "Cargo.toml's package.name is {name:?}, not \"kubeapp\": give the checkout's root"
-        )));
-    }
     let shown = absolute.to_string_lossy().into_owned();
     Ok((
         format!("path = {}", toml::Value::String(shown)),
-        "kubeapp from a local checkout (kubeapp init --kubeapp-path)".into(),
+        note.to_string(),
     ))
+}
+
+/// `path` without a trailing `/..` written out, for messages about a directory that is gone.
+fn normalized(path: &Path) -> PathBuf {
+    match (path.file_name(), path.parent()) {
+        (None, Some(parent)) if path.ends_with("..") => {
+            parent.parent().unwrap_or(parent).to_path_buf()
+        }
+        _ => path.to_path_buf(),
+    }
+}
+
+/// `path` resolved, when it is kubeapp's root: a Cargo.toml whose package is `kubeapp` and
+/// which has a `[workspace]`. Otherwise, what is wrong with it.
+fn kubeapp_root(path: &Path) -> Result<PathBuf, String> {
+    let absolute = path
+        .canonicalize()
+        .map_err(|e| format!("cannot be resolved: {e}"))?;
+    let manifest = std::fs::read_to_string(absolute.join("Cargo.toml"))
+        .map_err(|e| format!("Cargo.toml cannot be read: {e}"))?;
+    let table = manifest
+        .parse::<toml::Table>()
+        .map_err(|e| format!("Cargo.toml is not TOML: {}", e.message()))?;
+    let name = table
+        .get("package")
+        .and_then(|package| package.get("name"))
+        .and_then(toml::Value::as_str);
+    if name != Some("kubeapp") || !table.contains_key("workspace") {
+        return Err(format!(
+            "is not kubeapp's root: its Cargo.toml's package.name is {name:?} (want \"kubeapp\", \
+             with a [workspace])"
+        ));
+    }
+    Ok(absolute)
 }
 
 /// Every file of the new project, rendered; nothing is written.
@@ -180,7 +229,7 @@ pub fn plan(args: &InitArgs) -> Result<Vec<PlannedFile>, InitError> {
     values.insert("template", args.template.name().to_string());
     values.insert("kubeapp_dependency", dependency);
     values.insert("kubeapp_source_note", note);
-    values.insert("kubeapp_repository", KUBEAPP_GIT_URL.to_string());
+    values.insert("kubeapp_repository", KUBEAPP_REPOSITORY.to_string());
     values.insert(
         "kind_modules",
         format!("{module}// kubeapp kind add: kind modules above this line.\n"),
@@ -244,14 +293,17 @@ pub fn run(args: &InitArgs) -> Result<(), InitError> {
     }
     if args.kubeapp_path.is_none() {
         println!(
-            "note: kubeapp comes from {KUBEAPP_GIT_URL} (Cargo.toml); pass --kubeapp-path to use \
-             a local checkout"
+            "note: kubeapp comes from {} (the checkout this kubeapp command was built from; \
+             --kubeapp-path picks another)",
+            normalized(Path::new(BUILT_FROM)).display()
         );
     }
     println!(
         "next: cd {} && cargo test (the first run builds kubeapp; the control plane comes from \
-         `kubeapp testenv install`), then `kubeapp run`",
-        args.dir.display()
+         `kubeapp testenv install`): it fails, pointing at the handler stub, until you write \
+         src/{}.rs; then `kubeapp run`",
+        args.dir.display(),
+        names::snake(&args.kind)
     );
     Ok(())
 }
@@ -293,10 +345,12 @@ mod tests {
             }
             let cargo = &files[0].1;
             assert!(cargo.contains("name = \"web-operator\""), "{cargo}");
+            let checkout = Path::new(BUILT_FROM).canonicalize().expect("the checkout");
             assert!(
-                cargo.contains(&format!("git = \"{KUBEAPP_GIT_URL}\"")),
+                cargo.contains(&format!("path = \"{}\"", checkout.display())),
                 "{cargo}"
             );
+            assert!(!cargo.contains("git = "), "{cargo}");
             assert!(cargo.contains("\n[workspace]\n"), "{cargo}");
         }
     }
@@ -338,6 +392,30 @@ mod tests {
         assert!(
             err.starts_with("--kubeapp-path /nonexistent/kubeapp"),
             "{err}"
+        );
+        // A checkout of something else (a kubeapp sub-crate is not the root).
+        bad.kubeapp_path = Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+        let err = plan(&bad).expect_err("not the root").to_string();
+        assert!(err.contains("is not kubeapp's root"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_default_checkout_is_one_line_naming_the_flag() {
+        let err = kubeapp_source(None).map(|_| ()).map_err(|e| e.to_string());
+        assert!(
+            err.is_ok(),
+            "the checkout this test runs from is kubeapp's root: {err:?}"
+        );
+        let gone = InitError::NoCheckout {
+            built_from: PathBuf::from("/gone/kubeapp"),
+            problem: kubeapp_root(Path::new("/gone/kubeapp")).expect_err("gone"),
+        }
+        .to_string();
+        assert!(!gone.contains('\n'), "{gone}");
+        assert!(
+            gone.starts_with("no kubeapp checkout to depend on: pass --kubeapp-path PATH")
+                && gone.contains("/gone/kubeapp, cannot be resolved"),
+            "{gone}"
         );
     }
 }

@@ -26,6 +26,7 @@ mod testenv_install;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use kubeapp::sdk::error::ErrorChain;
 
 /// kubeapp: make, generate, run and deploy Kubernetes operators written with kubeapp.
 #[derive(Debug, Parser)]
@@ -110,7 +111,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error}");
+            eprintln!("error: {}", ErrorChain(&error));
             ExitCode::FAILURE
         }
     }

@@ -33,7 +33,7 @@ pub enum ObjectsError {
         problem: String,
     },
     /// The apiserver refused an object, or its kind is unknown to it.
-    #[error("{origin}: {kind} {name}: {source}")]
+    #[error("{origin}: {kind} {name}")]
     Apply {
         /// Where the object came from.
         origin: String,

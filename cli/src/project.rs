@@ -11,7 +11,7 @@ use crate::template::Flavor;
 #[derive(Debug, thiserror::Error)]
 pub enum ProjectError {
     /// A file could not be read.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Read {
         /// The file.
         path: PathBuf,
@@ -19,7 +19,7 @@ pub enum ProjectError {
         source: std::io::Error,
     },
     /// Cargo.toml is not TOML.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Toml {
         /// The file.
         path: PathBuf,
@@ -147,7 +147,7 @@ pub fn parse_manifest(path: &Path, text: &str) -> Result<ManifestData, ProjectEr
     ManifestData::parse(text, Format::Yaml, &path.display().to_string()).map_err(|error| {
         ProjectError::Manifest {
             path: path.to_path_buf(),
-            message: error.to_string(),
+            message: kubeapp::sdk::error::error_chain(&error),
         }
     })
 }

@@ -108,7 +108,7 @@ pub enum InstallError {
     #[error("no cache directory: set KUBEAPP_CACHE_DIR (or XDG_CACHE_HOME or HOME)")]
     NoCacheDir,
     /// A file or directory could not be made.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         /// The path.
         path: PathBuf,
@@ -118,7 +118,7 @@ pub enum InstallError {
     /// `go` is not on PATH.
     #[error(
         "go is not on PATH: install Go >= 1.26 (e.g. apt-get install golang-go, or from go.dev) \
-         to build {binary} ({source})"
+         to build {binary}"
     )]
     NoGo {
         /// The binary that needed it.

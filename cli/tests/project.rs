@@ -66,7 +66,22 @@ fn read(path: &Path) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generate_output_applies_by_dry_run_a_rerun_changes_nothing_and_user_files_stay() {
     let parent = tempfile::tempdir().expect("temp dir");
-    let project = init(parent.path(), "gen-operator", "reconciler", "WebApp");
+    // The one project made with --kubeapp-path (the others use the default checkout).
+    let checkout = support::checkout();
+    let project = support::init_with(
+        parent.path(),
+        "gen-operator",
+        "reconciler",
+        "WebApp",
+        &["--kubeapp-path", checkout.to_str().expect("UTF-8")],
+    );
+    assert!(
+        read(&project.join("Cargo.toml")).contains(&format!(
+            "path = \"{}\"",
+            checkout.canonicalize().expect("the checkout").display()
+        )),
+        "the dependency is the checkout given"
+    );
     let added = kubeapp_ok(&project, &["kind", "add", "--kind", "Gadget"]);
     assert!(added.contains("src/gadget.rs"), "{added}");
     let first = {

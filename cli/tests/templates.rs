@@ -1,14 +1,18 @@
-//! `kubeapp init`, for each template: the generated project depends on this checkout, shares
-//! the suite's target directory and lock file, and passes `cargo build`, `cargo fmt --check`,
-//! `cargo clippy --all-targets -- -D warnings` and `cargo test` (its end-to-end test runs the
-//! operator against kube-apiserver + etcd from testenv); then `kind add` of a second kind in
-//! another version keeps it formatted and lint-free. The builds run one at a time.
+//! `kubeapp init`, for each template, from a temporary directory outside the repository and
+//! without `--kubeapp-path` (the project depends on the checkout the `kubeapp` binary was built
+//! from): the generated project shares the suite's target directory and lock file, passes
+//! `cargo build`, `cargo fmt --check` and `cargo clippy --all-targets -- -D warnings`; its
+//! `cargo test` (an end-to-end test running the operator against kube-apiserver + etcd from
+//! testenv) fails while the handler is the generated stub, with a message pointing at it, and
+//! passes once this test fills in a minimal implementation (an owned ConfigMap, the status's
+//! `observedGeneration`, a `tracing` log line); then `kind add` of a second kind in another
+//! version keeps it formatted and lint-free. The builds run one at a time.
 
 mod support;
 
 use std::path::Path;
 
-use support::{cargo, init, kubeapp, shown};
+use support::{cargo, cargo_output, init, kubeapp, shown};
 
 /// The files every project gets, for the kind `WebApp`.
 const FILES: &[&str] = &[
@@ -25,7 +29,123 @@ const FILES: &[&str] = &[
     "tests/e2e.rs",
 ];
 
-fn a_project_builds_lints_and_passes_its_test(template: &str) {
+/// The ConfigMap a minimal `WebApp` handler makes, as JSON for `Rendered::value`.
+const CONFIG_MAP_JSON: &str = r#"serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": object.name_any(), "namespace": object.namespace()},
+            "data": {"message": object.spec.message},
+        })"#;
+
+/// Replaces the item of `text` that starts with `start` (up to the first line after it that
+/// closes it at the same indentation) with `with`; fails when the template changed shape.
+fn replace_item(text: &str, start: &str, with: &str) -> String {
+    let at = text
+        .find(start)
+        .unwrap_or_else(|| panic!("the stub has no {start:?}:\n{text}"));
+    let indent: String = start.chars().take_while(|c| *c == ' ').collect();
+    let close = format!("\n{indent}}}\n");
+    let end = at
+        + text[at..]
+            .find(&close)
+            .unwrap_or_else(|| panic!("{start:?} is not closed:\n{text}"))
+        + close.len();
+    format!("{}{with}{}", &text[..at], &text[end..])
+}
+
+/// `src/web_app.rs` with its stub replaced by a minimal working handler for `template`.
+fn implemented(template: &str, stub: &str) -> String {
+    let publish = r#"
+/// Publishes the message in a ConfigMap the WebApp owns, and reports the generation handled.
+async fn publish(object: &WebApp, ctx: &Context) -> Result<(), BoxError> {
+    tracing::info!(name = %object.name_any(), "publishing the message");
+    let config_map = ConfigMap {
+        metadata: ObjectMeta {
+            name: object.metadata.name.clone(),
+            namespace: object.metadata.namespace.clone(),
+            ..ObjectMeta::default()
+        },
+        data: Some([("message".to_string(), object.spec.message.clone())].into()),
+        ..ConfigMap::default()
+    };
+    ctx.apply(config_map).owned_by(object)?.send().await?;
+    let status = WebAppStatus {
+        observed_generation: object.metadata.generation,
+    };
+    ctx.status(object).write(status).await?;
+    Ok(())
+}
+"#;
+    let uses = "use k8s_openapi::api::core::v1::ConfigMap;\nuse kubeapp::prelude::*;";
+    match template {
+        "reconciler" => {
+            let apply = r#"async fn apply(object: Arc<WebApp>, ctx: Context) -> Result<ReconcileResult, ReconcileError> {
+    publish(&object, &ctx).await?;
+    Ok(ReconcileResult::done())
+}
+"#;
+            let text = replace_item(stub, "async fn apply(", apply);
+            format!(
+                "{}{publish}",
+                text.replacen("use kubeapp::prelude::*;", uses, 1)
+            )
+        }
+        "watcher" => {
+            let add = r#"    async fn add(&self, object: Arc<WebApp>, ctx: &Context) -> Result<(), BoxError> {
+        publish(&object, ctx).await
+    }
+"#;
+            let update = r#"    async fn update(
+        &self,
+        _old: Arc<WebApp>,
+        new: Arc<WebApp>,
+        ctx: &Context,
+    ) -> Result<(), BoxError> {
+        publish(&new, ctx).await
+    }
+"#;
+            let text = replace_item(stub, "    async fn add(", add);
+            let text = replace_item(&text, "    async fn update(", update);
+            let text = replace_item(&text, "fn not_implemented(", "");
+            format!(
+                "{}{publish}",
+                text.replacen("use kubeapp::prelude::*;", uses, 1)
+            )
+        }
+        "components" => {
+            let render = format!(
+                r#"fn render_config(session: &Session<WebApp>) -> Result<Vec<Rendered>, ComponentError> {{
+    let object = session.object();
+    tracing::info!(name = %object.name_any(), "rendering the ConfigMap");
+    Ok(vec![Rendered::value({CONFIG_MAP_JSON})])
+}}
+"#
+            );
+            replace_item(stub, "fn render_config(", &render)
+        }
+        "phases" => {
+            let pending = format!(
+                r#"async fn pending(
+    work: Work<WebApp, WebAppPhase>,
+    _ctx: Context,
+) -> Result<Transition<WebAppPhase>, ReconcileError> {{
+    let object = &work.object;
+    tracing::info!(name = %object.name_any(), "rendering the ConfigMap");
+    Ok(Transition::to(WebAppPhase::Done).output(Rendered::value({CONFIG_MAP_JSON})))
+}}
+"#
+            );
+            replace_item(stub, "async fn pending(", &pending).replacen(
+                "use kubeapp::prelude::*;",
+                "use kubeapp::components::Rendered;\nuse kubeapp::prelude::*;",
+                1,
+            )
+        }
+        other => panic!("no implementation for the {other} template"),
+    }
+}
+
+fn a_project_fails_its_test_with_the_stub_and_passes_it_once_implemented(template: &str) {
     let parent = tempfile::tempdir().expect("temp dir");
     let project = init(
         parent.path(),
@@ -36,9 +156,15 @@ fn a_project_builds_lints_and_passes_its_test(template: &str) {
     for file in FILES {
         assert!(project.join(file).is_file(), "{template}: {file} missing");
     }
-    let handler = std::fs::read_to_string(project.join("src/web_app.rs")).expect("handler");
-    assert!(handler.contains("not implemented yet"), "{handler}");
-    assert!(!handler.contains("todo!") && !handler.contains("unimplemented!"));
+    let cargo_toml = std::fs::read_to_string(project.join("Cargo.toml")).expect("Cargo.toml");
+    assert!(
+        cargo_toml.contains("kubeapp = { path = ") && cargo_toml.contains("\ntracing = "),
+        "{cargo_toml}"
+    );
+    let handler_path = project.join("src/web_app.rs");
+    let stub = std::fs::read_to_string(&handler_path).expect("handler");
+    assert!(stub.contains("not implemented yet"), "{stub}");
+    assert!(!stub.contains("todo!") && !stub.contains("unimplemented!"));
     cargo(&project, &["build", "--offline"]);
     cargo(&project, &["fmt", "--check"]);
     cargo(
@@ -52,9 +178,23 @@ fn a_project_builds_lints_and_passes_its_test(template: &str) {
             "warnings",
         ],
     );
+
+    // As generated: red, saying that the handler is the stub.
+    let red = cargo_output(&project, &["test", "--offline"]);
+    assert!(!red.status.success(), "{template}: {}", shown(&red));
+    let said = String::from_utf8_lossy(&red.stdout);
+    assert!(
+        said.contains("the handler in src/web_app.rs is still the generated stub"),
+        "{template}: {}",
+        shown(&red)
+    );
+
+    // With a minimal implementation: green.
+    std::fs::write(&handler_path, implemented(template, &stub)).expect("write the handler");
     cargo(&project, &["test", "--offline"]);
 
     // A second kind, with the same template: still formatted and lint-free.
+    std::fs::write(&handler_path, &stub).expect("the stub back (the fill-in is unformatted)");
     let added = support::kubeapp_ok(
         &project,
         &["kind", "add", "--kind", "Gadget", "--version", "v2"],
@@ -80,23 +220,23 @@ fn a_project_builds_lints_and_passes_its_test(template: &str) {
 }
 
 #[test]
-fn the_reconciler_template_builds_lints_and_passes_its_test() {
-    a_project_builds_lints_and_passes_its_test("reconciler");
+fn the_reconciler_template_fails_its_test_with_the_stub_and_passes_it_once_implemented() {
+    a_project_fails_its_test_with_the_stub_and_passes_it_once_implemented("reconciler");
 }
 
 #[test]
-fn the_watcher_template_builds_lints_and_passes_its_test() {
-    a_project_builds_lints_and_passes_its_test("watcher");
+fn the_watcher_template_fails_its_test_with_the_stub_and_passes_it_once_implemented() {
+    a_project_fails_its_test_with_the_stub_and_passes_it_once_implemented("watcher");
 }
 
 #[test]
-fn the_components_template_builds_lints_and_passes_its_test() {
-    a_project_builds_lints_and_passes_its_test("components");
+fn the_components_template_fails_its_test_with_the_stub_and_passes_it_once_implemented() {
+    a_project_fails_its_test_with_the_stub_and_passes_it_once_implemented("components");
 }
 
 #[test]
-fn the_phases_template_builds_lints_and_passes_its_test() {
-    a_project_builds_lints_and_passes_its_test("phases");
+fn the_phases_template_fails_its_test_with_the_stub_and_passes_it_once_implemented() {
+    a_project_fails_its_test_with_the_stub_and_passes_it_once_implemented("phases");
 }
 
 #[test]

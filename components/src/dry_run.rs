@@ -43,7 +43,7 @@ use crate::run::{BoxComponent, Cluster, Outcome, RunOptions, RunReport, run_with
 #[derive(Debug, thiserror::Error)]
 pub enum DryRunError {
     /// A file could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         /// The file or directory.
         path: PathBuf,

@@ -20,8 +20,10 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// Why one handler call failed.
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum HandlerError {
-    /// The handler returned an error.
-    #[error("{0}")]
+    /// The handler returned an error. Printed with its whole chain (each cause once, see
+    /// [`ErrorChain`](kubeapp_sdk::error::ErrorChain)): the handler's error is not a `source()`
+    /// of this one (match the variant to reach it), so logs of a failed call show every cause.
+    #[error("{}", kubeapp_sdk::error::error_chain(.0.as_ref()))]
     Failed(Arc<dyn std::error::Error + Send + Sync + 'static>),
     /// The handler panicked; the panic was caught and carries this message.
     #[error("handler panicked: {0}")]

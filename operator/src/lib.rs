@@ -33,6 +33,9 @@
 //!   handled and objects changed meanwhile are re-synced.
 //! - [`runner`]: the [`Runner`] runs apps, serves `/metrics`, `/livez`, `/readyz` and (with TLS
 //!   configured) the [`webhook`] server, and shuts down gracefully on SIGTERM/SIGINT.
+//! - [`failures`]: failed handler calls by cause (`handler_failures_total{kind,cause}`), one
+//!   log line per missing permission behind a 403, and the opt-in `writes-permitted` readiness
+//!   check.
 //! - [`client_metrics`]: a `kube::Client` whose requests are counted and timed.
 //! - [`metrics_registry`]: the [`MetricsRegistry`] a Runner owns and hands to its apps: one
 //!   prefix, each kubeapp collector set created once, no process-wide collectors.
@@ -48,6 +51,7 @@ pub mod controller;
 pub mod election;
 pub mod events;
 mod failing_objects;
+pub mod failures;
 pub mod handler;
 pub mod informer;
 pub mod informers;

@@ -22,6 +22,7 @@
 //! | `informer_decode_errors_total` | counter, object states that did not deserialize (once per state; see [`informer`](crate::informer#objects-that-do-not-deserialize)) | `kind` |
 //! | `reconciler_terminal_errors_total` | counter, reconciles failed with a terminal error (never retried) | `kind` |
 //! | `controller_triggered_reconciles_total` | counter, reconciles queued by `owns`, `watches` or a `Trigger` | `kind` |
+//! | `handler_failures_total` | counter, failed handler calls by cause: `forbidden`, `conflict`, `not_found`, `server_error`, `timeout`, `handler_error` (see [`failures`](crate::failures)) | `kind`, `cause` |
 //! | `reconciler_own_write_events_skipped_total` | counter, watch events that reconciled nothing as the echo of the controller's own write ([`own_writes`](crate::own_writes)) | `kind` |
 //!
 //! `result` of a retry: `success` (done), `requeue` (ran and asked to run again later), `retry`
@@ -58,6 +59,7 @@ use prometheus::{
 };
 
 use crate::failing_objects::{FailingFamily, FailingObjects};
+use crate::failures::KindFailures;
 use crate::metric_cells::{CellFamily, CellSeries};
 use crate::reconciler::ReconcileAction;
 
@@ -69,7 +71,7 @@ pub const LATENCY_BUCKETS: [f64; 14] = [
 /// Registering the metrics failed for another reason than "already registered" (an invalid
 /// namespace prefix, or a same-named metric with other labels).
 #[derive(Debug, thiserror::Error)]
-#[error("registering metric {name}: {source}")]
+#[error("registering metric {name}")]
 pub struct MetricsError {
     /// The metric's name.
     pub name: String,
@@ -131,6 +133,7 @@ pub struct ControllerMetrics {
     triggered: IntCounterVec,
     own_write_echoes: IntCounterVec,
     failing: FailingFamily,
+    handler_failures: IntCounterVec,
 }
 
 const EVENT_LABELS: &[&str] = &["event_type", "kind"];
@@ -265,6 +268,11 @@ impl ControllerMetrics {
                 KIND_LABEL,
             )?,
             failing: FailingFamily::new(ns)?,
+            handler_failures: counter(
+                "handler_failures_total",
+                "Failed handler calls by cause (forbidden, conflict, not_found, server_error, timeout, handler_error).",
+                &["kind", "cause"],
+            )?,
         })
     }
 
@@ -277,7 +285,7 @@ impl ControllerMetrics {
             .collect()
     }
 
-    fn named_collectors(&self) -> [(&'static str, Box<dyn prometheus::core::Collector>); 20] {
+    fn named_collectors(&self) -> [(&'static str, Box<dyn prometheus::core::Collector>); 21] {
         [
             ("informer_events_total", Box::new(self.events_total.clone())),
             (
@@ -350,6 +358,10 @@ impl ControllerMetrics {
                 "controller_objects_failing and controller_oldest_retry_age_seconds",
                 Box::new(self.failing.clone()),
             ),
+            (
+                "handler_failures_total",
+                Box::new(self.handler_failures.clone()),
+            ),
         ]
     }
 
@@ -396,6 +408,7 @@ impl ControllerMetrics {
             triggered: self.triggered.with_label_values(&[kind]),
             own_write_echoes: self.own_write_echoes.with_label_values(&[kind]),
             failing: self.failing.track(kind),
+            failures: KindFailures::new(kind, &self.handler_failures),
         }
     }
 
@@ -444,6 +457,8 @@ pub(crate) struct KindMetrics {
     /// The kind's failing objects (see [`failing_objects`](crate::failing_objects)); each
     /// `for_kind` call makes a tracker of its own.
     pub failing: Arc<FailingObjects>,
+    /// Failed handler calls by cause, and the kind's run of forbidden calls.
+    pub failures: KindFailures,
 }
 
 impl KindMetrics {

@@ -43,6 +43,7 @@
 use std::fmt;
 use std::sync::{Arc, Once};
 
+use kubeapp_sdk::error::ErrorChain;
 use prometheus::Registry;
 
 use crate::client_metrics::ClientMetrics;
@@ -133,7 +134,7 @@ impl MetricsRegistry {
     ) {
         self.inner.registered[index].call_once(|| {
             if let Err(error) = register(&self.inner.registry) {
-                tracing::warn!(set, %error, "kubeapp metrics not exported");
+                tracing::warn!(set, error = %ErrorChain(&error), "kubeapp metrics not exported");
             }
         });
     }

@@ -366,7 +366,12 @@ async fn a_failing_app_stops_the_others_and_the_error_names_it() {
         matches!(&err, RunnerError::App { app, source: AppError::Run { .. } } if app == "broken"),
         "{err:?}"
     );
-    assert_eq!(err.to_string(), "app broken failed");
+    // The app is named in the chain, each cause once (issue #33).
+    assert_eq!(
+        kubeapp_sdk::error::error_chain(&err),
+        "an app failed; the runner stopped the others: app broken failed: the informer lost its \
+         watch"
+    );
     assert!(
         steady_finished.load(Ordering::SeqCst),
         "the other app was stopped and waited for"
@@ -457,9 +462,12 @@ async fn a_port_in_use_is_a_bind_error_naming_the_address() {
         matches!(&err, RunnerError::Bind { addr: a, .. } if *a == addr),
         "{err:?}"
     );
+    assert_eq!(err.to_string(), format!("listening on {addr}"));
+    let chain = kubeapp_sdk::error::error_chain(&err);
     assert!(
-        err.to_string()
-            .starts_with(&format!("listening on {addr}: "))
+        chain.starts_with(&format!("listening on {addr}: "))
+            && chain.len() > err.to_string().len() + 2,
+        "the system's reason follows: {chain}"
     );
 }
 

@@ -146,9 +146,9 @@ async fn a_failing_app_is_logged_with_each_cause_once() {
         .lines()
         .find(|line| line.contains("stopping the other apps"))
         .unwrap_or_else(|| panic!("no log line about the failure in {logs}"));
+    let chain = "error=an app failed; the runner stopped the others: app failing failed: run error";
     assert!(
-        line.contains("error=app failing failed: run error ")
-            || line.ends_with("error=app failing failed: run error"),
+        line.contains(&format!("{chain} ")) || line.ends_with(chain),
         "{line}"
     );
     assert_eq!(line.matches("run error").count(), 1, "{line}");

@@ -71,13 +71,26 @@ pub enum AppError {
         /// What was wrong.
         message: String,
     },
-    /// The app stopped with an error while running.
-    #[error("app {app} failed: {source}")]
+    /// The app stopped with an error while running (the error is the source).
+    #[error("app {app} failed")]
     Run {
         /// The app's name.
         app: String,
         /// The cause.
         source: BoxError,
+    },
+    /// The app stopped when asked to, but dropped handler calls that were still running when
+    /// its shutdown grace ran out: work was left undone (the next start sees those objects
+    /// again). A Runner exits with a distinct status for it.
+    #[error(
+        "app {app} abandoned {calls} handler call(s) still running when its shutdown grace ran \
+         out"
+    )]
+    Abandoned {
+        /// The app's name.
+        app: String,
+        /// How many calls were dropped.
+        calls: u64,
     },
 }
 

@@ -16,6 +16,9 @@
 //!   ([`RbacBuilder`]).
 //! - [`webhooks`]: the Validating/MutatingWebhookConfigurations and the CRD conversion client
 //!   config of a manifest's app.
+//! - [`error`]: printing an error with its causes once each ([`ErrorChain`](error::ErrorChain)),
+//!   and the rule kubeapp's error types follow (a cause is returned from `source()` or printed,
+//!   never both).
 //! - [`testenv`] (cargo feature `testenv`): start a real kube-apiserver + etcd on loopback and get a
 //!   `kube::Client` for it, to test operators end to end. Start there when writing tests.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
@@ -25,6 +28,7 @@ pub mod app;
 pub mod conversion;
 pub mod crd;
 pub mod deploy;
+pub mod error;
 pub mod manifest;
 pub mod rbac;
 #[cfg(feature = "testenv")]

@@ -24,11 +24,17 @@
 //! - Kinds are registered while the app is built: inside a Tokio runtime their (shared)
 //!   informers start filling their caches at once; handlers are called only once the app runs.
 //! - [`App::run`](kubeapp_sdk::app::App::run) runs the controller until the stop token is cancelled
-//!   (then in-flight handler calls finish, bounded by the controller's shutdown grace). An app runs
-//!   once: a second `run` fails.
+//!   (then in-flight handler calls finish, bounded by the controller's shutdown grace). Calls still
+//!   running when the grace ran out are dropped, and `run` then returns
+//!   [`AppError::Abandoned`] with their number, so the process exits with a status that says so.
+//!   Only the stop's own abandoned calls count: calls dropped earlier, when a leadership or shard
+//!   term ended, were handed over (another replica handles those objects).
+//!   An app runs once: a second `run` fails.
 //! - [`App::health_checks`](kubeapp_sdk::app::App::health_checks) has one check,
 //!   `informers-synced`, which passes only when every informer has delivered its first complete
-//!   list, and otherwise names the kinds that have not.
+//!   list, and otherwise names the kinds that have not; with
+//!   [`AppConfig::ready_requires_writes`](crate::AppConfig::ready_requires_writes) also
+//!   `writes-permitted`, which fails after that many forbidden handler calls of a kind in a row.
 //! - The controller and the opinionated wrappers count into the
 //!   [`MetricsRegistry`](kubeapp_operator::MetricsRegistry) of
 //!   [`AppConfig::metrics`](crate::AppConfig::metrics) (a Runner's: its one prefix, and every app
@@ -82,6 +88,7 @@ pub struct App {
     leadership: Option<kubeapp_operator::election::Leadership>,
     sharding: Option<kubeapp_operator::sharding::Membership>,
     ready_only_when_leading: bool,
+    ready_requires_writes: Option<u64>,
 }
 
 impl App {
@@ -154,6 +161,7 @@ impl App {
             leadership: config.leadership,
             sharding: config.sharding,
             ready_only_when_leading: config.ready_only_when_leading,
+            ready_requires_writes: config.ready_requires_writes,
         })
     }
 
@@ -265,19 +273,52 @@ impl kubeapp_sdk::app::App for App {
 
     async fn run(&self, stop: CancellationToken) -> Result<(), AppError> {
         tracing::info!(app = %self.name, kinds = self.synced.len(), "app starting");
-        let run = match (&self.sharding, &self.leadership) {
-            (Some(membership), _) => self.controller.run_sharded(stop, membership.clone()).await,
-            (None, Some(leadership)) => {
-                self.controller
-                    .run_while_leading(stop, leadership.clone())
-                    .await
+        let running = async {
+            match (&self.sharding, &self.leadership) {
+                (Some(membership), _) => {
+                    self.controller
+                        .run_sharded(stop.clone(), membership.clone())
+                        .await
+                }
+                (None, Some(leadership)) => {
+                    self.controller
+                        .run_while_leading(stop.clone(), leadership.clone())
+                        .await
+                }
+                (None, None) => self.controller.run(stop.clone()).await,
             }
-            (None, None) => self.controller.run(stop).await,
+        };
+        // Calls dropped when a leadership or shard term ended (handed over: another replica
+        // takes the objects) are not this stop's abandoned work: count from the stop on.
+        let abandoned_at_stop = async {
+            stop.cancelled().await;
+            self.controller.abandoned_calls()
+        };
+        tokio::pin!(running, abandoned_at_stop);
+        let mut before_stop = None;
+        let run = loop {
+            tokio::select! {
+                biased;
+                calls = &mut abandoned_at_stop, if before_stop.is_none() => {
+                    before_stop = Some(calls);
+                }
+                run = &mut running => break run,
+            }
         };
         run.map_err(|source| AppError::Run {
             app: self.name.clone(),
             source: Box::new(source),
         })?;
+        let calls = self
+            .controller
+            .abandoned_calls()
+            .saturating_sub(before_stop.unwrap_or(0));
+        if calls > 0 {
+            return Err(AppError::Abandoned {
+                app: self.name.clone(),
+                calls,
+            });
+        }
         tracing::info!(app = %self.name, "app stopped");
         Ok(())
     }
@@ -292,6 +333,9 @@ impl kubeapp_sdk::app::App for App {
             checks.push(Arc::new(kubeapp_operator::election::LeadershipReady(
                 leadership.clone(),
             )));
+        }
+        if let Some(threshold) = self.ready_requires_writes {
+            checks.push(Arc::new(self.controller.forbidden_writes_check(threshold)));
         }
         checks
     }
@@ -595,9 +639,8 @@ mod tests {
             offline_client(),
         )
         .expect_err("unqualified");
-        assert!(
-            err.to_string().contains("shop-configmaps-finalizer"),
-            "{err}"
-        );
+        // The name is in the cause (the chain), not repeated in the app's own message.
+        let chain = kubeapp_sdk::error::error_chain(&err);
+        assert!(chain.contains("shop-configmaps-finalizer"), "{chain}");
     }
 }

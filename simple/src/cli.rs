@@ -21,6 +21,7 @@
 //! | `--leader-ready` | `LEADER_READY` | off | `/readyz` fails while not leading |
 //! | `--leader-election-namespace <NAMESPACE>` | `POD_NAMESPACE` | `default` | the Lease's namespace |
 //! | `--leader-election-id <NAME>` | `LEADER_ELECTION_ID` | `{app}-leader` | the Lease's name |
+//! | `--ready-requires-writes [N]` | `READY_REQUIRES_WRITES` | off (`3` when given without a value) | `/readyz` fails after N handler calls of a kind in a row were forbidden (403): `AppConfig::ready_requires_writes` |
 //! | `--shard` | `SHARD` | off | split the managed kinds' objects between the replicas of a shard ring (not with `--leader-elect`) |
 //! | `--shard-ring <NAME>` | `SHARD_RING` | `{app}-shards` | the ring's name; its Leases live in `--leader-election-namespace` |
 //! | `--lease-duration <DURATION>` | `LEASE_DURATION` | `15s` | [`LeaseTimings::lease_duration`] |
@@ -163,6 +164,19 @@ pub struct OperatorArgs {
     /// The name of the leader Lease (default: `{app}-leader`).
     #[arg(long, env = "LEADER_ELECTION_ID", value_name = "NAME")]
     pub leader_election_id: Option<String>,
+    /// Make /readyz fail (check `writes-permitted`) once the last N handler calls of a kind in a
+    /// row were refused with 403 Forbidden: the operator's role lacks a permission its handlers
+    /// need. Without a value, 3. Off by default (readiness is about serving; the refusals are
+    /// counted in handler_failures_total{cause="forbidden"} and logged either way).
+    #[arg(
+        long,
+        env = "READY_REQUIRES_WRITES",
+        value_name = "N",
+        num_args = 0..=1,
+        default_missing_value = "3",
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub ready_requires_writes: Option<u64>,
     /// Split the managed kinds' objects between the replicas of a shard ring (each replica
     /// holds its own Lease in --leader-election-namespace, with the same timings); the
     /// identity is --instance, else the hostname. Not with --leader-elect.

@@ -36,6 +36,7 @@ pub struct AppConfig {
     pub(crate) leadership: Option<Leadership>,
     pub(crate) sharding: Option<kubeapp_operator::sharding::Membership>,
     pub(crate) ready_only_when_leading: bool,
+    pub(crate) ready_requires_writes: Option<u64>,
 }
 
 /// Hands out a fresh box of one of the app's own collectors (they are cheap handles to shared
@@ -65,7 +66,20 @@ impl AppConfig {
             leadership: None,
             sharding: None,
             ready_only_when_leading: false,
+            ready_requires_writes: None,
         }
+    }
+
+    /// Opt-in: `/readyz` fails (a check named `writes-permitted`) while the last `threshold` or
+    /// more handler calls of some kind failed with 403 Forbidden: the operator's role lacks a
+    /// permission its handlers need, so it does nothing useful until RBAC is fixed. Off by
+    /// default, because readiness is about serving (webhooks, synced caches); the failures are
+    /// counted in `handler_failures_total{cause="forbidden"}` and logged either way (see
+    /// [`kubeapp_operator::failures`]). The `cli` feature's `--ready-requires-writes` sets it.
+    #[must_use]
+    pub fn ready_requires_writes(mut self, threshold: u64) -> Self {
+        self.ready_requires_writes = Some(threshold.max(1));
+        self
     }
 
     /// With [`leadership`](Self::leadership): `/readyz` fails while this replica does not lead
@@ -298,7 +312,7 @@ pub enum AppConfigError {
     },
     /// A finalizer name is invalid (not a qualified name `prefix/name`, a name part past 63
     /// characters, or both names the same).
-    #[error("app {app}: kind {kind}: {source}")]
+    #[error("app {app}: kind {kind}")]
     Finalizer {
         /// The app's name.
         app: String,
@@ -308,7 +322,7 @@ pub enum AppConfigError {
         source: FinalizerNameError,
     },
     /// The app's private metric collectors could not be created.
-    #[error("app {app}: {source}")]
+    #[error("app {app}")]
     Metrics {
         /// The app's name.
         app: String,
@@ -330,7 +344,7 @@ impl From<AppConfigError> for AppError {
         };
         AppError::Build {
             app,
-            message: error.to_string(),
+            message: kubeapp_sdk::error::error_chain(&error),
         }
     }
 }

@@ -11,6 +11,8 @@
 //!
 //! - [`kinds`]: the kind builders.
 //! - [`validate`]: what makes an app invalid against its manifest (every problem is reported).
+//! - [`manifest_match`]: whether each managed kind's Rust type agrees with the manifest on
+//!   group, kind, version and plural.
 //! - [`config`]: [`AppConfig`], what an app is built from, and why it may be refused.
 //! - [`app`]: the [`App`] itself: informers, wrappers, finalizer names, health and metrics.
 //! - [`provider`]: [`Provider`], the app behind `kubeapp_sdk`'s `AppProvider` (manifest first,
@@ -79,6 +81,7 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod kinds;
+pub mod manifest_match;
 #[cfg(feature = "cli")]
 pub mod operator;
 pub mod provider;

@@ -39,6 +39,7 @@
 
 use std::time::Duration;
 
+use kubeapp_sdk::error::ErrorChain;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
 use opentelemetry_sdk::Resource;
@@ -183,7 +184,7 @@ pub enum TelemetryError {
         expected: &'static str,
     },
     /// The log filter directives do not parse.
-    #[error("invalid log filter {directives:?}: {source}")]
+    #[error("invalid log filter {directives:?}")]
     InvalidFilter {
         /// The directives given.
         directives: String,
@@ -191,7 +192,7 @@ pub enum TelemetryError {
         source: tracing_subscriber::filter::ParseError,
     },
     /// The OTLP exporter could not be built (bad endpoint, no Tokio runtime, ...).
-    #[error("building the OTLP {protocol:?} exporter: {source}")]
+    #[error("building the OTLP {protocol:?} exporter")]
     Exporter {
         /// The protocol chosen.
         protocol: OtlpProtocol,
@@ -241,7 +242,7 @@ impl TelemetryGuard {
     pub fn flush_on_shutdown(self, runner: &mut kubeapp_operator::runner::Runner) {
         runner.on_shutdown(move || async move {
             if let Err(err) = self.shutdown().await {
-                tracing::warn!(%err, "telemetry not flushed");
+                tracing::warn!(error = %ErrorChain(&err), "telemetry not flushed");
             }
         });
     }

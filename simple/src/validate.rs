@@ -13,13 +13,17 @@
 //!     webhooks come from; a kind the app only watches belongs in the unmanaged kinds;
 //!   - a capability the manifest declares (validation or mutation in any version of the kind,
 //!     or conversion) without the matching handler;
-//!   - a handler (validator, mutator, converter) whose capability the manifest does not declare.
+//!   - a handler (validator, mutator, converter) whose capability the manifest does not declare;
+//!   - a managed kind whose Rust type is in a version the manifest does not list it in, or has
+//!     another plural ([`crate::manifest_match`]; a kind or group that differs is the
+//!     "not in the manifest" problem above).
 //!
 //! Without a manifest only the first two checks apply: handlers are routed, nothing is compared.
 
 use kubeapp_sdk::manifest::ManifestData;
 
 use crate::kinds::KindSpec;
+use crate::manifest_match::{self, KindMismatch};
 
 /// An admission or conversion capability of a kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,6 +117,10 @@ pub enum AppProblem {
         /// The kind.
         kind: String,
     },
+    /// A managed kind's Rust type disagrees with the manifest on its version or plural: the
+    /// informer would list a resource the CRD does not serve.
+    #[error("{0}")]
+    KindMismatch(KindMismatch),
 }
 
 /// Every problem of `kinds` (managed and unmanaged) and of the managed ones against `manifest`.
@@ -191,6 +199,13 @@ fn manifest_problems(kinds: &[KindSpec], manifest: &ManifestData) -> Vec<AppProb
             }
         }
     }
+    problems.extend(
+        manifest_match::mismatches(kinds, manifest)
+            .into_iter()
+            // A kind or group that differs is reported above, as not in the manifest.
+            .filter(|found| found.field.contains(".name") || found.field.ends_with(".plural"))
+            .map(AppProblem::KindMismatch),
+    );
     for spec in managed() {
         let listed = spec.resource.group == manifest.group
             && manifest_kinds

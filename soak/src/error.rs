@@ -6,13 +6,13 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum SoakError {
     /// The control plane could not be started or set up.
-    #[error("the test control plane: {0}")]
+    #[error("the test control plane")]
     TestEnv(#[from] kubeapp::sdk::testenv::TestEnvError),
     /// The operator under test could not be set up.
     #[error("setting up the operator under test: {0}")]
     Setup(String),
     /// A request of the workload or the checker failed for good.
-    #[error("{action}: {source}")]
+    #[error("{action}")]
     Kube {
         /// What the tool was doing, naming the object.
         action: String,
@@ -20,7 +20,7 @@ pub enum SoakError {
         source: kube::Error,
     },
     /// A request kept failing (the apiserver stayed unreachable) for longer than allowed.
-    #[error("{action}: still failing after {waited:?}: {source}")]
+    #[error("{action}: still failing after {waited:?}")]
     GaveUp {
         /// What the tool was doing, naming the object.
         action: String,

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser as _;
+use kubeapp_sdk::error::ErrorChain;
 use kubeapp_soak::operator::OperatorSettings;
 use kubeapp_soak::workload::WorkloadSettings;
 use kubeapp_soak::{FaultSettings, ScenarioSettings, SoakEnv, SoakError, Wrapper};
@@ -115,7 +116,7 @@ async fn main() -> ExitCode {
         match soak(&cli, wrapper).await {
             Ok(n) => lost += n,
             Err(error) => {
-                eprintln!("error: {wrapper}: {error}");
+                eprintln!("error: {wrapper}: {}", ErrorChain(&error));
                 return ExitCode::FAILURE;
             }
         }

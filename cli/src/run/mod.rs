@@ -26,6 +26,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use kubeapp::sdk::error::ErrorChain;
 use kubeapp::sdk::testenv::TestEnv;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -86,7 +87,7 @@ pub enum RunError {
     #[error("development certificates: {0}")]
     Certs(String),
     /// The operator could not be started, or waited for.
-    #[error("the operator {binary}: {source}")]
+    #[error("the operator {binary}")]
     Operator {
         /// Its binary.
         binary: PathBuf,
@@ -100,7 +101,7 @@ pub enum RunError {
     #[error("timed out after {0:?} waiting until {1}")]
     Timeout(Duration, String),
     /// A sample could not be read.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Sample {
         /// The file.
         path: PathBuf,
@@ -158,7 +159,7 @@ pub async fn run(args: &RunArgs) -> Result<bool, RunError> {
     println!("kubeapp run: {} on a local control plane", project.name);
     let env = tokio::select! {
         env = TestEnv::builder().start_timeout(timeout).start() => {
-            env.map_err(|e| RunError::ControlPlane(e.to_string()))?
+            env.map_err(|e| RunError::ControlPlane(ErrorChain(&e).to_string()))?
         }
         _ = interrupt.recv() => return Ok(true),
         _ = terminate.recv() => return Ok(true),
@@ -195,7 +196,7 @@ pub async fn run(args: &RunArgs) -> Result<bool, RunError> {
             }
         }
         Some(Err(error)) => {
-            eprintln!("error: {error}");
+            eprintln!("error: {}", ErrorChain(&error));
             clean = false;
         }
         None => {}
@@ -210,7 +211,10 @@ pub async fn run(args: &RunArgs) -> Result<bool, RunError> {
                 clean = false;
             }
             Err(error) => {
-                eprintln!("error: stopping the operator (pid {pid}): {error}");
+                eprintln!(
+                    "error: stopping the operator (pid {pid}): {}",
+                    ErrorChain(&error)
+                );
                 clean = false;
             }
         }
@@ -271,7 +275,7 @@ async fn start(
     let crds = env
         .install_crds_yaml(&crd_yaml)
         .await
-        .map_err(|e| RunError::Crds(e.to_string()))?;
+        .map_err(|e| RunError::Crds(ErrorChain(&e).to_string()))?;
     for crd in &crds {
         let conversion = match (&crd.spec.conversion, target.get(1)) {
             (Some(conversion), Some(url)) if conversion.strategy == "Webhook" => {

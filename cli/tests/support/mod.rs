@@ -68,26 +68,29 @@ pub fn kubeapp_ok(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(output.stdout).expect("UTF-8")
 }
 
-/// `kubeapp init` of a `template` project named `name` under `parent`, depending on this
-/// checkout, with the checkout's Cargo.lock; returns its directory.
+/// `kubeapp init` of a `template` project named `name` under `parent` (a temporary directory,
+/// outside the checkout), with the checkout's Cargo.lock; returns its directory. No
+/// `--kubeapp-path`: the project depends on the checkout the `kubeapp` binary was built from,
+/// this one.
 pub fn init(parent: &Path, name: &str, template: &str, kind: &str) -> PathBuf {
+    init_with(parent, name, template, kind, &[])
+}
+
+/// [`init`] with more flags.
+pub fn init_with(parent: &Path, name: &str, template: &str, kind: &str, more: &[&str]) -> PathBuf {
     let dir = parent.join(name);
     let checkout = checkout();
-    kubeapp_ok(
-        parent,
-        &[
-            "init",
-            name,
-            "--kind",
-            kind,
-            "--group",
-            "example.com",
-            "--template",
-            template,
-            "--kubeapp-path",
-            checkout.to_str().expect("a UTF-8 checkout path"),
-        ],
-    );
+    let args = [
+        "init",
+        name,
+        "--kind",
+        kind,
+        "--group",
+        "example.com",
+        "--template",
+        template,
+    ];
+    kubeapp_ok(parent, &[&args[..], more].concat());
     std::fs::copy(checkout.join("Cargo.lock"), dir.join("Cargo.lock")).expect("copy Cargo.lock");
     dir
 }
@@ -95,6 +98,17 @@ pub fn init(parent: &Path, name: &str, template: &str, kind: &str) -> PathBuf {
 /// Runs `cargo args` in `project` with the suite's target directory, offline; asserts it
 /// succeeds and prints how long it took.
 pub fn cargo(project: &Path, args: &[&str]) {
+    let output = cargo_output(project, args);
+    assert!(
+        output.status.success(),
+        "cargo {args:?} in {}: {}",
+        project.display(),
+        shown(&output)
+    );
+}
+
+/// Runs `cargo args` in `project` as [`cargo`] does, and returns how it went.
+pub fn cargo_output(project: &Path, args: &[&str]) -> Output {
     let _one_at_a_time = cargo_lock();
     let start = Instant::now();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
@@ -105,16 +119,12 @@ pub fn cargo(project: &Path, args: &[&str]) {
         .env("CARGO_NET_OFFLINE", "true")
         .output()
         .expect("run cargo");
-    assert!(
-        output.status.success(),
-        "cargo {args:?} in {}: {}",
-        project.display(),
-        shown(&output)
-    );
     eprintln!(
-        "cargo {} in {}: {:.1} s",
+        "cargo {} in {}: {:.1} s ({})",
         args.join(" "),
         project.display(),
-        start.elapsed().as_secs_f64()
+        start.elapsed().as_secs_f64(),
+        output.status
     );
+    output
 }

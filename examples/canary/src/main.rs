@@ -97,6 +97,7 @@ async fn main() -> std::process::ExitCode {
     let owned =
         || watcher::Config::default().labels("app.kubernetes.io/managed-by=canary-operator");
     let operator = Operator::new(MANIFEST)
+        .manifest_file("manifest.yaml")
         .crd::<Canary>()
         .app_with_args(move |manifest, args| {
             // Under the same --metrics-prefix as the Runner's own metrics.
@@ -117,7 +118,7 @@ async fn main() -> std::process::ExitCode {
     match operator.execute(cli.command).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error}");
+            eprintln!("error: {}", kubeapp::sdk::error::ErrorChain(&error));
             std::process::ExitCode::FAILURE
         }
     }

@@ -127,6 +127,7 @@ fn graph() -> ComponentGraph<WebApp, BoxComponent<WebApp>> {
 async fn main() -> std::process::ExitCode {
     let owned = || watcher::Config::default().labels(MANAGED_BY);
     Operator::new(MANIFEST)
+        .manifest_file("manifest.yaml")
         .crd::<WebApp>()
         .app_with_args(move |manifest, args| {
             // Under the same --metrics-prefix as the Runner's own metrics.

@@ -45,6 +45,7 @@ async fn cleanup(_: Arc<Greeting>, _: Context) -> Result<ReconcileResult, Reconc
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     Operator::new(MANIFEST)
+        .manifest_file("manifest.yaml")
         .crd::<Greeting>()
         .app(|manifest| {
             AppConfig::from_manifest(manifest).managed_kind(

@@ -26,7 +26,7 @@ use crate::metrics::StepMetrics;
 
 /// An Event about a Probe could not be written.
 #[derive(Debug, thiserror::Error)]
-#[error("writing the {reason} Event of Probe {key}: {source}")]
+#[error("writing the {reason} Event of Probe {key}")]
 pub struct RecordError {
     /// The Event's reason (`Added`, ...).
     pub reason: &'static str,

@@ -388,9 +388,13 @@ impl KindRuntime {
             .observe(event.action(), Timed::Watcher, started, ended);
         held.gauges.call_ended(event.action());
         let end = match result {
-            Ok(()) => CallEnd::Done,
+            Ok(()) => {
+                self.metrics.failures.succeeded();
+                CallEnd::Done
+            }
             Err(error) => {
                 metrics.watcher_errors.inc();
+                self.metrics.failures.failed(&error);
                 mark_error(&span, &error);
                 let work = RetryWork::Watch(event.clone());
                 self.retry_or_give_up(held, origin, handler, work, attempt, error)
@@ -445,10 +449,14 @@ impl KindRuntime {
             .observe(action, Timed::Reconciler, started, ended);
         held.gauges.call_ended(action);
         let (error, requeue_after, state) = match result {
-            Ok(Ok(result)) => (None, result.requeue_after, result.state),
+            Ok(Ok(result)) => {
+                self.metrics.failures.succeeded();
+                (None, result.requeue_after, result.state)
+            }
             Ok(Err(failure)) if failure.terminal => {
                 let error = HandlerError::failed(failure.error);
                 metrics.reconciler_errors.inc();
+                self.metrics.failures.failed(&error);
                 self.metrics.terminal_errors.inc();
                 mark_error(&span, &error);
                 tracing::error!(
@@ -489,6 +497,7 @@ impl KindRuntime {
         };
         if let Some(error) = &error {
             metrics.reconciler_errors.inc();
+            self.metrics.failures.failed(error);
             mark_error(&span, error);
         }
         let end = match (error, requeue_after) {

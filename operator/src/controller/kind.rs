@@ -65,6 +65,9 @@ pub(crate) struct Running {
     pub shard: Option<Arc<crate::sharding::gate::ShardGate>>,
     /// Set by the run's own task as it sees `stop` cancelled (see [`stop_seen`](Self::stop_seen)).
     pub stop_seen: AtomicBool,
+    /// Workers the hard stop dropped in the middle of an item (each with a handler call under
+    /// way): the calls this run abandoned.
+    pub abandoned: AtomicU64,
 }
 
 impl Running {
@@ -314,14 +317,21 @@ impl KindRuntime {
     }
 
     fn spawn_worker(self: &Arc<Self>, run: &Arc<Running>) {
-        let worker = Arc::clone(self).work(Arc::clone(run));
+        // Whether the worker is in the middle of an item: written by the worker only.
+        let busy = Arc::new(AtomicBool::new(false));
+        let worker = Arc::clone(self).work(Arc::clone(run), Arc::clone(&busy));
         let hard_stop = run.hard_stop.clone();
+        let counted = Arc::clone(run);
         run.tracker.spawn(async move {
             // The worker first: the hard-stop future is polled only when the worker waits.
             tokio::select! {
                 biased;
                 () = worker => {}
-                () = hard_stop.cancelled() => {}
+                () = hard_stop.cancelled() => {
+                    if busy.load(Ordering::Relaxed) {
+                        counted.abandoned.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
             }
         });
     }
@@ -378,7 +388,7 @@ impl KindRuntime {
     /// One worker: takes ready work until the controller stops. A lane it finished is handed back
     /// under the same hold of the lock that takes its next work (one lock round trip per item,
     /// not two).
-    async fn work(self: Arc<Self>, run: Arc<Running>) {
+    async fn work(self: Arc<Self>, run: Arc<Running>, busy: Arc<AtomicBool>) {
         let ctx = self.handler_context(&run);
         let mut handlers = HandlersCache::default();
         let mut durations = WorkerDurations::new(&self.metrics);
@@ -437,6 +447,7 @@ impl KindRuntime {
             {
                 failing_before = Some(failing_before.map_or(since, |other| other.min(since)));
             }
+            busy.store(true, Ordering::Relaxed);
             let mut held = Held {
                 key: &key,
                 retries: &mut retries,
@@ -463,6 +474,7 @@ impl KindRuntime {
             self.metrics
                 .failing
                 .changed(failing_before, retries.failing_since());
+            busy.store(false, Ordering::Relaxed);
             finished = Some(Finished {
                 slot,
                 counted,

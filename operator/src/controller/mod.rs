@@ -56,7 +56,9 @@
 //!   controller stops reading informers and starting queued work, cancels the handlers'
 //!   [`HandlerContext`](crate::HandlerContext), and waits for in-flight work to finish, up to
 //!   [`ControllerConfig::shutdown_grace`] (default 30 s); then it drops what still runs (a handler
-//!   that blocks its thread without awaiting cannot be dropped, and delays the stop). In-flight
+//!   that blocks its thread without awaiting cannot be dropped, and delays the stop), logs how
+//!   many calls it dropped as an error and counts them in
+//!   [`InformerController::abandoned_calls`]. In-flight
 //!   work is whole events: an event whose dispatch began before the stop still goes through its
 //!   remaining handlers (the stop is checked once per event, not before every call: asking the
 //!   token takes a lock), and no later event or retry starts. Queued events and pending retries
@@ -111,7 +113,7 @@ mod tests;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -338,6 +340,8 @@ struct Shared {
     kinds: RwLock<HashMap<String, Arc<KindRuntime>>>,
     synced: Mutex<Vec<(String, SyncedFlag)>>,
     state: Mutex<RunState>,
+    /// Handler calls dropped by hard stops, over every run (see `abandoned_calls`).
+    abandoned_calls: AtomicU64,
 }
 
 /// Owns informers, watchers and reconcilers keyed by kind; see the [module docs](self).
@@ -433,6 +437,7 @@ impl InformerController {
                 state: Mutex::new(RunState::Idle {
                     informers: Vec::new(),
                 }),
+                abandoned_calls: AtomicU64::new(0),
             }),
         }
     }
@@ -526,6 +531,15 @@ impl InformerController {
             .clone()
     }
 
+    /// How many handler calls the controller abandoned so far: calls still running when a stop's
+    /// grace period ran out, dropped with their workers (each also logged as an error when it
+    /// happens), over every run, including the terms of a leader-elected or sharded run (a term
+    /// that ends on a lost Lease has no grace at all). An app reports them so the process can exit with a status that says work was
+    /// left undone (see the Runner's exit status).
+    pub fn abandoned_calls(&self) -> u64 {
+        self.shared.abandoned_calls.load(Ordering::Relaxed)
+    }
+
     /// Runs informers and handlers until `stop` is cancelled, then stops gracefully (see the
     /// [module docs](self)).
     ///
@@ -556,6 +570,7 @@ impl InformerController {
             gate: gates.leadership,
             shard: gates.shard,
             stop_seen: AtomicBool::new(false),
+            abandoned: AtomicU64::new(0),
         });
         let informers = {
             let mut state = self
@@ -596,6 +611,17 @@ impl InformerController {
             );
             run.hard_stop.cancel();
             run.tracker.wait().await;
+            let abandoned = run.abandoned.load(Ordering::Relaxed);
+            if abandoned > 0 {
+                self.shared
+                    .abandoned_calls
+                    .fetch_add(abandoned, Ordering::Relaxed);
+                tracing::error!(
+                    abandoned,
+                    ?grace,
+                    "handler calls abandoned: still running when the grace period ran out"
+                );
+            }
         }
         for kind in self.runtimes() {
             kind.clear();

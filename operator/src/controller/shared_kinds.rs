@@ -81,7 +81,7 @@ impl InformerController {
 }
 
 impl InformerController {
-    pub(super) fn runtimes(&self) -> Vec<Arc<KindRuntime>> {
+    pub(crate) fn runtimes(&self) -> Vec<Arc<KindRuntime>> {
         self.shared
             .kinds
             .read()

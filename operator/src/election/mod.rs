@@ -47,6 +47,7 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
+use kubeapp_sdk::error::ErrorChain;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -116,7 +117,7 @@ pub enum ElectionError {
     Config(String),
     /// The Lease could not be read or written (retried by the elector; returned only from
     /// single calls).
-    #[error("leader election: the Lease: {0}")]
+    #[error("leader election: the Lease")]
     Api(#[source] kube::Error),
 }
 
@@ -314,7 +315,9 @@ impl LeaderElector {
                 match self.client.acquire_or_renew(&mut observed).await {
                     Ok(true) => break,
                     Ok(false) => {}
-                    Err(error) => tracing::warn!(%error, "leader election: acquiring failed"),
+                    Err(error) => {
+                        tracing::warn!(error = %ErrorChain(&error), "leader election: acquiring failed")
+                    }
                 }
                 tokio::select! {
                     () = stop.cancelled() => {
@@ -333,7 +336,10 @@ impl LeaderElector {
                     () = stop.cancelled() => {
                         self.set(None);
                         if let Err(error) = self.client.release().await {
-                            tracing::warn!(%error, "leader election: releasing the Lease failed");
+                            tracing::warn!(
+                                error = %ErrorChain(&error),
+                                "leader election: releasing the Lease failed"
+                            );
                         }
                         watch_task.abort();
                         return;
@@ -351,7 +357,9 @@ impl LeaderElector {
                         self.set(Some(renewed + self.config.timings.renew_deadline));
                     }
                     Ok(Ok(false)) => tracing::warn!("leader election: the Lease was taken over"),
-                    Ok(Err(error)) => tracing::warn!(%error, "leader election: renewing failed"),
+                    Ok(Err(error)) => {
+                        tracing::warn!(error = %ErrorChain(&error), "leader election: renewing failed")
+                    }
                     Err(_) => tracing::warn!("leader election: renewing timed out"),
                 }
                 // Not renewed within the deadline: stop leading before the Lease can expire for

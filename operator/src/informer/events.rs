@@ -5,10 +5,11 @@
 use std::sync::Arc;
 
 use futures::stream::{BoxStream, StreamExt};
-use kube::api::DynamicObject;
+use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher::Event;
 
 use super::cache::{InformerCache, Observed};
+use super::watch_errors::WatchErrorLog;
 use super::{Decode, InformerEvent, InformerOptions, RawEvents, SyncedFlag};
 use crate::metrics::KindMetrics;
 use crate::object::{ObjectKey, SharedObject, as_undecodable, share};
@@ -26,6 +27,25 @@ pub(super) fn informer_events(
     metrics: KindMetrics,
     shared: Option<Arc<SharedCache>>,
     scope: Option<Arc<ShardScope>>,
+) -> BoxStream<'static, InformerEvent> {
+    informer_events_served(
+        raw, options, decode, kind, synced, metrics, shared, scope, None,
+    )
+}
+
+/// [`informer_events`] of a list+watch of `served`: its failures name the resource (a missing
+/// CRD once per outage).
+#[allow(clippy::too_many_arguments)] // Two call sites.
+pub(super) fn informer_events_served(
+    raw: RawEvents,
+    options: InformerOptions,
+    decode: Decode,
+    kind: String,
+    synced: SyncedFlag,
+    metrics: KindMetrics,
+    shared: Option<Arc<SharedCache>>,
+    scope: Option<Arc<ShardScope>>,
+    served: Option<ApiResource>,
 ) -> BoxStream<'static, InformerEvent> {
     let resync = options.resync_interval.map(|period| {
         let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
@@ -46,6 +66,7 @@ pub(super) fn informer_events(
         synced,
         metrics,
         scope,
+        watch_errors: WatchErrorLog::new(served),
     };
     futures::stream::unfold(state, InformerState::next_event).boxed()
 }
@@ -64,6 +85,8 @@ struct InformerState {
     metrics: KindMetrics,
     /// The shard slots a list is filtered to are read here when it starts.
     scope: Option<Arc<ShardScope>>,
+    /// What failed lists and watches were reported as (a missing CRD once, see the module).
+    watch_errors: WatchErrorLog,
 }
 
 impl InformerState {
@@ -95,11 +118,14 @@ impl InformerState {
                 None => return None,
                 Some(Err(error)) => {
                     self.metrics.watch_errors.inc();
-                    tracing::warn!(kind = %self.kind, %error, "watch failed; retrying after backoff");
+                    self.watch_errors.report(&self.kind, &error);
                 }
                 Some(Ok(event)) => {
                     self.metrics.watch_events.inc();
                     let observed = self.observe(event);
+                    if matches!(observed, Observed::ListDone) {
+                        self.watch_errors.listed();
+                    }
                     if matches!(observed, Observed::ListStart { .. }) && self.synced.is_synced() {
                         tracing::info!(
                             kind = %self.kind,

@@ -3,8 +3,11 @@
 //! An [`Informer`] runs `kube_runtime::watcher` with its default backoff (exponential, 0.8 s to
 //! 30 s with jitter), so watch errors never become a hot loop. The backoff starts over only when
 //! data arrives (a list page or a watch event), so a list that keeps failing, e.g. without RBAC to
-//! list the kind, is retried ever less often up to every 30 s (see `backoff.rs`). It keeps a cache
-//! of the last known state of every object and emits (see `events.rs` and `cache.rs`):
+//! list the kind, is retried ever less often up to every 30 s (see `backoff.rs`). Each failure is
+//! counted and logged as a warning, except a `404` on the list (the kind's CRD is not installed):
+//! that is one error line per outage naming the CRD and how to install it (see `watch_errors.rs`).
+//! It keeps a cache of the last known state of every object and emits (see `events.rs` and
+//! `cache.rs`):
 //!
 //! - every object of the initial list as [`InformerEvent::Add`]; the informer reports **synced**
 //!   ([`SyncedFlag`]) once that list is complete;
@@ -60,6 +63,7 @@ mod decode;
 mod events;
 mod options;
 mod scoped;
+mod watch_errors;
 
 use std::fmt;
 use std::sync::Arc;
@@ -77,7 +81,7 @@ use crate::reconciler::ReconcileAction;
 use crate::sharding::server_side::ShardScope;
 use crate::store::cache::SharedCache;
 
-use self::events::informer_events;
+use self::events::{informer_events, informer_events_served};
 pub use self::options::{InformerOptions, Transform};
 
 /// What an informer reports about one object.
@@ -370,7 +374,10 @@ impl Informer {
                 Some(scope) => scoped::scoped_watch(api, &resource, config, Arc::clone(scope)),
                 None => backoff::backoff_until_data(watcher::watcher(api, config).boxed()),
             };
-            informer_events(raw, options, decode, kind, flag, metrics, shared, scope)
+            let served = Some(resource.clone());
+            informer_events_served(
+                raw, options, decode, kind, flag, metrics, shared, scope, served,
+            )
         });
         Self {
             info,

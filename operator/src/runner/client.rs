@@ -16,7 +16,7 @@ const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// Neither a kubeconfig nor an in-cluster configuration was found.
-    #[error("no Kubernetes configuration found; tried {tried}: {source}")]
+    #[error("no Kubernetes configuration found; tried {tried}")]
     NoConfig {
         /// The sources tried, in order, in words.
         tried: String,
@@ -28,7 +28,7 @@ pub enum ClientError {
     #[error(transparent)]
     Metrics(#[from] MetricsError),
     /// A configuration was found but the client could not be built from it.
-    #[error("building a Kubernetes client for {cluster_url}: {source}")]
+    #[error("building a Kubernetes client for {cluster_url}")]
     Client {
         /// The API server the configuration points at.
         cluster_url: String,

@@ -19,7 +19,7 @@ pub enum RunnerError {
         prefix: String,
     },
     /// The HTTP server could not listen on its address.
-    #[error("listening on {addr}: {source}")]
+    #[error("listening on {addr}")]
     Bind {
         /// The configured address.
         addr: SocketAddr,
@@ -29,7 +29,7 @@ pub enum RunnerError {
     },
     /// A collector of an app was refused by the registry for another reason than "already
     /// registered" (for example: a metric of the same name with other labels).
-    #[error("registering a metric collector of app {app}: {source}")]
+    #[error("registering a metric collector of app {app}")]
     Metrics {
         /// The app whose collector was refused.
         app: String,
@@ -49,16 +49,17 @@ pub enum RunnerError {
         declared: String,
     },
     /// The runner's kubeapp collectors (controller, client, finalizer) could not be created.
-    #[error("registering the runner's metrics: {0}")]
+    #[error("registering the runner's metrics")]
     RunnerMetrics(#[source] crate::metrics::MetricsError),
     /// The webhook server could not start (certificate files, address).
     #[error(transparent)]
     Webhook(#[from] crate::webhook::WebhookError),
     /// The SIGTERM/SIGINT handlers could not be installed.
-    #[error("installing the SIGTERM/SIGINT handlers: {0}")]
+    #[error("installing the SIGTERM/SIGINT handlers")]
     Signal(#[source] std::io::Error),
-    /// An app's `run` returned an error; the other apps were stopped.
-    #[error("app {app} failed")]
+    /// An app's `run` returned an error; the other apps were stopped. (The app's name is also
+    /// in the source, an [`AppError`] that names it.)
+    #[error("an app failed; the runner stopped the others")]
     App {
         /// The failing app's name.
         app: String,
@@ -82,7 +83,7 @@ pub enum RunnerError {
         app: String,
     },
     /// One of the runner's servers stopped or failed while the apps were running.
-    #[error("the {server} server failed: {source}")]
+    #[error("the {server} server failed")]
     Server {
         /// Which server (`metrics`).
         server: &'static str,
@@ -98,6 +99,19 @@ pub enum RunnerError {
         /// The apps that had not returned, in the order they were added.
         apps: Vec<String>,
     },
+    /// An app stopped when asked to, but abandoned handler calls that were still running when
+    /// its shutdown grace ran out ([`AppError::Abandoned`]): work was left undone.
+    #[error(
+        "{calls} handler call(s) of app {app} were abandoned: still running when the shutdown \
+         grace ran out (give handlers more time with a longer shutdown timeout, or let them return \
+         when their context is cancelled)"
+    )]
+    Abandoned {
+        /// The app.
+        app: String,
+        /// How many calls it dropped.
+        calls: u64,
+    },
     /// A second SIGTERM/SIGINT arrived during the graceful shutdown: the runner returned at once,
     /// without waiting for the apps.
     #[error("second signal ({signal}) during graceful shutdown: stopped without waiting")]
@@ -107,35 +121,35 @@ pub enum RunnerError {
     },
 }
 
-/// `error: cause: cause` for logs, each piece of text once.
-///
-/// Error types disagree on whether a message includes its source: some (like
-/// [`AppError::Run`]) print their source *and* return it from `source()`, so a plain walk down
-/// the chain repeats it (`app a failed: app a failed: boom: boom`). A cause whose message the
-/// text so far already ends with is skipped; a cause whose message restates the previous one
-/// (starts with it) replaces it.
-pub(super) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    // Where the previous level's message starts in `text`.
-    let mut previous_start = 0;
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let message = cause.to_string();
-        let previous = &text[previous_start..];
-        if previous.ends_with(&message) || message.is_empty() {
-            // Already said.
-        } else if message.starts_with(previous) {
-            // The cause restates the previous message and adds to it.
-            text.truncate(previous_start);
-            text.push_str(&message);
-        } else {
-            text.push_str(": ");
-            previous_start = text.len();
-            text.push_str(&message);
+pub(super) use kubeapp_sdk::error::error_chain;
+
+/// The exit status of a process whose runner stopped but left work undone: handler calls
+/// abandoned at the shutdown grace ([`RunnerError::Abandoned`]), apps dropped at the shutdown
+/// timeout ([`RunnerError::ShutdownTimeout`]) or a second signal that cut the shutdown short
+/// ([`RunnerError::SecondSignal`]). Distinct from 1 (any other failure) so that Kubernetes and CI
+/// tell "stopped, but abandoned work" from "failed".
+pub const EXIT_WORK_ABANDONED: u8 = 3;
+
+impl RunnerError {
+    /// The process exit status for this error: [`EXIT_WORK_ABANDONED`] when work was left undone
+    /// at shutdown, else 1.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Abandoned { .. } | Self::ShutdownTimeout { .. } | Self::SecondSignal { .. } => {
+                EXIT_WORK_ABANDONED
+            }
+            _ => 1,
         }
-        source = cause.source();
     }
-    text
+
+    /// The error of an app whose `run` returned `source`: [`RunnerError::Abandoned`] for
+    /// abandoned calls, else [`RunnerError::App`].
+    pub(super) fn of_app(app: String, source: AppError) -> Self {
+        match source {
+            AppError::Abandoned { calls, .. } => Self::Abandoned { app, calls },
+            source => Self::App { app, source },
+        }
+    }
 }
 
 #[cfg(test)]
@@ -151,9 +165,14 @@ mod tests {
                 message: "bad".into(),
             },
         };
-        assert_eq!(error_chain(&error), "app a failed: building app a: bad");
+        assert_eq!(
+            error_chain(&error),
+            "an app failed; the runner stopped the others: building app a: bad"
+        );
     }
 
+    /// Issue #33: this chain printed `app failing failed: app failing failed: run error: run
+    /// error` (every level printed its source and returned it).
     #[test]
     fn a_run_error_is_reported_once() {
         let error = RunnerError::App {
@@ -163,7 +182,15 @@ mod tests {
                 source: "run error".into(),
             },
         };
-        assert_eq!(error_chain(&error), "app failing failed: run error");
+        assert!(
+            kubeapp_sdk::error::restated_causes(&error).is_empty(),
+            "{:?}",
+            kubeapp_sdk::error::restated_causes(&error)
+        );
+        assert_eq!(
+            error_chain(&error),
+            "an app failed; the runner stopped the others: app failing failed: run error"
+        );
     }
 
     #[test]

@@ -82,6 +82,21 @@
 //! - **A failing server.** If the HTTP server fails while the apps run, the apps are stopped and
 //!   [`RunnerError::Server`] is returned.
 //! - A runner with no apps only serves HTTP until it is stopped.
+//! - **Abandoned work.** An app that stopped in time but dropped handler calls still running when
+//!   its own shutdown grace ran out returns `AppError::Abandoned`; the runner returns
+//!   [`RunnerError::Abandoned`] naming the app and the number of calls (an earlier failure, the
+//!   cause, still wins).
+//!
+//! # Exit status
+//!
+//! [`RunnerError::exit_code`] is what a `main` should exit with (the `kubeapp-simple` operator
+//! binary does): 0 after a clean stop, [`EXIT_WORK_ABANDONED`] (3) when the runner stopped but left
+//! work undone ([`RunnerError::Abandoned`], [`RunnerError::ShutdownTimeout`],
+//! [`RunnerError::SecondSignal`]), and 1 for any other failure. A shutdown timeout shorter than the
+//! handlers' work therefore shows up in Kubernetes (the container's exit code and reason
+//! `Error`) and in CI, with one error line naming how many calls were abandoned, instead of a
+//! clean-looking 0. Nothing is lost by it with opinionated kinds (objects keep their in-progress
+//! finalizers and the next start handles them again), but the work was not done.
 //!
 //! # Addresses in tests
 //!
@@ -175,7 +190,7 @@ use tokio_util::sync::CancellationToken;
 use crate::informers::Informers;
 pub use client::{ClientError, default_client, default_client_with_metrics};
 pub use config::RunnerConfig;
-pub use error::RunnerError;
+pub use error::{EXIT_WORK_ABANDONED, RunnerError};
 
 use error::error_chain;
 use hooks::ShutdownHook;
@@ -429,7 +444,7 @@ impl Runner {
             Some((app, outcome)) = tasks.next(), if !tasks.is_empty() => {
                 let error = match outcome {
                     AppOutcome::Stopped => RunnerError::AppExited { app },
-                    AppOutcome::Failed(source) => RunnerError::App { app, source },
+                    AppOutcome::Failed(source) => RunnerError::of_app(app, source),
                     AppOutcome::Panicked(message) => RunnerError::AppPanicked { app, message },
                 };
                 tracing::error!(error = %error_chain(&error), "stopping the other apps");
@@ -443,7 +458,7 @@ impl Runner {
                     Ok(()) => std::io::Error::other("stopped unexpectedly"),
                 };
                 let error = RunnerError::Server { server, source };
-                tracing::error!(%error, "stopping the apps");
+                tracing::error!(error = %error_chain(&error), "stopping the apps");
                 Some(error)
             }
         };
@@ -559,7 +574,7 @@ fn note_stopped(app: String, outcome: AppOutcome, failure: &mut Option<RunnerErr
             tracing::info!(app, "app stopped");
             return;
         }
-        AppOutcome::Failed(source) => RunnerError::App { app, source },
+        AppOutcome::Failed(source) => RunnerError::of_app(app, source),
         AppOutcome::Panicked(message) => RunnerError::AppPanicked { app, message },
     };
     tracing::error!(error = %error_chain(&error), "app failed while stopping");

@@ -103,10 +103,10 @@ pub enum WebhookError {
         message: String,
     },
     /// The TLS configuration could not be built.
-    #[error("webhook TLS configuration: {0}")]
+    #[error("webhook TLS configuration")]
     Tls(#[from] rustls::Error),
     /// The address could not be bound.
-    #[error("binding the webhook server to {addr}: {source}")]
+    #[error("binding the webhook server to {addr}")]
     Bind {
         /// The address.
         addr: SocketAddr,

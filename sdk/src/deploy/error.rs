@@ -15,7 +15,7 @@ pub enum DeployError {
         reason: String,
     },
     /// The RBAC could not be built from the manifest.
-    #[error("building the operator's RBAC: {0}")]
+    #[error("building the operator's RBAC")]
     Rbac(#[from] RbacError),
     /// An object could not be serialized.
     #[error("writing the {object} as YAML: {message}")]

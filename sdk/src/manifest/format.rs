@@ -70,7 +70,7 @@ impl fmt::Display for ManifestProblem {
 #[non_exhaustive]
 pub enum ManifestError {
     /// The file could not be read.
-    #[error("reading manifest {}: {source}", path.display())]
+    #[error("reading manifest {}", path.display())]
     Read {
         /// The file.
         path: PathBuf,

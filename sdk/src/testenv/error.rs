@@ -22,7 +22,7 @@ pub enum TestEnvError {
         searched: Vec<PathBuf>,
     },
     /// A process could not be spawned at all.
-    #[error("could not start {binary} ({path}): {source}")]
+    #[error("could not start {binary} ({path})")]
     Spawn {
         /// Which process.
         binary: &'static str,
@@ -58,7 +58,7 @@ pub enum TestEnvError {
         tail: String,
     },
     /// Generating keys or certificates failed.
-    #[error("generating {what}: {source}")]
+    #[error("generating {what}")]
     Certificate {
         /// Which certificate or key.
         what: &'static str,
@@ -66,7 +66,7 @@ pub enum TestEnvError {
         source: rcgen::Error,
     },
     /// A file of the environment could not be written or read.
-    #[error("{action} {path}: {source}")]
+    #[error("{action} {path}")]
     Io {
         /// What was being done.
         action: &'static str,
@@ -76,7 +76,7 @@ pub enum TestEnvError {
         source: std::io::Error,
     },
     /// Building a client from the generated kubeconfig failed.
-    #[error("building a client for {context}: {source}")]
+    #[error("building a client for {context}")]
     Kubeconfig {
         /// Which identity the client was for.
         context: String,
@@ -84,7 +84,7 @@ pub enum TestEnvError {
         source: kube::config::KubeconfigError,
     },
     /// A request to the API server failed.
-    #[error("{action}: {source}")]
+    #[error("{action}")]
     Kube {
         /// What was being done.
         action: String,

@@ -17,7 +17,12 @@
 //!   (`--metrics-prefix`) and `--namespace`, until SIGTERM or SIGINT.
 //!
 //! Every failure is one message on stderr naming what failed (the manifest, a flag and its
-//! variable, the apiserver), and exit code 1; a usage error exits 2 with clap's message.
+//! variable, the apiserver), and exit code 1; a usage error exits 2 with clap's message. A `run`
+//! that stopped but abandoned handler calls at the shutdown timeout exits 3
+//! ([`OperatorError::exit_code`], the Runner's `EXIT_WORK_ABANDONED`) with a line naming how many.
+//! Before `run` starts anything it checks each managed kind's Rust type against the manifest
+//! (group, kind, version, plural: [`crate::manifest_match`]) and reports a disagreement as one
+//! line naming the manifest file ([`Operator::manifest_file`]), the field and both values.
 //!
 //! ```no_run
 //! use kubeapp_simple::operator::Operator;
@@ -50,6 +55,7 @@ use kubeapp_operator::sharding::ShardRing;
 use kubeapp_operator::{BoxError, CancellationToken, Runner};
 use kubeapp_sdk::crd::{CrdBuilder, CrdError};
 use kubeapp_sdk::deploy::{DeployError, OperatorDeployment, WebhookServing};
+use kubeapp_sdk::error::error_chain;
 use kubeapp_sdk::manifest::{ManifestData, ManifestError, to_yaml_documents};
 use kubeapp_sdk::rbac::{RbacBuilder, RbacError, RoleScope};
 use kubeapp_sdk::webhooks::admission_configurations;
@@ -60,6 +66,7 @@ pub use self::webhooks::WebhookError;
 use crate::app::App;
 use crate::cli::{OperatorArgs, OperatorArgsError};
 use crate::config::{AppConfig, AppConfigError};
+use crate::manifest_match::{self, KindMismatch};
 use crate::telemetry::{self, TelemetryError};
 
 /// Adds one CRD type to a [`CrdBuilder`].
@@ -73,6 +80,8 @@ fn add_crd<'m, K: CustomResourceExt>(builder: CrdBuilder<'m>) -> CrdBuilder<'m> 
 pub struct Operator {
     /// The manifest, or why it did not load (reported by every command).
     manifest: Result<ManifestData, String>,
+    /// The manifest's file, for messages ([`Operator::manifest_file`]).
+    manifest_file: String,
     /// The Deployment's name, also its ServiceAccount's, role's and Services' prefix.
     name: Option<String>,
     crds: Vec<CrdFn>,
@@ -100,19 +109,19 @@ pub enum OperatorError {
     #[error("the operator's manifest: {0}")]
     Manifest(String),
     /// The CRDs could not be built (a type disagrees with the manifest, say).
-    #[error("building the CRDs: {0}")]
+    #[error("building the CRDs")]
     Crd(#[from] CrdError),
     /// The RBAC could not be built.
-    #[error("building the RBAC: {0}")]
+    #[error("building the RBAC")]
     Rbac(#[from] RbacError),
     /// The deployment could not be built.
-    #[error("building the deployment: {0}")]
+    #[error("building the deployment")]
     Deploy(#[from] DeployError),
     /// Objects could not be written as YAML.
     #[error("writing YAML: {0}")]
     Yaml(String),
     /// Writing to stdout failed.
-    #[error("writing to stdout: {0}")]
+    #[error("writing to stdout")]
     Stdout(#[source] std::io::Error),
     /// A flag of `run` has a value the operator cannot run with.
     #[error(transparent)]
@@ -121,16 +130,29 @@ pub enum OperatorError {
     #[error(transparent)]
     Webhooks(#[from] WebhookError),
     /// Logs and traces could not be set up or flushed.
-    #[error("telemetry: {0}")]
+    #[error("telemetry")]
     Telemetry(#[from] TelemetryError),
     /// No Kubernetes client could be made from the environment.
-    #[error("connecting to Kubernetes: {0}")]
+    #[error("connecting to Kubernetes")]
     Client(#[from] ClientError),
     /// The app does not match its manifest, or cannot be built.
     #[error(transparent)]
     App(#[from] AppConfigError),
+    /// Managed kinds whose Rust types disagree with the manifest on group, kind, version or
+    /// plural (found by `run` before it starts anything).
+    #[error(
+        "{}: make the manifest and the types' #[kube(..)] attributes agree (the CRD and the RBAC \
+         come from the manifest, the watch from the type)",
+        mismatch_lines(.file, .mismatches)
+    )]
+    KindMismatch {
+        /// The manifest's file ([`Operator::manifest_file`]).
+        file: String,
+        /// Each kind's first mismatch.
+        mismatches: Vec<KindMismatch>,
+    },
     /// The Runner failed.
-    #[error("running the operator: {0}")]
+    #[error("running the operator")]
     Runner(#[from] RunnerError),
     /// `manifests` needs the image to deploy (unless `--webhook-url` asks for the webhook
     /// configurations only).
@@ -153,6 +175,17 @@ pub enum OperatorError {
     NoDryRun,
 }
 
+impl OperatorError {
+    /// The process exit status for this error: the Runner's
+    /// ([`RunnerError::exit_code`]: 3 when work was abandoned at shutdown), else 1.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Runner(error) => error.exit_code(),
+            _ => 1,
+        }
+    }
+}
+
 impl Operator {
     /// An operator of the manifest `manifest` (YAML or JSON text, e.g. `include_str!` of the
     /// project's manifest file). A manifest that does not parse is reported by every command.
@@ -163,12 +196,23 @@ impl Operator {
     /// An operator of an already parsed manifest (or the error parsing it gave).
     pub fn from_manifest(manifest: Result<ManifestData, ManifestError>) -> Self {
         Self {
-            manifest: manifest.map_err(|error| error.to_string()),
+            manifest: manifest.map_err(|error| error_chain(&error)),
+            manifest_file: "the operator's manifest".to_string(),
             name: None,
             crds: Vec::new(),
             app: Box::new(|manifest, _| AppConfig::from_manifest(manifest)),
             dry_run: None,
         }
+    }
+
+    /// The file the manifest was read from (e.g. `manifest.yaml` for
+    /// `Operator::new(include_str!("../manifest.yaml"))`), named in the errors about it: a kind
+    /// whose Rust type disagrees with the manifest is reported by `run` as
+    /// `manifest.yaml: versions[0].kinds[0].plural: the manifest says .., the Rust type ..`.
+    #[must_use]
+    pub fn manifest_file(mut self, file: impl Into<String>) -> Self {
+        self.manifest_file = file.into();
+        self
     }
 
     /// The name of the operator's Deployment, ServiceAccount and role (default
@@ -237,7 +281,7 @@ impl Operator {
             Err(error) => {
                 // Logs may not be set up (or not to stderr): say it plainly.
                 eprintln!("error: {}", error_chain(&error));
-                ExitCode::FAILURE
+                ExitCode::from(error.exit_code())
             }
         }
     }
@@ -448,6 +492,14 @@ impl Operator {
         manifest: ManifestData,
         args: &OperatorArgs,
     ) -> Result<(), OperatorError> {
+        let mismatches =
+            manifest_match::mismatches(&(self.app)(manifest.clone(), None).kinds, &manifest);
+        if !mismatches.is_empty() {
+            return Err(OperatorError::KindMismatch {
+                file: self.manifest_file.clone(),
+                mismatches,
+            });
+        }
         webhooks::require_server(&manifest, args)?;
         let election = args.election_config(&manifest.app_name)?;
         let manifest_name = manifest.app_name.clone();
@@ -467,6 +519,9 @@ impl Operator {
         if let Some(instance) = &args.instance {
             config.controller = config.controller.clone().instance(instance.clone());
         }
+        if let Some(threshold) = args.ready_requires_writes {
+            config = config.ready_requires_writes(threshold);
+        }
         // The elector outlives the app: it releases the Lease only after the handlers stopped.
         let elector_stop = CancellationToken::new();
         let elector = match election {
@@ -475,9 +530,9 @@ impl Operator {
                     .and_then(|elector| {
                         elector
                             .report_to(runner.metrics())
-                            .map_err(|e| ElectionError::Config(e.to_string()))
+                            .map_err(|e| ElectionError::Config(error_chain(&e)))
                     })
-                    .map_err(|e| OperatorError::Election(e.to_string()))?;
+                    .map_err(|e| OperatorError::Election(error_chain(&e)))?;
                 config = config.leadership(elector.leadership());
                 if args.leader_ready {
                     config = config.ready_only_when_leading();
@@ -491,9 +546,11 @@ impl Operator {
         let ring = match args.sharding_config(&manifest_name)? {
             Some(sharding) => {
                 let ring = ShardRing::new(client.clone(), sharding)
-                    .map_err(|e| OperatorError::Sharding(e.to_string()))?
+                    .map_err(|e| OperatorError::Sharding(error_chain(&e)))?
                     .report_to(runner.metrics())
-                    .map_err(|e| OperatorError::Sharding(format!("sharding metrics: {e}")))?;
+                    .map_err(|e| {
+                        OperatorError::Sharding(format!("sharding metrics: {}", error_chain(&e)))
+                    })?;
                 config = config.sharding(ring.membership());
                 Some(tokio::spawn(ring.run(elector_stop.clone())))
             }
@@ -521,6 +578,15 @@ impl Operator {
     }
 }
 
+/// `file: mismatch` for each mismatch, on one line.
+fn mismatch_lines(file: &str, mismatches: &[KindMismatch]) -> String {
+    let lines: Vec<String> = mismatches
+        .iter()
+        .map(|found| format!("{file}: {found}"))
+        .collect();
+    lines.join("; ")
+}
+
 /// The file name the binary was started as, for usage lines.
 fn binary_name() -> Option<String> {
     let path = std::env::args_os().next()?;
@@ -542,19 +608,4 @@ fn print(text: &str) -> Result<(), OperatorError> {
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
         .map_err(OperatorError::Stdout)
-}
-
-/// The error and its sources on one line, each cause once.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }

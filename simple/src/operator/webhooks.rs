@@ -37,7 +37,7 @@ pub enum WebhookError {
         declared: String,
     },
     /// The CA file cannot be read.
-    #[error("reading --webhook-ca-file {}: {source}", path.display())]
+    #[error("reading --webhook-ca-file {}", path.display())]
     ReadCa {
         /// The file.
         path: PathBuf,

@@ -30,7 +30,7 @@ pub(crate) enum PatchOutcome {
 #[derive(Debug, thiserror::Error)]
 pub enum FinalizerPatchError {
     /// Reading the object failed.
-    #[error("reading {kind} {object} to patch its finalizers: {source}")]
+    #[error("reading {kind} {object} to patch its finalizers")]
     Read {
         /// The kind.
         kind: String,
@@ -41,7 +41,7 @@ pub enum FinalizerPatchError {
         source: kube::Error,
     },
     /// The patch request failed for another reason than a conflict.
-    #[error("patching the finalizers of {kind} {object}: {source}")]
+    #[error("patching the finalizers of {kind} {object}")]
     Patch {
         /// The kind.
         kind: String,
