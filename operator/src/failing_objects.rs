@@ -68,6 +68,9 @@ impl FailingObjects {
     }
 }
 
+/// One kind label and a tracker of it (weak: a dropped controller's tracker is pruned).
+type KindTracker = (String, Weak<FailingObjects>);
+
 /// The two gauges over every kind's [`FailingObjects`]; register it as a [`Collector`].
 /// Clones share everything.
 #[derive(Clone, Debug)]
@@ -75,7 +78,7 @@ pub(crate) struct FailingFamily {
     count: IntGaugeVec,
     age: GaugeVec,
     /// Each kind label's trackers (one per controller of that label); dropped ones are pruned.
-    kinds: Arc<Mutex<Vec<(String, Weak<FailingObjects>)>>>,
+    kinds: Arc<Mutex<Vec<KindTracker>>>,
     /// Serialises scrapes: each resets and refills the two vectors.
     scrape: Arc<Mutex<()>>,
 }
