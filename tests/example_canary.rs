@@ -368,6 +368,19 @@ async fn canaries_walk_their_phases_resume_after_a_kill_and_finalize_once() {
     let prometheus_dir = env.dir().join("prometheus");
     std::fs::create_dir_all(&prometheus_dir).expect("dir");
     let prometheus = start_prometheus(&prometheus_dir, prometheus_port, metrics_2);
+    // Prometheus answers queries once it is ready; before that the operator's queries fail to
+    // connect and back off (5 s, 10 s, 20 s ...), which on a loaded machine outlasts the wait.
+    let prometheus_log = prometheus_dir.join("prometheus.log");
+    let prometheus_logs = || std::fs::read_to_string(&prometheus_log).unwrap_or_default();
+    eventually("Prometheus is ready", prometheus_logs, || async {
+        get(
+            SocketAddr::from(([127, 0, 0, 1], prometheus_port)),
+            "/-/ready",
+        )
+        .await
+        .filter(|(status, _)| *status == 200)
+    })
+    .await;
     let url = format!("http://127.0.0.1:{prometheus_port}");
     let operator = Running::start(
         &example,

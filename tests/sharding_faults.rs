@@ -133,19 +133,46 @@ impl Setup {
     /// replica in `paused` is not asked: it cannot answer).
     async fn until_sharing(&self, active: &[usize], paused: &[usize]) {
         let what = format!("replicas {active:?} share the whole ring");
-        eventually(&what, nothing, || async {
+        // What the last probe read, and the replicas' term lines, for the failure message.
+        let widths = Mutex::new(Vec::new());
+        let context = || {
+            let mut out = format!(
+                "last active widths read: {:?}\n",
+                widths.lock().expect("widths")
+            );
+            for replica in &self.replicas {
+                let log = replica.log();
+                let terms: Vec<&str> = log
+                    .lines()
+                    .filter(|line| line.contains("term") || line.contains("lapsed"))
+                    .collect();
+                let tail = &terms[terms.len().saturating_sub(8)..];
+                out.push_str(&format!(
+                    "{}'s last term lines:\n{}\n",
+                    replica.name,
+                    tail.join("\n")
+                ));
+            }
+            out
+        };
+        eventually(&what, context, || async {
             let mut sum = 0.0;
+            let mut read = Vec::new();
+            let mut sharing = true;
             for (i, replica) in self.replicas.iter().enumerate() {
                 if paused.contains(&i) {
+                    read.push(None);
                     continue;
                 }
-                let width = replica.metric("shard_active_range_width").await?;
-                if active.contains(&i) != (width > 0.0) {
-                    return None;
-                }
+                let width = replica.metric("shard_active_range_width").await;
+                read.push(width);
+                sharing &= width.is_some();
+                let width = width.unwrap_or(0.0);
+                sharing &= active.contains(&i) == (width > 0.0);
                 sum += width;
             }
-            ((sum - 1.0_f64).abs() < 1e-9).then_some(())
+            *widths.lock().expect("widths") = read;
+            (sharing && (sum - 1.0_f64).abs() < 1e-9).then_some(())
         })
         .await;
     }

@@ -149,12 +149,15 @@ pub(crate) struct Validity {
 }
 
 impl Validity {
-    /// Records a successful renew valid until `until`, or the end of validity (`None`).
-    fn renew(&mut self, until: Option<Instant>, now: Instant) {
-        if until.is_some() && self.until.is_none_or(|previous| previous <= now) {
+    /// Records a successful renew valid until `until`, or the end of validity (`None`); returns
+    /// whether it started a new period.
+    fn renew(&mut self, until: Option<Instant>, now: Instant) -> bool {
+        let new_period = until.is_some() && self.until.is_none_or(|previous| previous <= now);
+        if new_period {
             self.period += 1;
         }
         self.until = until;
+        new_period
     }
 }
 
@@ -382,12 +385,16 @@ pub(crate) fn publish_validity(
     changes: &watch::Sender<bool>,
     until: Option<Instant>,
 ) {
-    slot.lock()
+    let new_period = slot
+        .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .renew(until, Instant::now());
+    // A new period is a change even when "valid" was never published false: a process paused
+    // past its deadline may renew before anything noticed the lapse, and whoever saw the lapse
+    // by the clock waits for this (a renew within the period wakes nobody).
     changes.send_if_modified(|valid| {
         let now = until.is_some();
-        let changed = *valid != now;
+        let changed = *valid != now || new_period;
         *valid = now;
         changed
     });

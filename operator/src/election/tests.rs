@@ -261,3 +261,48 @@ async fn a_handle_pinned_to_a_period_of_leadership_stays_false_after_the_lease_i
     stop.cancel();
     task.await.expect("stops");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_renew_that_starts_a_new_period_wakes_a_waiting_handle_though_validity_never_reported_false()
+ {
+    // A process paused past its renew deadline: when it runs again, its renew may succeed before
+    // anything noticed the lapse, so "valid" is published twice in a row. The second is a new
+    // period (the first ended unseen): a handle waiting to lead again must be woken by it, or a
+    // replica whose term was lost waits until something else changes.
+    let validity = Arc::new(Mutex::new(Validity::default()));
+    let (changes, receiver) = tokio::sync::watch::channel(false);
+    let deadline = Duration::from_secs(4);
+    publish_validity(&validity, &changes, Some(Instant::now() + deadline));
+    let mut handle = Leadership::from_parts(Arc::clone(&validity), receiver);
+    let period = handle.pinned();
+    assert!(handle.is_leader());
+    tokio::time::timeout(Duration::from_millis(1), handle.changed())
+        .await
+        .expect("the first period was reported");
+
+    // Paused for 5 s: the period ended by the clock, nobody published it.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!handle.is_leader() && !period.is_leader());
+    let waiting = tokio::spawn(async move {
+        handle.changed().await;
+        handle
+    });
+    tokio::task::yield_now().await;
+    publish_validity(&validity, &changes, Some(Instant::now() + deadline));
+    let handle = tokio::time::timeout(Duration::from_secs(60), waiting)
+        .await
+        .expect("the new period wakes the waiting handle")
+        .expect("task");
+    assert!(handle.is_leader());
+    assert!(!period.is_leader(), "the old period stays over");
+
+    // A renew within the period is not a change (renewals would otherwise wake every waiter).
+    let mut handle = handle;
+    publish_validity(&validity, &changes, Some(Instant::now() + deadline));
+    assert!(
+        tokio::time::timeout(Duration::from_secs(1), handle.changed())
+            .await
+            .is_err(),
+        "a renew in the same period wakes nobody"
+    );
+}
