@@ -44,6 +44,7 @@
 //!   standard conditions; [`events`]: Kubernetes Events about an object ([`EventRecorder`]).
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+mod action;
 pub mod apply;
 pub mod client_metrics;
 pub mod context;
@@ -57,6 +58,7 @@ pub mod informer;
 pub mod informers;
 pub mod kind;
 mod metric_cells;
+mod metric_registration;
 pub mod metrics;
 pub mod metrics_registry;
 pub mod object;
@@ -72,6 +74,7 @@ pub mod view;
 pub mod watcher;
 pub mod webhook;
 
+pub use action::{ReconcileAction, TriggerCause};
 pub use apply::{Applier, Apply, ApplyError, StatusWrite, StatusWriter};
 pub use context::Context;
 pub use controller::{
@@ -79,24 +82,23 @@ pub use controller::{
 };
 pub use events::{EventError, EventRecorder};
 pub use handler::{BoxError, HandlerContext, HandlerError};
-pub use informer::{Informer, InformerEvent, KindInfo, SyncedFlag};
+pub use informer::{Informer, KindInfo};
 pub use informers::{InformerOptions, Informers};
 pub use kind::{
-    ApplyCleanup, HandlerHandle, Kind, KindHandle, Reconciler, TriggerHandle, Watcher, WatcherFns,
+    ApplyCleanup, HandlerHandle, KindHandle, Reconciler, TriggerHandle, Watcher, WatcherFns,
     apply_cleanup, reconciler_fn,
 };
 pub use metrics::ControllerMetrics;
 pub use metrics_registry::{MetricsRegistry, MetricsRegistryError};
-pub use object::{KubeObject, ObjectKey};
+pub use object::{Kind, KubeObject, ObjectKey};
 pub use opinionated::{OpinionatedOptions, OpinionatedReconciler, OpinionatedWatcher};
 pub use own_writes::WrittenPart;
 pub use reconciler::{
-    DynReconciler, ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult,
-    ReconcileState,
+    DynReconciler, ReconcileError, ReconcileRequest, ReconcileResult, ReconcileState,
 };
 pub use runner::{Runner, RunnerConfig, RunnerError};
-pub use store::{Store, StoreError};
+pub use store::{InformerEvent, Store, StoreError, SyncedFlag};
 /// The token that stops an [`InformerController`] and cancels handler contexts.
 pub use tokio_util::sync::CancellationToken;
-pub use trigger::{Trigger, TriggerCause};
+pub use trigger::Trigger;
 pub use watcher::DynWatcher;
