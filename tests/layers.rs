@@ -60,6 +60,54 @@ fn top_level_modules_follow_the_committed_layers() {
 }
 
 #[test]
+fn the_architecture_document_shows_the_operator_layers_of_the_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let layers = parse_layers(&fs::read_to_string(root.join(LAYERS_FILE)).expect("layers.toml"))
+        .expect("layers.toml parses");
+    let document = fs::read_to_string(root.join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let drawn =
+        drawn_layers(&document, "operator").unwrap_or_else(|e| panic!("ARCHITECTURE.md: {e}"));
+    assert_eq!(
+        &drawn, &layers["operator"],
+        "the operator table of ARCHITECTURE.md (left) differs from [operator] in {LAYERS_FILE} \
+         (right)"
+    );
+}
+
+/// The layer of each module in the table between `<!-- layers:CRATE` and `<!-- /layers:CRATE
+/// -->` of a document: lines `layer  room name  module module ...`, columns apart by two spaces
+/// or more, under one header line.
+fn drawn_layers(document: &str, crate_name: &str) -> Result<BTreeMap<String, u32>, String> {
+    let open = format!("<!-- layers:{crate_name}");
+    let close = format!("<!-- /layers:{crate_name} -->");
+    let start = document.find(&open).ok_or(format!("no `{open}` marker"))?;
+    let end = document[start..]
+        .find(&close)
+        .ok_or(format!("no `{close}` marker"))?
+        + start;
+    let mut drawn = BTreeMap::new();
+    for line in document[start..end].lines() {
+        let columns: Vec<&str> = line
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        let [layer, _room, modules] = columns[..] else {
+            continue;
+        };
+        let Ok(layer) = layer.parse::<u32>() else {
+            continue;
+        };
+        for module in modules.split_whitespace() {
+            if drawn.insert(module.to_string(), layer).is_some() {
+                return Err(format!("module `{module}` drawn twice"));
+            }
+        }
+    }
+    Ok(drawn)
+}
+
+#[test]
 fn a_cycle_an_upward_import_and_unlisted_modules_are_reported() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let src = dir.path().join("app/src");

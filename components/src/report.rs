@@ -1,6 +1,6 @@
 //! What a run of a [`ComponentGraph`](crate::ComponentGraph) did, per component: the deploy
 //! [`Outcome`], the [`Verified`] result, and the [`ComponentObject`]s it applied, gathered in a
-//! [`RunReport`]. The vocabulary that [`run`](crate::run) produces and that the
+//! [`RunReport`]. The vocabulary that [`run`](mod@crate::run) produces and that the
 //! [inventory](crate::inventory), the [metrics](crate::metrics) and the
 //! [status](crate::status) read; it imports only [`component`](crate::component).
 

@@ -21,8 +21,27 @@
 //! downcasting adapters ([`watcher::TypedWatcher`], [`reconciler::TypedReconciler`]) and the
 //! closure watcher over erased objects ([`watcher::DynWatcherFns`]).
 //!
-//! An event's path reads straight down the modules: [`informer`] -> [`controller`] (per-object
-//! lanes, retries) -> [`watcher`] / [`reconciler`] -> [`metrics`] and `tracing` spans
+//! The modules are layered, and each imports only its own layer (without a cycle) and those
+//! below (`layers.toml` at the workspace root states it, `tests/layers.rs` enforces it,
+//! `ARCHITECTURE.md` draws it):
+//!
+//! 0. vocabulary: [`object`] (objects, keys, the [`Kind`] bound), `action` ([`ReconcileAction`],
+//!    [`TriggerCause`]), metric plumbing;
+//! 1. the cache: [`store`] ([`Store<K>`], the shared cache, [`InformerEvent`]s), [`own_writes`];
+//! 2. leases and shard slots: [`election`], [`sharding`];
+//! 3. the erased handler layer and what handlers write with: [`handler`], [`view`], [`watcher`],
+//!    [`reconciler`], [`failures`], [`apply`], [`events`];
+//! 4. the metric sets: [`metrics`], [`client_metrics`];
+//! 5. [`informer`] (list+watch, decode, re-list diff) and [`informers`] (the shared registry,
+//!    whose fan-out hands events to subscribers through a trait it owns);
+//! 6. [`controller`] (per-object lanes, dispatch, retries);
+//! 7. [`opinionated`] (finalizer wrappers);
+//! 8. the typed handle: [`kind`], [`context`], [`trigger`];
+//! 9. running apps: [`runner`], [`webhook`], [`metrics_registry`].
+//!
+//! An event's path goes up the layers: [`informer`] -> [`informers`] (the cache first, then the
+//! subscribers) -> [`controller`] (per-object lanes, retries) -> [`watcher`] / [`reconciler`]
+//! (the typed handlers of [`kind`] behind them) -> [`metrics`] and `tracing` spans
 //! (`informer-event-add|update|delete`, `controller-event-watch`, `controller-event-reconcile`,
 //! `controller-retry`; failures set `otel.status_code = "ERROR"`).
 //!
