@@ -32,7 +32,7 @@ use kubeapp::operator::opinionated::finalizer::{FinalizerNameError, FinalizerPat
 use kubeapp::operator::opinionated::undecodable::UndecodableHeld;
 use kubeapp::operator::runner::ClientError;
 use kubeapp::operator::sharding::ShardingError;
-use kubeapp::operator::watcher::WrongObjectType;
+use kubeapp::operator::view::WrongObjectType;
 use kubeapp::operator::{
     ApplyError, EventError, HandlerError, MetricsRegistryError, ObjectKey, RunnerError, StoreError,
 };

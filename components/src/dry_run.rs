@@ -37,7 +37,8 @@ use serde_json::{Value, json};
 
 use crate::component::{Rendered, Session};
 use crate::graph::ComponentGraph;
-use crate::run::{BoxComponent, Cluster, Outcome, RunOptions, RunReport, run_with};
+use crate::report::{Outcome, RunReport};
+use crate::run::{BoxComponent, Cluster, RunOptions, run_with};
 
 /// Why a dry run failed, naming the file or the components at fault.
 #[derive(Debug, thiserror::Error)]

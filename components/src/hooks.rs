@@ -13,7 +13,7 @@
 use std::future::Future;
 
 use crate::component::{ComponentError, Session};
-use crate::run::RunReport;
+use crate::report::RunReport;
 
 /// What runs after each phase; see the [module docs](self). Every method defaults to doing
 /// nothing.

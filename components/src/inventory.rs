@@ -19,87 +19,7 @@
 
 use std::collections::BTreeSet;
 
-use kube::api::{ApiResource, GroupVersionKind};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-
-use crate::component::Rendered;
-use crate::run::{Outcome, RunReport};
-
-/// One object a component applied, as recorded in `status.components.objects`.
-#[derive(
-    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "camelCase")]
-pub struct ComponentObject {
-    /// The component that applied it.
-    pub component: String,
-    /// Its `apiVersion` (`apps/v1`, `v1`).
-    pub api_version: String,
-    /// Its kind.
-    pub kind: String,
-    /// Its resource's plural (`deployments`), for the delete request.
-    pub plural: String,
-    /// Its namespace; none for a cluster-scoped object.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    /// Its name.
-    pub name: String,
-}
-
-impl ComponentObject {
-    /// The record of `stored` (an object as the cluster returned it) applied as `rendered` by
-    /// `component`; `None` when the object has no name.
-    pub fn of(component: &str, rendered: &Rendered, stored: &Value) -> Option<Self> {
-        let metadata = &stored["metadata"];
-        let name = metadata["name"]
-            .as_str()
-            .or_else(|| rendered.object["metadata"]["name"].as_str())?;
-        let namespace = metadata["namespace"]
-            .as_str()
-            .or_else(|| rendered.object["metadata"]["namespace"].as_str());
-        Some(Self {
-            component: component.to_string(),
-            api_version: rendered.resource.api_version.clone(),
-            kind: rendered.resource.kind.clone(),
-            plural: rendered.resource.plural.clone(),
-            namespace: namespace.map(str::to_string),
-            name: name.to_string(),
-        })
-    }
-
-    /// The object as a [`Rendered`] carrying only its identity, for a delete.
-    pub fn to_rendered(&self) -> Rendered {
-        let (group, version) = self
-            .api_version
-            .rsplit_once('/')
-            .unwrap_or(("", self.api_version.as_str()));
-        let resource = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(group, version, &self.kind),
-            &self.plural,
-        );
-        let mut metadata = json!({"name": self.name});
-        if let Some(namespace) = &self.namespace {
-            metadata["namespace"] = namespace.clone().into();
-        }
-        Rendered::with_resource(
-            json!({"apiVersion": self.api_version, "kind": self.kind, "metadata": metadata}),
-            resource,
-        )
-    }
-
-    /// The identity without the component (the same object recorded under two components, after
-    /// a move, is one object).
-    fn identity(&self) -> (&str, &str, Option<&str>, &str) {
-        (
-            &self.api_version,
-            &self.kind,
-            self.namespace.as_deref(),
-            &self.name,
-        )
-    }
-}
+use crate::report::{ComponentObject, Outcome, RunReport};
 
 /// What to delete after a run and what stays recorded; see the [module docs](self).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -157,7 +77,7 @@ pub fn union(a: &[ComponentObject], b: &[ComponentObject]) -> Vec<ComponentObjec
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::Verified;
+    use crate::report::Verified;
 
     fn object(component: &str, kind: &str, name: &str) -> ComponentObject {
         ComponentObject {

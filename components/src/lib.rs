@@ -17,6 +17,9 @@
 //!   results);
 //! - [`readiness`]: the built-in readiness rules per kind (Deployment, StatefulSet, DaemonSet,
 //!   Job, Pod, PersistentVolumeClaim, any object with a `Ready` condition);
+//! - [`report`]: what a run did per component (the deploy [`Outcome`], the [`Verified`] result,
+//!   the [`ComponentObject`]s applied), gathered in a [`RunReport`]: the vocabulary that the
+//!   run produces and the inventory, metrics and status read;
 //! - [`run`]: the deploy and verify phases over a [`Cluster`] (bounded concurrency within a
 //!   level, halting downstream of a failure, expected waits and edge checks, disabled components
 //!   deleted), with a span per phase and per component;
@@ -25,8 +28,8 @@
 //!   operator crate's server-side apply with a controller owner reference to the custom object;
 //! - [`status`]: `Ready` and `Updating` conditions, a [`ComponentsSummary`] and
 //!   `observedGeneration`, applied only when changed (`ComponentsReconciler::with_status`);
-//! - [`inventory`]: what the components applied, recorded in the custom object's status, and
-//!   the pruning plan (what a component rendered before and not now is deleted, also after a
+//! - [`inventory`]: the pruning plan over what the components applied, as recorded in the
+//!   custom object's status (what a component rendered before and not now is deleted, also after a
 //!   restart);
 //! - [`hooks`]: the operator's own code after the deploy and verify phases;
 //! - [`metrics`]: outcomes and durations per component and phase;
@@ -69,6 +72,7 @@ pub mod inventory;
 pub mod metrics;
 pub mod readiness;
 pub mod reconciler;
+pub mod report;
 pub mod run;
 pub mod status;
 pub mod unchanged;
@@ -78,9 +82,9 @@ pub use component::{
 };
 pub use graph::{ComponentGraph, GraphBuilder, GraphError};
 pub use hooks::{Hooks, NoHooks};
-pub use inventory::ComponentObject;
 pub use metrics::ComponentMetrics;
 pub use readiness::{Readiness, readiness};
 pub use reconciler::{ComponentsReconciler, ReconcileCluster};
-pub use run::{BoxComponent, Cluster, Outcome, RunOptions, RunReport, Verified, run, run_with};
+pub use report::{ComponentObject, Outcome, RunReport, Verified};
+pub use run::{BoxComponent, Cluster, RunOptions, run, run_with};
 pub use status::ComponentsSummary;

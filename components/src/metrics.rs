@@ -19,7 +19,7 @@ use kubeapp_operator::metrics::LATENCY_BUCKETS;
 use prometheus::core::Collector;
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
 
-use crate::run::{Outcome, Verified};
+use crate::report::{Outcome, Verified};
 
 /// The collectors of component runs; see the [module docs](self). Clones share their counts.
 #[derive(Clone, Debug)]

@@ -35,9 +35,10 @@ use serde_json::Value;
 use crate::component::{ComponentError, Rendered, Session, Stores};
 use crate::graph::ComponentGraph;
 use crate::hooks::{Hooks, NoHooks, after_run};
-use crate::inventory::{ComponentObject, PrunePlan, union};
+use crate::inventory::{PrunePlan, union};
 use crate::metrics::ComponentMetrics;
-use crate::run::{BoxComponent, Cluster, Outcome, RunOptions, RunReport, Verified, run_with};
+use crate::report::{ComponentObject, Outcome, RunReport, Verified};
+use crate::run::{BoxComponent, Cluster, RunOptions, run_with};
 use crate::status::status_update;
 use crate::unchanged::unchanged;
 

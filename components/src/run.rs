@@ -31,9 +31,9 @@ use tracing::Instrument;
 
 use crate::component::{Component, ComponentError, Rendered, Session};
 use crate::graph::ComponentGraph;
-use crate::inventory::ComponentObject;
 use crate::metrics::ComponentMetrics;
 use crate::readiness::Readiness;
+use crate::report::{ComponentObject, Outcome, RunReport, Verified};
 
 /// A component of `K`'s graph, boxed.
 pub type BoxComponent<K> = Box<dyn Component<K>>;
@@ -85,51 +85,6 @@ pub trait Cluster: Send + Sync {
     ) -> impl Future<Output = Result<(), String>> + Send;
 }
 
-/// What the deploy phase did with one component.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Outcome {
-    /// Applied; the objects as the cluster returned them.
-    Deployed(Vec<Value>),
-    /// Disabled by the spec; its objects were deleted.
-    Disabled,
-    /// An expected wait (a prerequisite or an edge check); not an error.
-    Waiting(String),
-    /// Failed (rendering or applying).
-    Failed(String),
-    /// Not attempted: the named dependency did not deploy.
-    Halted {
-        /// The dependency that stopped it.
-        by: String,
-    },
-}
-
-/// What the verify phase found for one component.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verified {
-    /// Every object is ready.
-    Ready,
-    /// An object is not ready yet (`Kind/name: reason`).
-    NotReady(String),
-    /// An object will not become ready without a change.
-    Failed(String),
-    /// Not checked: a dependency is not verified, or the component did not deploy.
-    Skipped,
-}
-
-/// The outcome of a reconcile's two phases, per component, in declaration order.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RunReport {
-    /// Component names, declaration order.
-    pub names: Vec<String>,
-    /// Deploy outcomes, same order.
-    pub deployed: Vec<Outcome>,
-    /// Verify outcomes, same order.
-    pub verified: Vec<Verified>,
-    /// The objects each component applied (empty unless it deployed), same order: what the
-    /// [inventory](crate::inventory) records.
-    pub objects: Vec<Vec<ComponentObject>>,
-}
-
 /// How a run goes: concurrency, and what it reports to.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -152,33 +107,6 @@ impl Default for RunOptions {
             metrics: None,
             assume_ready: false,
         }
-    }
-}
-
-impl RunReport {
-    /// Whether every enabled component deployed (the deploy phase completed).
-    pub fn all_deployed(&self) -> bool {
-        self.deployed
-            .iter()
-            .all(|d| matches!(d, Outcome::Disabled | Outcome::Deployed(_)))
-    }
-
-    /// Whether every enabled component deployed and verified.
-    pub fn all_ready(&self) -> bool {
-        self.deployed
-            .iter()
-            .zip(&self.verified)
-            .all(|(d, v)| matches!(d, Outcome::Disabled) || matches!(v, Verified::Ready))
-    }
-
-    /// Names of the components whose outcome matches `pick`.
-    pub fn names_where(&self, pick: impl Fn(&Outcome, &Verified) -> bool) -> Vec<&str> {
-        self.names
-            .iter()
-            .zip(self.deployed.iter().zip(&self.verified))
-            .filter(|(_, (d, v))| pick(d, v))
-            .map(|(name, _)| name.as_str())
-            .collect()
     }
 }
 

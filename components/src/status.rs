@@ -21,8 +21,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::inventory::ComponentObject;
-use crate::run::{Outcome, RunReport, Verified};
+use crate::report::{ComponentObject, Outcome, RunReport, Verified};
 
 /// The condition a graph sets while components are being brought up to date.
 pub const UPDATING: &str = "Updating";

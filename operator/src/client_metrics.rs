@@ -32,7 +32,7 @@ use http::{Method, Request, Response};
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
 use tower::{Layer, Service};
 
-use crate::metrics::{LATENCY_BUCKETS, MetricsError, register_all};
+use crate::metric_registration::{LATENCY_BUCKETS, MetricsError, register_all};
 
 const LABELS: [&str; 4] = ["status_code", "verb", "kind", "subresource"];
 

@@ -15,7 +15,7 @@ use kube::Resource;
 use crate::apply::{Applier, Apply, StatusWriter};
 use crate::events::EventRecorder;
 use crate::handler::HandlerContext;
-use crate::kind::Kind;
+use crate::object::Kind;
 use crate::own_writes::WrittenPart;
 use crate::related::RelatedCaches;
 use crate::store::Store;

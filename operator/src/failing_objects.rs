@@ -21,7 +21,7 @@ use prometheus::proto::MetricFamily;
 use prometheus::{GaugeVec, IntGaugeVec, Opts};
 use tokio::time::Instant;
 
-use crate::metrics::MetricsError;
+use crate::metric_registration::MetricsError;
 
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Only map and vector edits happen under these locks: a poisoned one is still whole.

@@ -21,8 +21,27 @@
 //! downcasting adapters ([`watcher::TypedWatcher`], [`reconciler::TypedReconciler`]) and the
 //! closure watcher over erased objects ([`watcher::DynWatcherFns`]).
 //!
-//! An event's path reads straight down the modules: [`informer`] -> [`controller`] (per-object
-//! lanes, retries) -> [`watcher`] / [`reconciler`] -> [`metrics`] and `tracing` spans
+//! The modules are layered, and each imports only its own layer (without a cycle) and those
+//! below (`layers.toml` at the workspace root states it, `tests/layers.rs` enforces it,
+//! `ARCHITECTURE.md` draws it):
+//!
+//! 0. vocabulary: [`object`] (objects, keys, the [`Kind`] bound), `action` ([`ReconcileAction`],
+//!    [`TriggerCause`]), metric plumbing;
+//! 1. the cache: [`store`] ([`Store<K>`], the shared cache, [`InformerEvent`]s), [`own_writes`];
+//! 2. leases and shard slots: [`election`], [`sharding`];
+//! 3. the erased handler layer and what handlers write with: [`handler`], [`view`], [`watcher`],
+//!    [`reconciler`], [`failures`], [`apply`], [`events`];
+//! 4. the metric sets: [`metrics`], [`client_metrics`];
+//! 5. [`informer`] (list+watch, decode, re-list diff) and [`informers`] (the shared registry,
+//!    whose fan-out hands events to subscribers through a trait it owns);
+//! 6. [`controller`] (per-object lanes, dispatch, retries);
+//! 7. [`opinionated`] (finalizer wrappers);
+//! 8. the typed handle: [`kind`], [`context`], [`trigger`];
+//! 9. running apps: [`runner`], [`webhook`], [`metrics_registry`].
+//!
+//! An event's path goes up the layers: [`informer`] -> [`informers`] (the cache first, then the
+//! subscribers) -> [`controller`] (per-object lanes, retries) -> [`watcher`] / [`reconciler`]
+//! (the typed handlers of [`kind`] behind them) -> [`metrics`] and `tracing` spans
 //! (`informer-event-add|update|delete`, `controller-event-watch`, `controller-event-reconcile`,
 //! `controller-retry`; failures set `otel.status_code = "ERROR"`).
 //!
@@ -44,6 +63,7 @@
 //!   standard conditions; [`events`]: Kubernetes Events about an object ([`EventRecorder`]).
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+mod action;
 pub mod apply;
 pub mod client_metrics;
 pub mod context;
@@ -57,6 +77,7 @@ pub mod informer;
 pub mod informers;
 pub mod kind;
 mod metric_cells;
+mod metric_registration;
 pub mod metrics;
 pub mod metrics_registry;
 pub mod object;
@@ -72,6 +93,7 @@ pub mod view;
 pub mod watcher;
 pub mod webhook;
 
+pub use action::{ReconcileAction, TriggerCause};
 pub use apply::{Applier, Apply, ApplyError, StatusWrite, StatusWriter};
 pub use context::Context;
 pub use controller::{
@@ -79,24 +101,23 @@ pub use controller::{
 };
 pub use events::{EventError, EventRecorder};
 pub use handler::{BoxError, HandlerContext, HandlerError};
-pub use informer::{Informer, InformerEvent, KindInfo, SyncedFlag};
+pub use informer::{Informer, KindInfo};
 pub use informers::{InformerOptions, Informers};
 pub use kind::{
-    ApplyCleanup, HandlerHandle, Kind, KindHandle, Reconciler, TriggerHandle, Watcher, WatcherFns,
+    ApplyCleanup, HandlerHandle, KindHandle, Reconciler, TriggerHandle, Watcher, WatcherFns,
     apply_cleanup, reconciler_fn,
 };
 pub use metrics::ControllerMetrics;
 pub use metrics_registry::{MetricsRegistry, MetricsRegistryError};
-pub use object::{KubeObject, ObjectKey};
+pub use object::{Kind, KubeObject, ObjectKey};
 pub use opinionated::{OpinionatedOptions, OpinionatedReconciler, OpinionatedWatcher};
 pub use own_writes::WrittenPart;
 pub use reconciler::{
-    DynReconciler, ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult,
-    ReconcileState,
+    DynReconciler, ReconcileError, ReconcileRequest, ReconcileResult, ReconcileState,
 };
 pub use runner::{Runner, RunnerConfig, RunnerError};
-pub use store::{Store, StoreError};
+pub use store::{InformerEvent, Store, StoreError, SyncedFlag};
 /// The token that stops an [`InformerController`] and cancels handler contexts.
 pub use tokio_util::sync::CancellationToken;
-pub use trigger::{Trigger, TriggerCause};
+pub use trigger::Trigger;
 pub use watcher::DynWatcher;

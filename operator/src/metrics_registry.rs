@@ -47,7 +47,8 @@ use kubeapp_sdk::error::ErrorChain;
 use prometheus::Registry;
 
 use crate::client_metrics::ClientMetrics;
-use crate::metrics::{ControllerMetrics, MetricsError};
+use crate::metric_registration::MetricsError;
+use crate::metrics::ControllerMetrics;
 use crate::opinionated::FinalizerMetrics;
 
 /// Why a [`MetricsRegistry`] could not be made.
@@ -198,7 +199,7 @@ fn valid_metric_prefix(prefix: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reconciler::ReconcileAction;
+    use crate::action::ReconcileAction;
 
     fn value(registry: &Registry, name: &str) -> f64 {
         registry

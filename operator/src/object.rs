@@ -23,7 +23,35 @@ use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
 use kube::api::DynamicObject;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// The bounds every typed kind meets: derived custom resources and k8s-openapi types.
+pub trait Kind:
+    Resource<DynamicType = ()>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Kind for K where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
 
 /// A Kubernetes object of any kind, readable through its metadata and downcastable to its type.
 ///

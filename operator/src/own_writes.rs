@@ -373,7 +373,7 @@ mod tests {
     // bound in the test.
     #[tokio::test(start_paused = true)]
     async fn the_cache_wait_ends_when_the_cache_sees_the_newest_write_and_never_while_paused() {
-        use crate::informer::{InformerEvent, SyncedFlag};
+        use crate::store::{InformerEvent, SyncedFlag};
         let own = OwnWrites::default();
         let short = Duration::from_millis(20);
         assert!(own.seen_by_cache("u1", short).await, "no cache: no wait");

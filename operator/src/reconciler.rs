@@ -26,56 +26,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::action::{ReconcileAction, TriggerCause};
 use crate::handler::{BoxError, HandlerContext};
 use crate::object::KubeObject;
-use crate::trigger::TriggerCause;
 use crate::view::view;
-
-/// What happened to the object of a [`ReconcileRequest`] (also the action of a watcher event, as
-/// retry dequeue policies see it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ReconcileAction {
-    /// The object appeared.
-    Created,
-    /// The object changed.
-    Updated,
-    /// The object is gone.
-    Deleted,
-    /// A periodic resync re-delivered the object unchanged (or a wrapper asks to re-check it).
-    Resynced,
-}
-
-impl ReconcileAction {
-    /// The metric label of the action: CREATE, UPDATE, DELETE or RESYNC.
-    pub fn metric_label(self) -> &'static str {
-        match self {
-            Self::Created => "CREATE",
-            Self::Updated => "UPDATE",
-            Self::Deleted => "DELETE",
-            Self::Resynced => "RESYNC",
-        }
-    }
-
-    /// The action a waiting request with action `self` takes when a newer request of the same
-    /// object (action `newer`) merges into it, or `None` when the two must stay apart (a Delete
-    /// ends an incarnation: what comes after it is about a new object).
-    pub(crate) fn merged_with(self, newer: Self) -> Option<Self> {
-        use ReconcileAction::{Created, Deleted, Resynced, Updated};
-        match (self, newer) {
-            (Deleted, _) => None,
-            (_, Deleted) => Some(Deleted),
-            (Created, _) => Some(Created),
-            (Updated, _) | (Resynced, Updated) => Some(Updated),
-            (Resynced, Resynced | Created) => Some(newer),
-        }
-    }
-}
-
-impl fmt::Display for ReconcileAction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
-    }
-}
 
 /// Free-form state a reconciler carries from one attempt of a request to the next.
 pub type ReconcileState = BTreeMap<String, serde_json::Value>;

@@ -16,7 +16,7 @@ use kube::api::ApiResource;
 use serde_json::Value;
 
 use crate::informers::SharedInformer;
-use crate::kind::Kind;
+use crate::object::Kind;
 use crate::store::Store;
 
 /// Reads one cached object by (namespace, name), as JSON.

@@ -18,6 +18,7 @@
 //! children is reconciled once at start-up (a reconcile that merges with the owner's own initial
 //! Add when that still waits).
 
+use std::any::Any;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -25,37 +26,12 @@ use std::sync::Arc;
 use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
 
+use crate::action::TriggerCause;
 use crate::controller::kind::KindRuntime;
-use crate::informer::InformerEvent;
+use crate::informers::{Offer, Subscribe};
 use crate::object::{KubeObject, ObjectKey, SharedObject};
+use crate::store::InformerEvent;
 use crate::store::SharedCache;
-
-/// Why a triggered reconcile runs; see the [module docs](self).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TriggerCause {
-    /// A child owned through `owns` changed or was deleted.
-    Owned {
-        /// The child (boxed: a reference carries its kind's `ApiResource`).
-        child: Box<ObjectRef<DynamicObject>>,
-    },
-    /// An object watched through `watches` mapped to this one.
-    Mapped {
-        /// The watched object.
-        source: Box<ObjectRef<DynamicObject>>,
-    },
-    /// [`Trigger::reconcile`] or [`Trigger::reconcile_all`].
-    Requested,
-}
-
-impl fmt::Display for TriggerCause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Owned { child } => write!(f, "owned {child} changed"),
-            Self::Mapped { source } => write!(f, "watched {source} changed"),
-            Self::Requested => f.write_str("requested"),
-        }
-    }
-}
 
 /// Maps a related object to the keys of the objects to reconcile.
 pub(crate) type MapFn = Box<dyn Fn(&dyn KubeObject) -> Vec<ObjectKey> + Send + Sync>;
@@ -75,6 +51,21 @@ pub(crate) struct TriggerSink {
     pub(crate) cause: CauseKind,
     /// Kind and apiVersion of the related objects, for the cause's reference.
     pub(crate) related: kube::api::ApiResource,
+}
+
+/// A trigger only reads events and never waits: it takes each one by reference.
+impl Subscribe for TriggerSink {
+    fn offer(&self, event: InformerEvent) -> Offer {
+        Offer::taken_or_gone(self.deliver(&event))
+    }
+
+    fn offer_ref(&self, event: &InformerEvent) -> Offer {
+        Offer::taken_or_gone(self.deliver(event))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
 }
 
 impl TriggerSink {

@@ -22,7 +22,7 @@
 //! state from its cache, so a state the informer had before the object turned undecodable
 //! counts, whether or not it was delivered to this handler yet. The first decodable state of an
 //! object that has not decoded since the informer first saw it comes as an
-//! [`Add`](crate::informer::InformerEvent::Add) event (so reconcilers get `Created`, and the
+//! [`Add`](crate::store::InformerEvent::Add) event (so reconcilers get `Created`, and the
 //! opinionated wrappers take their add path), not as an update.
 //!
 //! Why a reconciler runs for an undecodable state: requests of one object merge while they wait
@@ -40,7 +40,16 @@ use std::sync::Arc;
 
 use crate::handler::BoxError;
 use crate::object::{KubeObject, SharedObject, as_undecodable, downcast_shared};
-use crate::watcher::WrongObjectType;
+
+/// The object was not of the type a typed handler expects (it was registered for another kind).
+#[derive(Debug, thiserror::Error)]
+#[error("expected an object of type {expected}, got {actual}")]
+pub struct WrongObjectType {
+    /// The type the handler expects.
+    pub expected: &'static str,
+    /// The type it got.
+    pub actual: &'static str,
+}
 
 /// Downcasts `object` for a typed handler, or says which types did not match.
 pub(crate) fn expect_type<K: KubeObject>(object: &SharedObject) -> Result<Arc<K>, BoxError> {

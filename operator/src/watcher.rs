@@ -120,16 +120,6 @@ pub trait TypedWatcher<K: KubeObject>: Send + Sync + 'static {
     }
 }
 
-/// The object was not of the type a typed handler expects (it was registered for another kind).
-#[derive(Debug, thiserror::Error)]
-#[error("expected an object of type {expected}, got {actual}")]
-pub struct WrongObjectType {
-    /// The type the handler expects.
-    pub expected: &'static str,
-    /// The type it got.
-    pub actual: &'static str,
-}
-
 /// Makes a [`DynWatcher`] of a [`TypedWatcher`].
 pub fn typed_watcher<K: KubeObject, W: TypedWatcher<K>>(watcher: W) -> TypedWatcherAdapter<K, W> {
     TypedWatcherAdapter {

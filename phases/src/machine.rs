@@ -1,18 +1,18 @@
 //! [`PhaseMachine`]: the declaration of a kind's phases (a worker per non-final phase, inputs per
 //! phase, work intervals, the finalizer hook), checked by [`PhaseMachine::build`] into the
-//! [`PhaseScheduler`] that reconciles the kind.
+//! [`PhaseScheduler`](crate::PhaseScheduler) that reconciles the kind (`build` lives with the
+//! scheduler, which imports this module, not the other way round).
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
 use kubeapp_operator::{Context, Kind, ReconcileError};
 
 use crate::metrics::PhaseMetrics;
-use crate::phase::{self, Phase, PhaseError};
-use crate::scheduler::PhaseScheduler;
+use crate::phase::{Phase, PhaseError};
 use crate::worker::{BoxInput, BoxWorker, InputValue, Labelled, Named, Transition, Work};
 
 /// The finalizer hook, boxed.
@@ -32,7 +32,7 @@ pub struct PhaseMachine<K, P, C = ()> {
     pub(crate) prune: bool,
     pub(crate) metrics: Option<PhaseMetrics>,
     /// A phase given a worker twice, or a worker on a final phase.
-    problem: Option<PhaseError>,
+    pub(crate) problem: Option<PhaseError>,
 }
 
 impl<K, P: Phase, C> Default for PhaseMachine<K, P, C> {
@@ -202,29 +202,5 @@ where
     /// Whether the machine has a finalizer hook (then its kind needs a finalizer).
     pub fn has_finalizer_hook(&self) -> bool {
         self.finalizer.is_some()
-    }
-
-    /// Checks the phases and the workers and returns the scheduler (the kind's reconciler).
-    ///
-    /// # Errors
-    ///
-    /// See [`PhaseError`]: an inconsistent `Phase` implementation, a worker on a final phase, a
-    /// non-final phase without a worker.
-    pub fn build(self) -> Result<PhaseScheduler<K, P, C>, PhaseError> {
-        phase::check::<P>()?;
-        if let Some(problem) = self.problem {
-            return Err(problem);
-        }
-        if let Some(missing) = P::ALL
-            .iter()
-            .find(|p| !p.is_final() && !self.workers.contains_key(p))
-        {
-            return Err(PhaseError::MissingWorker(missing.name().into()));
-        }
-        Ok(PhaseScheduler {
-            kind: K::kind(&()).into_owned(),
-            machine: self,
-            memory: Mutex::default(),
-        })
     }
 }

@@ -31,7 +31,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use crate::machine::PhaseMachine;
-use crate::phase::Phase;
+use crate::phase::{self, Phase, PhaseError};
 use crate::status;
 use crate::worker::{Inputs, Work};
 
@@ -54,6 +54,38 @@ pub struct PhaseScheduler<K, P, C = ()> {
     pub(crate) kind: String,
     pub(crate) machine: PhaseMachine<K, P, C>,
     pub(crate) memory: Mutex<HashMap<String, Remembered>>,
+}
+
+/// Building: a declared machine becomes the scheduler that runs it.
+impl<K, P, C> PhaseMachine<K, P, C>
+where
+    K: Kind,
+    P: Phase,
+    C: Send + Sync + 'static,
+{
+    /// Checks the phases and the workers and returns the scheduler (the kind's reconciler).
+    ///
+    /// # Errors
+    ///
+    /// See [`PhaseError`]: an inconsistent `Phase` implementation, a worker on a final phase, a
+    /// non-final phase without a worker.
+    pub fn build(self) -> Result<PhaseScheduler<K, P, C>, PhaseError> {
+        phase::check::<P>()?;
+        if let Some(problem) = self.problem {
+            return Err(problem);
+        }
+        if let Some(missing) = P::ALL
+            .iter()
+            .find(|p| !p.is_final() && !self.workers.contains_key(p))
+        {
+            return Err(PhaseError::MissingWorker(missing.name().into()));
+        }
+        Ok(PhaseScheduler {
+            kind: K::kind(&()).into_owned(),
+            machine: self,
+            memory: Mutex::default(),
+        })
+    }
 }
 
 fn numeric_version(meta: &kube::api::ObjectMeta) -> u64 {

@@ -118,7 +118,7 @@ async fn existing_objects_answer_with_their_status_for_the_verify_phase() {
     let run = dry_run(&graph(), object, read_objects(&existing).expect("existing")).await;
     assert_eq!(
         run.report.verified[0],
-        crate::run::Verified::Ready,
+        crate::report::Verified::Ready,
         "{:?}",
         run.report
     );

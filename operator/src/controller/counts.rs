@@ -3,9 +3,9 @@
 //! their lock ([`LaneCounts`], in the kind's state), and the ongoing events and handler calls by
 //! each worker ([`WorkerGauges`]). Either way one writer per cell, so no locked instruction.
 
+use crate::action::ReconcileAction;
 use crate::metric_cells::Cell;
 use crate::metrics::KindMetrics;
-use crate::reconciler::ReconcileAction;
 
 /// Where an action's series sit in the arrays below (the order of `KindMetrics::action`).
 fn slot(action: ReconcileAction) -> usize {

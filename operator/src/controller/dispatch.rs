@@ -28,10 +28,11 @@ use super::kind::{KindRuntime, Running};
 use super::lanes::{HandlerId, LaneKey, Queued};
 use super::pending::{Pending, Retries, RetryEntry, RetryWork};
 use super::registry::Handlers;
+use crate::action::ReconcileAction;
 use crate::handler::{HandlerContext, HandlerError, panic_message};
-use crate::informer::InformerEvent;
 use crate::object::{ObjectKey, SharedObject};
-use crate::reconciler::{DynReconciler, ReconcileAction, ReconcileRequest, ReconcileState};
+use crate::reconciler::{DynReconciler, ReconcileRequest, ReconcileState};
+use crate::store::InformerEvent;
 use crate::watcher::DynWatcher;
 
 /// An info span when a subscriber may record it, else [`Span::none`] without making one. With no

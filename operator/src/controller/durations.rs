@@ -29,8 +29,8 @@ pub(super) use quanta::Instant;
 
 use prometheus::local::LocalHistogram;
 
+use crate::action::ReconcileAction;
 use crate::metrics::KindMetrics;
-use crate::reconciler::ReconcileAction;
 
 /// How long a busy worker keeps observations to itself at most (plus the call that ends past it).
 const FLUSH_EVERY: Duration = Duration::from_millis(100);

@@ -45,10 +45,10 @@ use tokio::time::Instant;
 use super::dispatch::Held;
 use super::kind::KindRuntime;
 use super::lanes::HandlerId;
+use crate::action::ReconcileAction;
 use crate::events::EventRecorder;
 use crate::handler::HandlerError;
 use crate::object::SharedObject;
-use crate::reconciler::ReconcileAction;
 
 /// The reason of the Warning Event recorded when a handler starts failing for an object.
 pub const HANDLER_FAILED: &str = "HandlerFailed";

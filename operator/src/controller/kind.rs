@@ -34,18 +34,19 @@ use super::failures::FailureEvents;
 use super::lanes::{HandlerId, Lanes, PushExtra, Taken, Work};
 use super::pending::Retries;
 use super::registry::{Handlers, Registration};
+use crate::action::TriggerCause;
 use crate::handler::HandlerContext;
-use crate::informer::{InformerEvent, KindInfo};
+use crate::informer::KindInfo;
 use crate::informers::Fanout;
 use crate::metrics::KindMetrics;
 use crate::object::SharedObject;
 use crate::own_writes::OwnWrites;
+use crate::store::InformerEvent;
 use crate::store::SharedCache;
-use crate::trigger::TriggerCause;
 
 mod intake;
 
-pub(crate) use intake::{Enqueue, WaitingEvent};
+pub(crate) use intake::Enqueue;
 
 /// What a running controller shares with its tasks.
 pub(crate) struct Running {

@@ -29,10 +29,10 @@ use tokio::time::Instant;
 use tokio_util::time::{DelayQueue, delay_queue};
 
 use super::pending::{Pending, Retries};
-use crate::informer::InformerEvent;
+use crate::action::ReconcileAction;
+use crate::action::TriggerCause;
 use crate::object::SharedObject;
-use crate::reconciler::ReconcileAction;
-use crate::trigger::TriggerCause;
+use crate::store::InformerEvent;
 
 /// Which handler of a kind: watchers and reconcilers by registration number (0 for the first
 /// watcher, 1 for the second, ...; a removed handler's number is not reused).

@@ -108,6 +108,7 @@ pub(crate) mod registry;
 mod retry;
 mod sharded;
 mod shared_kinds;
+mod subscription;
 #[cfg(test)]
 mod tests;
 
@@ -120,10 +121,11 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::informer::{Informer, SyncedFlag};
+use crate::informer::Informer;
 use crate::informers::Informers;
 use crate::metrics::ControllerMetrics;
 use crate::reconciler::DynReconciler;
+use crate::store::SyncedFlag;
 use crate::watcher::DynWatcher;
 
 pub use self::retry::{

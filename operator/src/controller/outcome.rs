@@ -8,9 +8,9 @@ use super::failures::{FailedCall, Failure, GaveUp};
 use super::kind::KindRuntime;
 use super::lanes::HandlerId;
 use super::pending::{Added, MAX_RETRIES_PER_HANDLER, RetryEntry, RetryWork};
+use crate::action::ReconcileAction;
 use crate::handler::HandlerError;
 use crate::object::SharedObject;
-use crate::reconciler::ReconcileAction;
 
 impl KindRuntime {
     /// Asks the handler's retry policy about a failed call: stores its next attempt in the held

@@ -22,10 +22,11 @@
 use tokio::time::Instant;
 
 use super::lanes::HandlerId;
+use crate::action::ReconcileAction;
 use crate::handler::HandlerError;
-use crate::informer::InformerEvent;
 use crate::object::SharedObject;
-use crate::reconciler::{ReconcileAction, ReconcileRequest};
+use crate::reconciler::ReconcileRequest;
+use crate::store::InformerEvent;
 
 /// Retries one handler keeps for one object at most; more means the handler fails on every
 /// event of a busy object, and keeping them all would grow without bound.

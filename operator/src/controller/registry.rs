@@ -11,9 +11,9 @@ use std::sync::{Arc, PoisonError};
 
 use super::kind::{KindRuntime, Running, State};
 use super::lanes::{HandlerId, PushExtra};
-use crate::informer::InformerEvent;
 use crate::informers::{Fanout, Subscriber};
 use crate::reconciler::DynReconciler;
+use crate::store::InformerEvent;
 use crate::watcher::DynWatcher;
 
 /// What one `HandlerHandle` registered: a handler or a trigger, and the informer uses that keep

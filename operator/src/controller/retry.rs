@@ -17,9 +17,9 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::action::ReconcileAction;
 use crate::handler::HandlerError;
 use crate::object::KubeObject;
-use crate::reconciler::ReconcileAction;
 
 type RetryFn = dyn Fn(&HandlerError, u32) -> Option<Duration> + Send + Sync;
 

@@ -26,8 +26,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::subscription::kind_subscriber;
 use super::{ControllerError, InformerController, TermGates};
-use crate::informers::Subscriber;
 use crate::sharding::Membership;
 use crate::sharding::assignment::{SlotSet, owned_by, slot_of_uid};
 use crate::sharding::gate::ShardGate;
@@ -153,10 +153,7 @@ impl InformerController {
             let (Some(fanout), Some(run)) = (runtime.fanout.get(), runtime.current_run()) else {
                 continue;
             };
-            let subscriber = Subscriber::Kind {
-                runtime: Arc::clone(&runtime),
-                run,
-            };
+            let subscriber = kind_subscriber(&runtime, &run);
             fanout
                 .deliver_cached(&subscriber, |object| {
                     gained.contains(slot_of_uid(object.metadata().uid.as_deref().unwrap_or("")))

@@ -5,6 +5,7 @@
 use std::sync::{Arc, PoisonError};
 
 use super::kind::{KindRuntime, Running};
+use super::subscription::kind_subscriber;
 use super::{InformerController, RunState};
 use crate::informer::KindInfo;
 use crate::informers::{Fanout, Subscriber};
@@ -98,10 +99,7 @@ pub(super) fn start(runtime: &Arc<KindRuntime>, run: &Arc<Running>) {
     runtime.set_running(Some(Arc::clone(run)));
     if let Some(fanout) = runtime.fanout.get() {
         let fanout = Arc::clone(fanout);
-        let subscriber = Subscriber::Kind {
-            runtime: Arc::clone(runtime),
-            run: Arc::clone(run),
-        };
+        let subscriber = kind_subscriber(runtime, run);
         let (runtime, live_run) = (Arc::clone(runtime), Arc::clone(run));
         run.tracker.spawn_on(
             async move {
@@ -129,10 +127,7 @@ fn spawn_subscribe(run: &Running, fanout: Arc<Fanout>, subscriber: Subscriber) {
 pub(super) fn stop(runtime: &Arc<KindRuntime>, run: &Arc<Running>) {
     runtime.set_running(None);
     if let Some(fanout) = runtime.fanout.get() {
-        fanout.unsubscribe(&Subscriber::Kind {
-            runtime: Arc::clone(runtime),
-            run: Arc::clone(run),
-        });
+        fanout.unsubscribe(&kind_subscriber(runtime, run));
     }
     for (fanout, subscriber) in runtime.triggers() {
         fanout.unsubscribe(&subscriber);

@@ -16,11 +16,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
-use crate::informer::{InformerEvent, KindInfo};
+use crate::action::ReconcileAction;
+use crate::informer::KindInfo;
 use crate::object::{SharedObject, share};
-use crate::reconciler::{
-    ReconcileAction, ReconcileError, ReconcileResult, ReconcilerFn, TypedReconcileRequest,
-};
+use crate::reconciler::{ReconcileError, ReconcileResult, ReconcilerFn, TypedReconcileRequest};
+use crate::store::InformerEvent;
 use crate::watcher::DynWatcherFns;
 use crate::{BoxError, HandlerError};
 

@@ -73,88 +73,15 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher::{self, Event};
 use serde::de::DeserializeOwned;
-use tokio::sync::watch;
 
 use crate::metrics::{ControllerMetrics, KindMetrics};
 use crate::object::{SharedObject, Undecodable, share};
-use crate::reconciler::ReconcileAction;
 use crate::sharding::server_side::ShardScope;
 use crate::store::cache::SharedCache;
+use crate::store::{InformerEvent, SyncedFlag};
 
 use self::events::{informer_events, informer_events_served};
 pub use self::options::{InformerOptions, Transform};
-
-/// What an informer reports about one object.
-#[derive(Clone, Debug)]
-pub enum InformerEvent {
-    /// The object appeared.
-    Add(SharedObject),
-    /// The object changed from `old` to `new`.
-    Update {
-        /// The last state the informer had.
-        old: SharedObject,
-        /// The new state.
-        new: SharedObject,
-    },
-    /// The object is gone; this is its last known state.
-    Delete(SharedObject),
-    /// A periodic resync re-delivers the cached object.
-    Resync(SharedObject),
-}
-
-impl InformerEvent {
-    /// The action handlers and metrics see: Created, Updated, Deleted or Resynced.
-    pub fn action(&self) -> ReconcileAction {
-        match self {
-            Self::Add(_) => ReconcileAction::Created,
-            Self::Update { .. } => ReconcileAction::Updated,
-            Self::Delete(_) => ReconcileAction::Deleted,
-            Self::Resync(_) => ReconcileAction::Resynced,
-        }
-    }
-
-    /// The newest object of the event.
-    pub fn object(&self) -> &SharedObject {
-        match self {
-            Self::Add(object)
-            | Self::Delete(object)
-            | Self::Resync(object)
-            | Self::Update { new: object, .. } => object,
-        }
-    }
-}
-
-/// Whether an informer has delivered its first complete list. Cheap to clone.
-#[derive(Clone, Debug)]
-pub struct SyncedFlag(Arc<watch::Sender<bool>>);
-
-impl SyncedFlag {
-    pub(crate) fn new(synced: bool) -> Self {
-        Self(Arc::new(watch::Sender::new(synced)))
-    }
-
-    fn set(&self) {
-        self.0.send_replace(true);
-    }
-
-    /// A flag that is synced from the start (tests, ready-made sources).
-    #[cfg(test)]
-    pub(crate) fn new_synced() -> Self {
-        Self::new(true)
-    }
-
-    /// True once the first complete list was delivered.
-    pub fn is_synced(&self) -> bool {
-        *self.0.borrow()
-    }
-
-    /// Resolves once the first complete list was delivered.
-    pub async fn wait(&self) {
-        let mut rx = self.0.subscribe();
-        // The sender lives in `self`, so the channel cannot close while we wait.
-        let _ = rx.wait_for(|synced| *synced).await;
-    }
-}
 
 /// Group, version and kind of an informer's objects, for spans.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -329,7 +256,7 @@ impl Informer {
     /// When the (unregistered) metric collectors cannot be created.
     pub fn into_stream(
         self,
-    ) -> Result<BoxStream<'static, InformerEvent>, crate::metrics::MetricsError> {
+    ) -> Result<BoxStream<'static, InformerEvent>, crate::metric_registration::MetricsError> {
         let metrics = ControllerMetrics::unregistered(None)?.for_kind(&self.info.kind);
         Ok(self.into_events(metrics))
     }
@@ -442,8 +369,10 @@ impl fmt::Debug for Informer {
 type RawEvents = BoxStream<'static, Result<Event<DynamicObject>, watcher::Error>>;
 
 #[cfg(test)]
+#[path = "tests/resync.rs"]
 mod resync_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+#[path = "tests/view.rs"]
 mod view_tests;

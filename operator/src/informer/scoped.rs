@@ -150,9 +150,10 @@ mod tests {
     use kube::api::{Api, ApiResource};
     use kube::runtime::watcher;
 
-    use crate::informer::{Informer, InformerEvent, dynamic_decoder};
+    use crate::informer::{Informer, dynamic_decoder};
     use crate::sharding::assignment::{SlotSet, slot_of_uid};
     use crate::sharding::server_side::ShardScope;
+    use crate::store::InformerEvent;
 
     fn config_map(name: &str, uid: &str, rv: &str) -> serde_json::Value {
         serde_json::json!({

@@ -26,13 +26,13 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher;
 
 use crate::informer::{Decode, Informer, dynamic_decoder, typed_decoder_with};
-use crate::kind::Kind;
 use crate::metrics::ControllerMetrics;
+use crate::object::Kind;
 use crate::sharding::server_side::ShardScope;
 use crate::store::{IndexFn, Store};
 
 pub use self::options::InformerOptions;
-pub(crate) use self::shared::{Fanout, SharedInformer, Subscriber};
+pub(crate) use self::shared::{Fanout, Offer, SharedInformer, Subscribe, Subscriber};
 
 /// What identifies a shared informer; see the [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

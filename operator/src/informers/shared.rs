@@ -16,124 +16,116 @@
 //! triggers hold one; when the last is dropped, the task stops (and with it the watch). The
 //! registry holds only a weak reference.
 
+use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
+use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use kube::api::ApiResource;
 use tokio_util::sync::CancellationToken;
 
 use super::{InformerKey, Registry};
-use crate::controller::kind::{Enqueue, KindRuntime, Running, WaitingEvent};
-use crate::informer::{Informer, InformerEvent};
+use crate::informer::Informer;
 use crate::metrics::KindMetrics;
 use crate::sharding::server_side::ShardScope;
+use crate::store::InformerEvent;
 use crate::store::SharedCache;
-use crate::trigger::TriggerSink;
 
-/// Where a shared informer's events go.
-#[derive(Clone)]
-pub(crate) enum Subscriber {
-    /// A controller's kind: events enter its lanes.
-    Kind {
-        runtime: Arc<KindRuntime>,
-        run: Arc<Running>,
-    },
-    /// A related-object trigger: events become reconciles of other objects.
-    Trigger(Arc<TriggerSink>),
+/// What a shared informer hands its events to: a controller's kind (events enter its lanes) or a
+/// related-object trigger (events become reconciles of other objects). The informer owns this
+/// trait and the layers above implement it, so the informer never imports what subscribes.
+pub(crate) trait Subscribe: Send + Sync {
+    /// Hands `event` over if that needs no waiting (the common case, with no future built);
+    /// [`Offer::Full`] when the subscriber's backlog is full.
+    fn offer(&self, event: InformerEvent) -> Offer;
+
+    /// [`offer`](Self::offer) by reference: a subscriber that only reads the event (a trigger)
+    /// takes it without a copy; the default hands over a copy (two reference counts at most).
+    fn offer_ref(&self, event: &InformerEvent) -> Offer {
+        self.offer(event.clone())
+    }
+
+    /// Whether delivering to it makes the informer wait once the subscriber is behind (a kind
+    /// whose backlog of events for watchers is bounded); the default does not.
+    fn pauses_informer(&self) -> bool {
+        false
+    }
+
+    /// Whether `other` is the same subscription made anew (a kind unsubscribes with a
+    /// subscriber built again from the same runtime and run); the default: never (the same
+    /// `Arc` always is, see [`Subscriber::is_same`]).
+    fn is_same(&self, other: &dyn Subscribe) -> bool {
+        let _ = other;
+        false
+    }
+
+    /// The subscriber as `Any`, for [`is_same`](Self::is_same).
+    fn as_any(&self) -> &dyn Any;
 }
 
 /// What a subscriber did with an event offered without waiting.
-enum Offer {
+pub(crate) enum Offer {
     /// Taken (queued, handled, or not for this subscriber).
     Taken,
     /// The subscriber is gone for good.
     Gone,
-    /// A kind whose backlog is full: the event waits for room.
-    Full(WaitingEvent),
+    /// The subscriber's backlog is full: this future waits for room and hands the event over,
+    /// resolving to false when the subscriber is gone for good.
+    Full(BoxFuture<'static, bool>),
 }
 
+impl Offer {
+    /// [`Offer::Taken`] when `taken`, else [`Offer::Gone`].
+    pub(crate) fn taken_or_gone(taken: bool) -> Self {
+        if taken { Self::Taken } else { Self::Gone }
+    }
+}
+
+/// One subscription of a shared informer. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Subscriber(Arc<dyn Subscribe>);
+
 impl Subscriber {
+    /// The subscription of `subscriber`.
+    pub(crate) fn new(subscriber: Arc<dyn Subscribe>) -> Self {
+        Self(subscriber)
+    }
+
     /// Hands `event` over, waiting for room if need be; false when the subscriber is gone for
     /// good.
     async fn deliver(&self, event: &InformerEvent) -> bool {
-        match self {
-            Self::Kind { .. } => self.deliver_owned(event.clone()).await,
-            Self::Trigger(sink) => sink.deliver(event),
-        }
+        Self::settle(self.0.offer_ref(event)).await
     }
 
     /// The same, handing over the event itself.
     async fn deliver_owned(&self, event: InformerEvent) -> bool {
-        match self.offer(event) {
+        Self::settle(self.0.offer(event)).await
+    }
+
+    async fn settle(offer: Offer) -> bool {
+        match offer {
             Offer::Taken => true,
             Offer::Gone => false,
-            Offer::Full(waiting) => self.wait_for_room(waiting).await,
+            Offer::Full(room) => room.await,
         }
     }
 
-    /// Hands `event` over if that needs no waiting (the common case, with no future built);
-    /// [`Offer::Full`] when a kind's backlog is full.
     fn offer(&self, event: InformerEvent) -> Offer {
-        match self {
-            // Sharded: an object outside the run's active slots is forgotten, never queued.
-            Self::Kind { run, .. } if !run.admits(event.object()) => {
-                if run.stop_seen() {
-                    Offer::Gone
-                } else {
-                    Offer::Taken
-                }
-            }
-            Self::Kind { runtime, run } => match runtime.try_enqueue(event, run) {
-                Enqueue::Queued => Offer::Taken,
-                Enqueue::Stopped => Offer::Gone,
-                Enqueue::Full(waiting) => Offer::Full(waiting),
-            },
-            Self::Trigger(sink) => Self::offered(sink.deliver(&event)),
-        }
+        self.0.offer(event)
     }
 
-    /// [`offer`](Self::offer) by reference: a trigger reads the event, a kind gets a copy (two
-    /// reference counts at most).
     fn offer_ref(&self, event: &InformerEvent) -> Offer {
-        match self {
-            Self::Kind { .. } => self.offer(event.clone()),
-            Self::Trigger(sink) => Self::offered(sink.deliver(event)),
-        }
+        self.0.offer_ref(event)
     }
 
-    fn offered(taken: bool) -> Offer {
-        if taken { Offer::Taken } else { Offer::Gone }
-    }
-
-    /// Waits for room for an event [`offer`](Self::offer) handed back; false when the
-    /// subscriber is gone for good.
-    async fn wait_for_room(&self, waiting: WaitingEvent) -> bool {
-        match self {
-            Self::Kind { runtime, run } => runtime.enqueue_when_room(waiting, run).await,
-            // Only a kind hands an event back.
-            Self::Trigger(_) => true,
-        }
-    }
-
-    /// Whether delivering to it makes the informer wait once the subscriber is behind: a kind with
-    /// watchers (its backlog of events for watchers is bounded) that is not sharded (a sharded
-    /// kind drops events outside its slots without waiting).
     fn pauses_informer(&self) -> bool {
-        match self {
-            Self::Kind { runtime, run } => run.shard.is_none() && runtime.has_watchers(),
-            Self::Trigger(_) => false,
-        }
+        self.0.pauses_informer()
     }
 
+    /// The same `Arc`, or the same subscription made anew.
     fn is_same(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::Kind { runtime: a, run: r }, Self::Kind { runtime: b, run: s }) => {
-                Arc::ptr_eq(a, b) && Arc::ptr_eq(r, s)
-            }
-            (Self::Trigger(a), Self::Trigger(b)) => Arc::ptr_eq(a, b),
-            _ => false,
-        }
+        std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0)) || self.0.is_same(&*other.0)
     }
 }
 
@@ -237,11 +229,11 @@ impl Fanout {
             match offered {
                 None | Some(Offer::Taken) => {}
                 Some(Offer::Gone) => gone.push(subscriber.clone()),
-                Some(Offer::Full(waiting)) => {
+                Some(Offer::Full(room)) => {
                     backlogged = Some(Backlogged {
                         subscribers: Arc::clone(subscribers),
                         at,
-                        waiting,
+                        room,
                         event: event.take(),
                     });
                     break;
@@ -264,11 +256,11 @@ impl Fanout {
         let Backlogged {
             subscribers,
             at,
-            waiting,
+            room,
             event,
         } = backlogged;
         let mut gone = Vec::new();
-        if !subscribers[at].wait_for_room(waiting).await {
+        if !room.await {
             gone.push(subscribers[at].clone());
         }
         if let Some(event) = event {
@@ -296,8 +288,8 @@ struct Backlogged {
     subscribers: Arc<Vec<Subscriber>>,
     /// The subscriber that was full.
     at: usize,
-    /// Its event, waiting for room.
-    waiting: WaitingEvent,
+    /// Its wait for room, which hands it the event.
+    room: BoxFuture<'static, bool>,
     /// The event for the subscribers after it (`None` when it was the last).
     event: Option<InformerEvent>,
 }

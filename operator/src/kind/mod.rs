@@ -40,6 +40,7 @@ mod closures;
 mod tests;
 mod traits;
 #[cfg(test)]
+#[path = "tests/undecodable.rs"]
 mod undecodable_tests;
 
 use std::fmt;
@@ -50,7 +51,6 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Resource};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::apply::Applier;
@@ -62,7 +62,7 @@ use crate::controller::lanes::HandlerId;
 use crate::controller::registry::Registration;
 use crate::events::{EventRecorder, Reporter};
 use crate::informers::{InformerOptions, SharedInformer, Subscriber};
-use crate::object::{KubeObject, ObjectKey};
+use crate::object::{Kind, KubeObject, ObjectKey};
 use crate::opinionated::{
     FinalizerNameError, OpinionatedOptions, OpinionatedReconciler, OpinionatedWatcher,
 };
@@ -75,31 +75,6 @@ pub use self::traits::{
     apply_cleanup, reconciler_fn,
 };
 use self::traits::{Erased, ErasedReconciler};
-
-/// The bounds every typed kind meets: derived custom resources and k8s-openapi types.
-pub trait Kind:
-    Resource<DynamicType = ()>
-    + Clone
-    + Serialize
-    + DeserializeOwned
-    + fmt::Debug
-    + Send
-    + Sync
-    + 'static
-{
-}
-
-impl<K> Kind for K where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + Serialize
-        + DeserializeOwned
-        + fmt::Debug
-        + Send
-        + Sync
-        + 'static
-{
-}
 
 /// A kind registered with one controller; see the [module docs](self). Cheap to clone. `C` is the
 /// user data handlers attached through it get in their [`Context`](crate::Context).
@@ -455,7 +430,7 @@ where
             cause,
             related: related.fanout.resource.clone(),
         });
-        let subscriber = Subscriber::Trigger(sink);
+        let subscriber = Subscriber::new(sink);
         let fanout = Arc::clone(&related.fanout);
         let mut keep_alive = self.keep_alive();
         keep_alive.push(related);

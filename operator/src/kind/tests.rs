@@ -10,8 +10,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::Context;
 use crate::handler::BoxError;
-use crate::informer::{Informer, InformerEvent, KindInfo};
+use crate::informer::{Informer, KindInfo};
 use crate::object::share;
+use crate::store::InformerEvent;
 use crate::{ControllerConfig, InformerController, ReconcileRequest, ReconcileResult, Watcher};
 
 pub(super) const WAIT: Duration = Duration::from_secs(30);

@@ -13,12 +13,11 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 
+use crate::action::ReconcileAction;
 use crate::context::{Context, ContextShared, HandlerEnv};
 use crate::handler::{BoxError, HandlerContext};
 use crate::object::{KubeObject, SharedObject};
-use crate::reconciler::{
-    DynReconciler, ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult,
-};
+use crate::reconciler::{DynReconciler, ReconcileError, ReconcileRequest, ReconcileResult};
 use crate::view::{ViewChange, view_change_owned, view_owned};
 use crate::watcher::DynWatcher;
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use kube::config::InferConfigError;
 
 use crate::client_metrics::{ClientMetrics, instrumented_client};
-use crate::metrics::MetricsError;
+use crate::metric_registration::MetricsError;
 use crate::metrics_registry::MetricsRegistry;
 
 /// The service-account directory an in-cluster configuration is read from.

@@ -50,7 +50,7 @@ pub enum RunnerError {
     },
     /// The runner's kubeapp collectors (controller, client, finalizer) could not be created.
     #[error("registering the runner's metrics")]
-    RunnerMetrics(#[source] crate::metrics::MetricsError),
+    RunnerMetrics(#[source] crate::metric_registration::MetricsError),
     /// The webhook server could not start (certificate files, address).
     #[error(transparent)]
     Webhook(#[from] crate::webhook::WebhookError),

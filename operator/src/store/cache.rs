@@ -12,8 +12,8 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
 use tokio::sync::watch;
 
-use crate::informer::{InformerEvent, SyncedFlag};
 use crate::object::{KubeObject, ObjectKey, SharedObject};
+use crate::store::{InformerEvent, SyncedFlag};
 
 /// Computes the values under which an object is indexed.
 pub(crate) type IndexFn = Arc<dyn Fn(&dyn KubeObject) -> Vec<String> + Send + Sync>;

@@ -24,6 +24,7 @@
 //! opaque, so a version that is not a number is an error, never a wrong answer.
 
 pub(crate) mod cache;
+mod event;
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -36,6 +37,7 @@ use crate::object::{KubeObject, ObjectKey, SharedObject, downcast_shared};
 
 use self::cache::OWNER_INDEX;
 pub(crate) use self::cache::{IndexFn, SharedCache, VersionWaitEnd, label_index, label_indexer};
+pub use self::event::{InformerEvent, SyncedFlag};
 
 /// Why a [`Store`] read could not be answered.
 #[derive(Debug, thiserror::Error)]

@@ -8,8 +8,8 @@ use kube::runtime::reflector::ObjectRef;
 
 use super::cache::SharedCache;
 use super::{Store, StoreError, label_index, label_indexer};
-use crate::informer::{InformerEvent, SyncedFlag};
 use crate::object::{Undecodable, share};
+use crate::store::{InformerEvent, SyncedFlag};
 
 fn cm(name: &str, rv: &str, app: &str, owner: Option<&str>) -> ConfigMap {
     let mut cm = ConfigMap::default();

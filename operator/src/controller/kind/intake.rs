@@ -10,7 +10,7 @@ use futures::stream::BoxStream;
 
 use super::{KindRuntime, Running, State};
 use crate::controller::lanes::PushExtra;
-use crate::informer::InformerEvent;
+use crate::store::InformerEvent;
 
 /// What [`KindRuntime::try_enqueue`] did with an event.
 pub(crate) enum Enqueue {

@@ -118,7 +118,7 @@ fn observe_shared(
 
 #[test]
 fn over_a_shared_cache_relists_and_uid_changes_give_the_same_events_as_its_own_map() {
-    let shared = Arc::new(SharedCache::new(crate::informer::SyncedFlag::new(false)));
+    let shared = Arc::new(SharedCache::new(crate::store::SyncedFlag::new(false)));
     let mut cache = InformerCache::shared(Arc::clone(&shared));
     let mut events = Vec::new();
     events.extend(observe_shared(
@@ -267,7 +267,7 @@ fn an_undecodable_state_carries_the_last_decodable_one_and_a_first_decodable_sta
     let carried = as_undecodable(events[1].object()).expect("undecodable");
     assert!(Arc::ptr_eq(first, carried.last_decodable().expect("set")));
 
-    let shared = Arc::new(SharedCache::new(crate::informer::SyncedFlag::new(false)));
+    let shared = Arc::new(SharedCache::new(crate::store::SyncedFlag::new(false)));
     let mut cache = InformerCache::shared(Arc::clone(&shared));
     let events =
         through_undecodable_states(|observed| observe_shared(&mut cache, &shared, observed));
@@ -319,7 +319,7 @@ fn a_relist_within_shard_slots_forgets_objects_outside_them_and_deletes_those_in
         "b forgotten"
     );
 
-    let shared = Arc::new(SharedCache::new(crate::informer::SyncedFlag::new(false)));
+    let shared = Arc::new(SharedCache::new(crate::store::SyncedFlag::new(false)));
     let mut cache = InformerCache::shared(Arc::clone(&shared));
     let events =
         relist_after_a_range_change(|observed| observe_shared(&mut cache, &shared, observed));

@@ -2,7 +2,7 @@
 
 use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
 
-use crate::metrics::{MetricsError, register_all};
+use crate::metric_registration::{MetricsError, register_all};
 
 /// Counters of the opinionated wrappers' finalizer patches.
 ///

@@ -17,11 +17,12 @@ use super::finalizer::{
 use super::progress::{Progress, ProgressMap, incarnation};
 use super::undecodable::UndecodableHandler;
 use super::{OpinionatedOptions, mark_error};
+use crate::action::ReconcileAction;
 use crate::handler::HandlerContext;
 use crate::object::{KubeObject, Undecodable, as_undecodable};
 use crate::reconciler::{
-    DynReconciler, ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult,
-    ReconcileState, TypedReconciler, TypedReconcilerAdapter, typed_reconciler,
+    DynReconciler, ReconcileError, ReconcileRequest, ReconcileResult, ReconcileState,
+    TypedReconciler, TypedReconcilerAdapter, typed_reconciler,
 };
 
 /// The key under which the wrapper keeps its own note in a request's state: which finalizer

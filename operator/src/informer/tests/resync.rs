@@ -1,6 +1,7 @@
 //! The periodic resync under backpressure: missed ticks are not replayed back to back.
 
 use super::*;
+use crate::action::ReconcileAction;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use std::time::Duration;
