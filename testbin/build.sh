@@ -60,5 +60,11 @@ done
 
 build_one etcd etcd go.etcd.io/etcd/server/v3 ""
 build_one kube-apiserver apiserver k8s.io/kubernetes/cmd/kube-apiserver "$ver_flags"
+# The cluster mode's parts (testenv's `cluster()`, `kubeapp run`): the controllers and the
+# scheduler from the same Kubernetes module as kube-apiserver, and kwok (fake nodes and pods)
+# from its own module (it is built against other k8s.io versions).
+build_one kube-controller-manager apiserver k8s.io/kubernetes/cmd/kube-controller-manager "$ver_flags"
+build_one kube-scheduler apiserver k8s.io/kubernetes/cmd/kube-scheduler "$ver_flags"
+build_one kwok kwok sigs.k8s.io/kwok/cmd/kwok ""
 
 printf '%s\n' "$bin"
