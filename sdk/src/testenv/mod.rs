@@ -61,10 +61,12 @@
 
 pub mod binaries;
 mod certs;
+pub mod cluster;
 mod error;
 mod kubeconfig;
 mod process;
 mod resources;
+pub mod shared;
 mod startup;
 
 use std::path::{Path, PathBuf};
@@ -74,8 +76,10 @@ use std::time::{Duration, Instant};
 use kube::config::Kubeconfig;
 
 pub use self::certs::{CertificateAuthority, IssuedCert};
+pub use self::cluster::ClusterOptions;
 pub use self::error::TestEnvError;
 use self::process::ManagedProcess;
+pub use self::shared::SharedTestEnv;
 use self::startup::{ApiServer, Files, start_etcd};
 
 /// Options for starting a [`TestEnv`]; [`TestEnv::start`] uses the defaults.
@@ -86,6 +90,7 @@ pub struct TestEnvBuilder {
     start_timeout: Duration,
     apiserver_args: Vec<String>,
     etcd_fsync: bool,
+    cluster: Option<ClusterOptions>,
 }
 
 impl Default for TestEnvBuilder {
@@ -96,6 +101,7 @@ impl Default for TestEnvBuilder {
             start_timeout: Duration::from_secs(60),
             apiserver_args: Vec::new(),
             etcd_fsync: false,
+            cluster: None,
         }
     }
 }
@@ -141,7 +147,25 @@ impl TestEnvBuilder {
         self
     }
 
-    /// Starts etcd and kube-apiserver and waits until the apiserver is ready.
+    /// Cluster mode: kube-controller-manager, kube-scheduler and kwok with one fake node run
+    /// beside the apiserver, so owner references are garbage-collected, namespaces finish
+    /// deleting and Deployments roll out. See the [cluster module](crate::testenv::cluster) for
+    /// what it runs and what it does not.
+    #[must_use]
+    pub fn cluster(self) -> Self {
+        self.cluster_with(ClusterOptions::default())
+    }
+
+    /// Cluster mode with `options` (the number of fake nodes, how pods behave).
+    #[must_use]
+    pub fn cluster_with(mut self, options: ClusterOptions) -> Self {
+        self.cluster = Some(options);
+        self
+    }
+
+    /// Starts etcd and kube-apiserver and waits until the apiserver is ready; in
+    /// [cluster mode](Self::cluster) then the controller-manager, the scheduler and kwok, and
+    /// waits until they are healthy and every fake node is Ready.
     pub async fn start(self) -> Result<TestEnv, TestEnvError> {
         let started = Instant::now();
         let dirs = match (&self.binary_dir, self.only_binary_dir) {
@@ -150,6 +174,14 @@ impl TestEnvBuilder {
         };
         let etcd_bin = binaries::find("etcd", &dirs)?;
         let apiserver_bin = binaries::find("kube-apiserver", &dirs)?;
+        let cluster_bins = match &self.cluster {
+            Some(_) => Some(cluster::ClusterBinaries {
+                controller_manager: binaries::find("kube-controller-manager", &dirs)?,
+                scheduler: binaries::find("kube-scheduler", &dirs)?,
+                kwok: binaries::find("kwok", &dirs)?,
+            }),
+            None => None,
+        };
 
         let dir = tempfile::Builder::new()
             .prefix("kubeapp-testenv-")
@@ -174,13 +206,38 @@ impl TestEnvBuilder {
             apiserver.start_first(&etcd.url, &files, dir.path()).await?;
         let kubeconfig_path = dir.path().join("kubeconfig.yaml");
         kubeconfig::write(&kubeconfig, &kubeconfig_path)?;
+        let cluster = match (self.cluster, cluster_bins) {
+            (Some(options), Some(bins)) => {
+                let plane = cluster::ControlPlane {
+                    dir: dir.path(),
+                    files: &files,
+                    server: apiserver.url(),
+                    admin: &client,
+                    timeout: self.start_timeout,
+                };
+                let mut components = cluster::start_components(&bins, &plane, &options).await?;
+                cluster::create_nodes(&client, &options).await?;
+                let names = options.node_names();
+                startup::wait_ready(&mut components.kwok, self.start_timeout, &names, |names| {
+                    cluster::nodes_ready(&client, names)
+                })
+                .await?;
+                Some(cluster::Cluster {
+                    components,
+                    options,
+                })
+            }
+            _ => None,
+        };
         tracing::info!(
             server = %apiserver.url(),
             dir = %dir.path().display(),
+            cluster = cluster.is_some(),
             elapsed_ms = started.elapsed().as_millis(),
             "test control plane ready"
         );
         Ok(TestEnv {
+            cluster,
             apiserver_process: Mutex::new(Some(process)),
             apiserver,
             etcd: etcd.process,
@@ -198,7 +255,9 @@ impl TestEnvBuilder {
 ///
 /// See the [module docs](self) for an example and for what the control plane does.
 pub struct TestEnv {
-    // Field order is drop order: the apiserver goes before etcd, the directory last.
+    // Field order is drop order: the cluster mode's processes, then the apiserver, then etcd,
+    // the directory last.
+    cluster: Option<cluster::Cluster>,
     apiserver_process: Mutex<Option<ManagedProcess>>,
     apiserver: ApiServer,
     etcd: ManagedProcess,
@@ -244,6 +303,23 @@ impl TestEnv {
     /// The directory holding the environment's data, certificates and logs; removed on drop.
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// Whether the environment runs in [cluster mode](TestEnvBuilder::cluster).
+    pub fn is_cluster(&self) -> bool {
+        self.cluster.is_some()
+    }
+
+    /// The cluster mode's process ids (controller-manager, scheduler, kwok), or `None` in the
+    /// plain mode.
+    pub fn cluster_pids(&self) -> Option<[u32; 3]> {
+        self.cluster.as_ref().map(|c| {
+            [
+                c.components.controller_manager.pid(),
+                c.components.scheduler.pid(),
+                c.components.kwok.pid(),
+            ]
+        })
     }
 
     /// etcd's process id.
