@@ -3,8 +3,9 @@
 //!
 //! - `good` (success rate 0.99, from the ConfigMap the test writes) walks Initializing -> Waiting
 //!   -> Evaluating -> Promoting -> Succeeded; `bad` (0.5) walks ... -> Evaluating -> RollingBack ->
-//!   Failed. testenv runs no controller-manager: **the test writes the canary Deployments'
-//!   status** (available) where Waiting waits for them. Each transition shows in `status.phase`,
+//!   Failed. testenv runs in cluster mode: the canary and primary Deployments roll out through
+//!   the real controllers, scheduler and a kwok node (the test writes no status) while Waiting
+//!   waits for them. Each transition shows in `status.phase`,
 //!   in `PhaseChanged` Events and in `phase_transitions_total`; the outputs carry owner references;
 //! - `third` has no success rate yet and stays in Evaluating (its evaluation interval is an hour);
 //!   deleting its traffic ConfigMap re-creates it (the `owns` trigger: the interval cannot have);
@@ -29,7 +30,7 @@ use example_support::{binary, eventually, free_port, get, output_of, send_signal
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kubeapp::sdk::testenv::TestEnv;
 use serde_json::json;
@@ -134,30 +135,6 @@ impl Running {
     }
 }
 
-/// Writes an available status for `name`'s current generation, as the controller-manager
-/// (absent from testenv) would.
-async fn make_available(deployments: &Api<Deployment>, name: &str) {
-    let generation = deployments
-        .get(name)
-        .await
-        .expect("deployment")
-        .metadata
-        .generation;
-    let time = "2026-01-01T00:00:00Z";
-    let status = json!({"status": {
-        "observedGeneration": generation, "replicas": 1, "readyReplicas": 1,
-        "availableReplicas": 1, "updatedReplicas": 1,
-        "conditions": [
-            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
-             "message": "ok", "lastUpdateTime": time, "lastTransitionTime": time},
-            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
-             "message": "ok", "lastUpdateTime": time, "lastTransitionTime": time}]}});
-    deployments
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .expect("write the Deployment's status (playing the controller-manager)");
-}
-
 async fn success_rate(config_maps: &Api<ConfigMap>, canary: &str, rate: &str) {
     let map: ConfigMap = serde_json::from_value(json!({
         "metadata": {"name": format!("{canary}-success-rate")}, "data": {"rate": rate}
@@ -228,7 +205,11 @@ fn start_prometheus(dir: &Path, port: u16, target: SocketAddr) -> Reaped {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn canaries_walk_their_phases_resume_after_a_kill_and_finalize_once() {
     let example = binary(EXAMPLE, EXAMPLE);
-    let env = TestEnv::start().await.expect("control plane");
+    let env = TestEnv::builder()
+        .cluster()
+        .start()
+        .await
+        .expect("control plane in cluster mode");
     env.install_crds_yaml(&output_of(&example, &["crd"]))
         .await
         .expect("the generated CRD installs");
@@ -272,7 +253,6 @@ async fn canaries_walk_their_phases_resume_after_a_kill_and_finalize_once() {
                 .any(|o| o.name == name && o.controller == Some(true)),
             "{deployment} is owned by its Canary"
         );
-        make_available(&deployments, &deployment).await;
     }
     for (name, last) in [("good", "Succeeded"), ("bad", "Failed")] {
         eventually("a final phase", logs, || async {
