@@ -37,7 +37,7 @@ use std::time::Instant;
 
 use example_support::{binary, eventually, free_port, get, output_of, send_signal};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
@@ -261,20 +261,8 @@ async fn the_components_operator_deploys_verifies_dry_runs_prunes_after_a_restar
 
     // The only node is cordoned first: the rollout cannot schedule, so the Deployment is not
     // available for as long as the test chooses, whatever the timing.
-    let nodes: Api<Node> = Api::all(client.clone());
     let node = env.node_names().into_iter().next().expect("a fake node");
-    let cordon = |unschedulable: bool| {
-        let nodes = nodes.clone();
-        let node = node.clone();
-        async move {
-            let patch = json!({"spec": {"unschedulable": unschedulable}});
-            nodes
-                .patch(&node, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .expect("cordon or uncordon the node");
-        }
-    };
-    cordon(true).await;
+    env.cordon_node(&node, true).await.expect("cordon the node");
 
     let apps = web_apps(&client, &ns);
     let object: DynamicObject = serde_json::from_value(web_app(&ns)).expect("a WebApp");
@@ -336,7 +324,9 @@ async fn the_components_operator_deploys_verifies_dry_runs_prunes_after_a_restar
         services.get_opt("shop").await.expect("read").is_none(),
         "the Service waits for an available Deployment"
     );
-    cordon(false).await;
+    env.cordon_node(&node, false)
+        .await
+        .expect("uncordon the node");
     let app = eventually("Ready=True (the Deployment rolled out)", logs, || async {
         apps.get("shop").await.ok().filter(ready)
     })

@@ -100,6 +100,21 @@ impl TestEnv {
             .unwrap_or_default()
     }
 
+    /// Marks a node unschedulable (`cordoned`, as `kubectl cordon` does) or schedulable again.
+    /// Pods already on it stay; new ones wait `Pending` (`Unschedulable`) while no node takes
+    /// them: the way to hold a rollout back for as long as a test needs, whatever the timing.
+    pub async fn cordon_node(&self, node: &str, cordoned: bool) -> Result<(), TestEnvError> {
+        let patch = serde_json::json!({ "spec": { "unschedulable": cordoned } });
+        Api::<Node>::all(self.client())
+            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(|source| TestEnvError::Kube {
+                action: format!("cordoning node {node} ({cordoned})"),
+                source,
+            })
+    }
+
     /// Makes a fake node report `Ready=False` (`ready == false`) or `Ready=True` again, through
     /// the label [`NODE_NOT_READY_LABEL`], and waits until its status says so. What follows is
     /// the real controllers' doing: the node lifecycle controller taints a NotReady node, and
