@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use kubeapp::sdk::testenv::cluster::CLUSTER_BINARIES;
-use kubeapp::sdk::testenv::{ClusterOptions, TestEnv, TestEnvBuilder, binaries};
+use kubeapp::sdk::testenv::{ClusterOptions, TestEnv, TestEnvBuilder, TestEnvError, binaries};
 
 /// `kubeapp run`'s control-plane flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -36,15 +36,31 @@ pub fn builder(args: &ClusterArgs, timeout: Duration) -> (TestEnvBuilder, String
                 args.nodes.max(1)
             ),
         ),
-        Err(missing) => (
+        Err(error) => (
             plain,
             format!(
                 "mode: plain: kube-apiserver and etcd only, so Deployments never become available \
                  and nothing is garbage-collected. The cluster mode needs binaries not built yet \
-                 ({missing}); `kubeapp testenv install` builds them (minutes, once), then \
-                 `kubeapp run` uses it"
+                 ({}); `kubeapp testenv install` builds them (minutes, once), then \
+                 `kubeapp run` uses it",
+                missing(&error)
             ),
         ),
+    }
+}
+
+/// What is missing, shortly: the binary and where it was looked for.
+fn missing(error: &TestEnvError) -> String {
+    match error {
+        TestEnvError::BinaryNotFound { binary, searched } => format!(
+            "{binary} is in none of {}",
+            searched
+                .iter()
+                .map(|dir| dir.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => other.to_string(),
     }
 }
 
