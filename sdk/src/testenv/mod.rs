@@ -29,19 +29,25 @@
 //! - CRDs, custom resources, core kinds, watches, finalizers and `deletionTimestamp`, server-side
 //!   apply, the status subresource, RBAC (see [`TestEnv::identity`]), admission and conversion
 //!   webhooks called on loopback.
-//! - No kube-controller-manager runs: no garbage collection through owner references, and deleted
-//!   namespaces stay `Terminating`. Use a fresh namespace per test ([`TestEnv::create_namespace`]).
+//! - By default no kube-controller-manager runs: no garbage collection through owner references,
+//!   and deleted namespaces stay `Terminating`. Use a fresh namespace per test
+//!   ([`TestEnv::create_namespace`]).
+//! - [`TestEnvBuilder::cluster`] adds kube-controller-manager, kube-scheduler and kwok's fake nodes
+//!   (the [`cluster`] module): garbage collection, namespace deletion, Deployments that roll out,
+//!   pods that become Ready (no container runs). It starts in seconds more; [`SharedTestEnv`]
+//!   shares one between the tests of a test binary.
 //!
 //! # Binaries
 //!
-//! kube-apiserver and etcd are looked up as [`binaries`] describes; `testbin/build.sh` in the
-//! kubeapp repository builds them from source into a cache. A missing binary is a
+//! kube-apiserver and etcd (and in cluster mode kube-controller-manager, kube-scheduler and kwok)
+//! are looked up as [`binaries`] describes; `testbin/build.sh` in the kubeapp repository, or
+//! `kubeapp testenv install`, builds them from source into a cache. A missing binary is a
 //! [`TestEnvError::BinaryNotFound`] naming the binary, the directories searched, the environment
 //! variable and the script.
 //!
 //! # Processes never outlive the test binary
 //!
-//! Dropping a [`TestEnv`] kills both processes and removes its directory. If the test binary exits
+//! Dropping a [`TestEnv`] kills its processes and removes its directory. If the test binary exits
 //! without dropping it (`std::process::exit`, an abort, a `static` environment, SIGKILL), the kernel
 //! kills the processes anyway: each is forked with a parent-death signal (`PR_SET_PDEATHSIG`) from
 //! a thread that lives as long as the test binary.
