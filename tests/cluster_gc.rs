@@ -28,7 +28,14 @@ use kubeapp::sdk::testenv::{SharedTestEnv, TestEnv};
 
 const MINIMAL: &str = "kubeapp-example-minimal";
 
-static CLUSTER: SharedTestEnv = SharedTestEnv::new(|| TestEnv::builder().cluster());
+/// The Greeting CRD goes in before the controllers start, so the garbage collector knows the
+/// kind from its first discovery (it refreshes discovery only every 30 s).
+static CLUSTER: SharedTestEnv = SharedTestEnv::new(|| {
+    let minimal = binary(MINIMAL, MINIMAL);
+    TestEnv::builder()
+        .cluster()
+        .crds_yaml(output_of(&minimal, &["crd"]))
+});
 
 fn greetings(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
     let resource = ApiResource::from_gvk_with_plural(
@@ -47,9 +54,6 @@ struct Operator {
 impl Operator {
     async fn start(env: &TestEnv, ns: &str) -> Self {
         let minimal = binary(MINIMAL, MINIMAL);
-        env.install_crds_yaml(&output_of(&minimal, &["crd"]))
-            .await
-            .expect("the generated CRD installs");
         let log = env.dir().join(format!("minimal-{ns}.log"));
         let metrics_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let child = tokio::process::Command::new(&minimal)
@@ -116,6 +120,7 @@ async fn gc_deletes_the_owned_config_map(env: Arc<TestEnv>, policy: PropagationP
         propagation_policy: Some(policy),
         ..DeleteParams::default()
     };
+    let deleted_at = std::time::Instant::now();
     greetings(&env.client(), &ns)
         .delete("hello", &params)
         .await
@@ -141,6 +146,15 @@ async fn gc_deletes_the_owned_config_map(env: Arc<TestEnv>, policy: PropagationP
         },
     )
     .await;
+    eprintln!(
+        "figure: Greeting deleted ({}) to it and its ConfigMap gone: {:?}",
+        if foreground {
+            "foreground"
+        } else {
+            "background"
+        },
+        deleted_at.elapsed()
+    );
 }
 
 #[test]
@@ -176,6 +190,7 @@ fn a_namespace_with_finalized_custom_objects_goes_away() {
         );
 
         let namespaces: Api<Namespace> = Api::all(env.client());
+        let deleted_at = std::time::Instant::now();
         namespaces
             .delete(&ns, &DeleteParams::default())
             .await
@@ -186,5 +201,9 @@ fn a_namespace_with_finalized_custom_objects_goes_away() {
             || async { matches!(namespaces.get_opt(&ns).await, Ok(None)).then_some(()) },
         )
         .await;
+        eprintln!(
+            "figure: namespace deleted to gone: {:?}",
+            deleted_at.elapsed()
+        );
     });
 }

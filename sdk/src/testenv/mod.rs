@@ -97,6 +97,7 @@ pub struct TestEnvBuilder {
     apiserver_args: Vec<String>,
     etcd_fsync: bool,
     cluster: Option<ClusterOptions>,
+    crds_yaml: Vec<String>,
 }
 
 impl Default for TestEnvBuilder {
@@ -108,6 +109,7 @@ impl Default for TestEnvBuilder {
             apiserver_args: Vec::new(),
             etcd_fsync: false,
             cluster: None,
+            crds_yaml: Vec::new(),
         }
     }
 }
@@ -169,6 +171,17 @@ impl TestEnvBuilder {
         self
     }
 
+    /// Installs the CRDs in `yaml` (as [`TestEnv::install_crds_yaml`]) as soon as the apiserver
+    /// is ready, before the [cluster mode](Self::cluster)'s controllers start. The garbage
+    /// collector reads the API's kinds (discovery) when it starts and then only every 30 s: a
+    /// kind installed here is known to it from the start, one installed later may wait up to
+    /// that long for its children to be collected.
+    #[must_use]
+    pub fn crds_yaml(mut self, yaml: impl Into<String>) -> Self {
+        self.crds_yaml.push(yaml.into());
+        self
+    }
+
     /// Starts etcd and kube-apiserver and waits until the apiserver is ready; in
     /// [cluster mode](Self::cluster) then the controller-manager, the scheduler and kwok, and
     /// waits until they are healthy and every fake node is Ready.
@@ -212,38 +225,8 @@ impl TestEnvBuilder {
             apiserver.start_first(&etcd.url, &files, dir.path()).await?;
         let kubeconfig_path = dir.path().join("kubeconfig.yaml");
         kubeconfig::write(&kubeconfig, &kubeconfig_path)?;
-        let cluster = match (self.cluster, cluster_bins) {
-            (Some(options), Some(bins)) => {
-                let plane = cluster::ControlPlane {
-                    dir: dir.path(),
-                    files: &files,
-                    server: apiserver.url(),
-                    admin: &client,
-                    timeout: self.start_timeout,
-                };
-                let mut components = cluster::start_components(&bins, &plane, &options).await?;
-                cluster::create_nodes(&client, &options).await?;
-                let names = options.node_names();
-                startup::wait_ready(&mut components.kwok, self.start_timeout, &names, |names| {
-                    cluster::nodes_ready(&client, names)
-                })
-                .await?;
-                Some(cluster::Cluster {
-                    components,
-                    options,
-                })
-            }
-            _ => None,
-        };
-        tracing::info!(
-            server = %apiserver.url(),
-            dir = %dir.path().display(),
-            cluster = cluster.is_some(),
-            elapsed_ms = started.elapsed().as_millis(),
-            "test control plane ready"
-        );
-        Ok(TestEnv {
-            cluster,
+        let mut env = TestEnv {
+            cluster: None,
             apiserver_process: Mutex::new(Some(process)),
             apiserver,
             etcd: etcd.process,
@@ -253,7 +236,24 @@ impl TestEnvBuilder {
             kubeconfig_path,
             files,
             dir,
-        })
+        };
+        for yaml in &self.crds_yaml {
+            env.install_crds_yaml(yaml).await?;
+        }
+        if let (Some(options), Some(bins)) = (self.cluster, cluster_bins) {
+            env.cluster = Some(
+                env.start_cluster(&bins, options, self.start_timeout)
+                    .await?,
+            );
+        }
+        tracing::info!(
+            server = %env.apiserver.url(),
+            dir = %env.dir.path().display(),
+            cluster = env.cluster.is_some(),
+            elapsed_ms = started.elapsed().as_millis(),
+            "test control plane ready"
+        );
+        Ok(env)
     }
 }
 
@@ -395,6 +395,33 @@ impl TestEnv {
     /// Stops both processes and removes the directory now (dropping does the same).
     pub fn stop(self) {
         drop(self);
+    }
+
+    /// Starts the cluster mode's processes and fake nodes and waits until they are ready.
+    async fn start_cluster(
+        &self,
+        bins: &cluster::ClusterBinaries,
+        options: ClusterOptions,
+        timeout: Duration,
+    ) -> Result<cluster::Cluster, TestEnvError> {
+        let plane = cluster::ControlPlane {
+            dir: self.dir.path(),
+            files: &self.files,
+            server: self.apiserver.url(),
+            admin: &self.client,
+            timeout,
+        };
+        let mut components = cluster::start_components(bins, &plane, &options).await?;
+        cluster::create_nodes(&self.client, &options).await?;
+        let names = options.node_names();
+        startup::wait_ready(&mut components.kwok, timeout, &names, |names| {
+            cluster::nodes_ready(&self.client, names)
+        })
+        .await?;
+        Ok(cluster::Cluster {
+            components,
+            options,
+        })
     }
 
     fn lock_apiserver(&self) -> std::sync::MutexGuard<'_, Option<ManagedProcess>> {
