@@ -3,6 +3,8 @@
 //! - a Deployment whose pods are labelled `kubeapp.dev/pod=never-ready` runs them (`Running`,
 //!   scheduled by the real scheduler) but never becomes available, and with a short
 //!   `progressDeadlineSeconds` the Deployment controller reports `ProgressDeadlineExceeded`;
+//! - a pod annotated `kubeapp.dev/ready-after: 1h` stays `Pending` while one created after it
+//!   without the annotation becomes Ready;
 //! - a Job's pod succeeds and the Job controller marks the Job `Complete`;
 //! - a node made NotReady (`set_node_ready`) is tainted `node.kubernetes.io/not-ready` by the node
 //!   lifecycle controller, and untainted once Ready again;
@@ -18,7 +20,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::wait::await_condition;
-use kubeapp::sdk::testenv::cluster::{NEVER_READY, POD_BEHAVIOUR_LABEL};
+use kubeapp::sdk::testenv::cluster::{NEVER_READY, POD_BEHAVIOUR_LABEL, READY_AFTER_ANNOTATION};
 use kubeapp::sdk::testenv::{ClusterOptions, SharedTestEnv, TestEnv};
 use serde_json::json;
 
@@ -120,6 +122,39 @@ fn pods_that_never_become_ready_stall_a_rollout_past_its_progress_deadline() {
                 "{value:#}"
             );
         }
+    });
+}
+
+#[test]
+fn a_pods_ready_after_annotation_holds_it_pending_while_others_become_ready() {
+    CLUSTER.run(|env| async move {
+        let ns = env.create_namespace("ready-after").await.expect("namespace");
+        let pods: Api<Pod> = Api::namespaced(env.client(), &ns);
+        let node = env.node_names().into_iter().next().expect("a node");
+        let pod = |name: &str, annotations: serde_json::Value| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "annotations": annotations},
+                "spec": {"nodeName": node, "containers": [{"name": "app", "image": "example/app:1"}]}
+            }))
+            .expect("a Pod")
+        };
+        // The slow one goes first: when the quick one is Ready, kwok has seen both.
+        pods.create(
+            &PostParams::default(),
+            &pod("slow", json!({READY_AFTER_ANNOTATION: "1h"})),
+        )
+        .await
+        .expect("create the slow pod");
+        pods.create(&PostParams::default(), &pod("quick", json!({})))
+            .await
+            .expect("create the quick pod");
+        wait_for(pods.clone(), "quick", "the quick pod is Ready", |p| {
+            let value = serde_json::to_value(p).unwrap_or_default();
+            condition(&value, "Ready").is_some_and(|c| c.0 == "True")
+        })
+        .await;
+        let slow = serde_json::to_value(pods.get("slow").await.expect("slow")).expect("json");
+        assert_eq!(slow["status"]["phase"], "Pending", "{slow:#}");
     });
 }
 
