@@ -6,7 +6,8 @@
 //!   reference; the Service (and the Ingress after it) only once the Deployment is available.
 //!   While the only node is cordoned the rollout cannot schedule: the Deployment controller
 //!   reports `Available=False` (`MinimumReplicasUnavailable`) and the WebApp stays `Ready=False`
-//!   waiting for the deployment component; uncordoned, it rolls out.
+//!   with the message naming the deployment component and that reason; uncordoned, it rolls
+//!   out.
 //!   testenv runs in cluster mode: the real Deployment and ReplicaSet controllers, the scheduler
 //!   and a kwok node roll the Deployment out (the test writes no status). `Ready=True` follows,
 //!   with the time from create to `Ready=True` printed (not asserted);
@@ -281,7 +282,7 @@ async fn the_components_operator_deploys_verifies_dry_runs_prunes_after_a_restar
     })
     .await;
     // A rollout that cannot schedule: the real controllers report the Deployment unavailable
-    // (their own reason), and verify holds the WebApp not ready, waiting for it.
+    // (their own reason), and verify holds the WebApp not ready, naming that reason.
     let last_status = std::sync::Mutex::new(Value::Null);
     let unavailable = eventually(
         "the Deployment reports MinimumReplicasUnavailable and the WebApp waits for it",
@@ -303,9 +304,12 @@ async fn the_components_operator_deploys_verifies_dry_runs_prunes_after_a_restar
                 .any(|c| {
                     c["type"] == "Ready"
                         && c["status"] == "False"
-                        && c["message"]
-                            .as_str()
-                            .is_some_and(|m| m.contains("waiting for: deployment"))
+                        && c["message"].as_str().is_some_and(|m| {
+                            m.contains(
+                                "waiting for: deployment (Deployment/shop: Available=False \
+                                        (MinimumReplicasUnavailable))",
+                            )
+                        })
                 });
             let condition = deployment["status"]["conditions"]
                 .as_array()?
