@@ -1,30 +1,44 @@
 #!/usr/bin/env bash
-# Builds the control-plane binaries kubeapp's tests run against (kube-apiserver and etcd) from the
-# Go wrapper modules beside this script, into a cache outside the checkout keyed by version.
+# Builds the control-plane binaries kubeapp's tests run against (kube-apiserver and etcd, and for
+# testenv's cluster mode kube-controller-manager, kube-scheduler and kwok) from the Go wrapper
+# modules beside this script, into a cache outside the checkout keyed by version.
 #
-#   testbin/build.sh            build what is missing, then print the directory holding both binaries
+#   testbin/build.sh            build what is missing, then print the directory holding kube-apiserver and etcd
 #
-# - When KUBEBUILDER_ASSETS is set and already holds kube-apiserver and etcd, nothing is built and
-#   that directory is printed (envtest users keep their binaries).
+# - When KUBEBUILDER_ASSETS is set and already holds kube-apiserver and etcd, those are not built
+#   and that directory is printed (envtest users keep their binaries); the cluster mode's binaries
+#   it lacks are built into the cache (testenv looks for each binary in both).
 # - Otherwise the cache is ${KUBEAPP_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/kubeapp}/k8s-<ver>-etcd-<ver>;
 #   a binary already there is not built again, so a second run takes well under a second.
+# - Cold build times on a 2-core machine: docs/cluster-mode.md.
 # - Only the directory goes to stdout; progress goes to stderr, so callers may write
 #   `export KUBEBUILDER_ASSETS=$(testbin/build.sh)`.
 set -euo pipefail
 
 K8S_VERSION=v1.36.3
 ETCD_VERSION=v3.6.16
+# kwok's version is pinned by testbin/kwok/go.mod; this line documents it (and a test checks both).
+KWOK_VERSION=v0.8.0
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 log() { printf 'testbin: %s\n' "$*" >&2; }
 
+cluster_bins=(kube-controller-manager kube-scheduler kwok)
+assets=""
 if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
   if [ -x "$KUBEBUILDER_ASSETS/kube-apiserver" ] && [ -x "$KUBEBUILDER_ASSETS/etcd" ]; then
     log "using KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS"
-    printf '%s\n' "$KUBEBUILDER_ASSETS"
-    exit 0
+    assets=$KUBEBUILDER_ASSETS
+    all=1
+    for b in "${cluster_bins[@]}"; do [ -x "$assets/$b" ] || all=0; done
+    if [ "$all" = 1 ]; then
+      printf '%s\n' "$assets"
+      exit 0
+    fi
+    log "it lacks the cluster mode's binaries; building those into the cache (testenv looks in both)"
+  else
+    log "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS lacks kube-apiserver or etcd; building into the cache instead"
   fi
-  log "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS lacks kube-apiserver or etcd; building into the cache instead"
 fi
 
 command -v go >/dev/null 2>&1 || { log "go is not on PATH: install Go >= 1.26 (e.g. apt-get install golang-go, or from go.dev)"; exit 1; }
@@ -58,7 +72,15 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ver_flags+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
 done
 
-build_one etcd etcd go.etcd.io/etcd/server/v3 ""
-build_one kube-apiserver apiserver k8s.io/kubernetes/cmd/kube-apiserver "$ver_flags"
+if [ -z "$assets" ]; then
+  build_one etcd etcd go.etcd.io/etcd/server/v3 ""
+  build_one kube-apiserver apiserver k8s.io/kubernetes/cmd/kube-apiserver "$ver_flags"
+fi
+# The cluster mode's parts (testenv's `cluster()`, `kubeapp run`): the controllers and the
+# scheduler from the same Kubernetes module as kube-apiserver, and kwok (fake nodes and pods)
+# from its own module (it is built against other k8s.io versions).
+build_one kube-controller-manager apiserver k8s.io/kubernetes/cmd/kube-controller-manager "$ver_flags"
+build_one kube-scheduler apiserver k8s.io/kubernetes/cmd/kube-scheduler "$ver_flags"
+build_one kwok kwok sigs.k8s.io/kwok/cmd/kwok ""
 
-printf '%s\n' "$bin"
+printf '%s\n' "${assets:-$bin}"

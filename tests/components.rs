@@ -3,9 +3,11 @@
 //! on it, and a Service (toggled by the spec) that depends on the Deployment:
 //!
 //! - every object is server-side applied with a controller owner reference to the `WebApp`;
-//! - the Service (`depends_on_ready`) appears only once the Deployment is available; testenv
-//!   runs no controller-manager, so the test writes the Deployment's status itself, and the
-//!   `owns` trigger on Deployments brings the graph back (its requeue is an hour);
+//! - the Service (`depends_on_ready`) appears only once the Deployment is available: testenv
+//!   runs in cluster mode with its only node cordoned, so the rollout cannot schedule and the
+//!   Service must wait; uncordoned, the real controllers roll the Deployment out (the test
+//!   writes no status) and the `owns` trigger on Deployments brings the graph back (its requeue
+//!   is an hour);
 //! - a deleted child is re-created through `owns` (the graph's requeue is an hour, so only the
 //!   trigger can bring it back within the wait);
 //! - turning the Service off in the spec deletes it.
@@ -141,7 +143,13 @@ fn owned_by(object: &impl Resource, owner: &WebApp) -> bool {
 async fn owned_children_are_applied_the_service_waits_for_an_available_deployment_and_deleted_or_disabled_children_follow_the_graph()
  {
     logs();
-    let env = TestEnv::start().await.expect("control plane");
+    let env = TestEnv::builder()
+        .cluster()
+        .start()
+        .await
+        .expect("control plane in cluster mode");
+    let node = env.node_names().into_iter().next().expect("a fake node");
+    env.cordon_node(&node, true).await.expect("cordon the node");
     env.install_crd::<WebApp>().await.expect("CRD");
     let ns = env.create_namespace("components").await.expect("namespace");
     let client = env.client();
@@ -221,33 +229,15 @@ async fn owned_children_are_applied_the_service_waits_for_an_available_deploymen
         },
     )
     .await;
-    // The Service waits for the Deployment to be available, which only a controller-manager
-    // would report: none runs in testenv, so the test writes the Deployment's status itself.
+    // The Service waits for the Deployment to be available, which it cannot be while no node
+    // takes its pod.
     assert!(
         services.get_opt("shop").await.expect("read").is_none(),
         "the Service must wait for an available Deployment"
     );
-    let generation = deployments
-        .get("shop")
+    env.cordon_node(&node, false)
         .await
-        .expect("deployment")
-        .metadata
-        .generation;
-    let available = json!({"status": {
-    "observedGeneration": generation,
-    "replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1,
-    "conditions": [
-        {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
-         "message": "ok", "lastUpdateTime": "2026-01-01T00:00:00Z",
-         "lastTransitionTime": "2026-01-01T00:00:00Z"},
-        {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
-         "message": "ok", "lastUpdateTime": "2026-01-01T00:00:00Z",
-         "lastTransitionTime": "2026-01-01T00:00:00Z"}
-    ]}});
-    deployments
-        .patch_status("shop", &PatchParams::default(), &Patch::Merge(&available))
-        .await
-        .expect("write the Deployment's status (playing the controller-manager)");
+        .expect("uncordon the node");
     let o = Arc::clone(&owner);
     wait_object(
         &services,

@@ -3,9 +3,13 @@
 //!
 //! - `good` (success rate 0.99, from the ConfigMap the test writes) walks Initializing -> Waiting
 //!   -> Evaluating -> Promoting -> Succeeded; `bad` (0.5) walks ... -> Evaluating -> RollingBack ->
-//!   Failed. testenv runs no controller-manager: **the test writes the canary Deployments'
-//!   status** (available) where Waiting waits for them. Each transition shows in `status.phase`,
+//!   Failed. testenv runs in cluster mode: the canary and primary Deployments roll out through
+//!   the real controllers, scheduler and a kwok node (the test writes no status) while Waiting
+//!   waits for them. Each transition shows in `status.phase`,
 //!   in `PhaseChanged` Events and in `phase_transitions_total`; the outputs carry owner references;
+//! - `stuck`'s canary Deployment has pods that never become ready (kwok) and a 2 s progress
+//!   deadline: the Deployment controller reports `ProgressDeadlineExceeded` and Waiting rolls
+//!   back (Waiting -> RollingBack -> Failed, never evaluated, the canary scaled to zero);
 //! - `third` has no success rate yet and stays in Evaluating (its evaluation interval is an hour);
 //!   deleting its traffic ConfigMap re-creates it (the `owns` trigger: the interval cannot have);
 //! - the operator is killed (SIGKILL) while `third` is in Evaluating and restarted with
@@ -29,9 +33,10 @@ use example_support::{binary, eventually, free_port, get, output_of, send_signal
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kubeapp::sdk::testenv::TestEnv;
+use kubeapp::sdk::testenv::cluster::{NEVER_READY, POD_BEHAVIOUR_LABEL};
 use serde_json::json;
 
 const EXAMPLE: &str = "kubeapp-example-canary";
@@ -134,30 +139,6 @@ impl Running {
     }
 }
 
-/// Writes an available status for `name`'s current generation, as the controller-manager
-/// (absent from testenv) would.
-async fn make_available(deployments: &Api<Deployment>, name: &str) {
-    let generation = deployments
-        .get(name)
-        .await
-        .expect("deployment")
-        .metadata
-        .generation;
-    let time = "2026-01-01T00:00:00Z";
-    let status = json!({"status": {
-        "observedGeneration": generation, "replicas": 1, "readyReplicas": 1,
-        "availableReplicas": 1, "updatedReplicas": 1,
-        "conditions": [
-            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
-             "message": "ok", "lastUpdateTime": time, "lastTransitionTime": time},
-            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
-             "message": "ok", "lastUpdateTime": time, "lastTransitionTime": time}]}});
-    deployments
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .expect("write the Deployment's status (playing the controller-manager)");
-}
-
 async fn success_rate(config_maps: &Api<ConfigMap>, canary: &str, rate: &str) {
     let map: ConfigMap = serde_json::from_value(json!({
         "metadata": {"name": format!("{canary}-success-rate")}, "data": {"rate": rate}
@@ -228,7 +209,11 @@ fn start_prometheus(dir: &Path, port: u16, target: SocketAddr) -> Reaped {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn canaries_walk_their_phases_resume_after_a_kill_and_finalize_once() {
     let example = binary(EXAMPLE, EXAMPLE);
-    let env = TestEnv::start().await.expect("control plane");
+    let env = TestEnv::builder()
+        .cluster()
+        .start()
+        .await
+        .expect("control plane in cluster mode");
     env.install_crds_yaml(&output_of(&example, &["crd"]))
         .await
         .expect("the generated CRD installs");
@@ -272,7 +257,6 @@ async fn canaries_walk_their_phases_resume_after_a_kill_and_finalize_once() {
                 .any(|o| o.name == name && o.controller == Some(true)),
             "{deployment} is owned by its Canary"
         );
-        make_available(&deployments, &deployment).await;
     }
     for (name, last) in [("good", "Succeeded"), ("bad", "Failed")] {
         eventually("a final phase", logs, || async {
@@ -332,6 +316,62 @@ async fn canaries_walk_their_phases_resume_after_a_kill_and_finalize_once() {
     ] {
         assert!(metrics.contains(line), "{line} missing from /metrics");
     }
+
+    // `stuck`: its canary's pods never become ready (kwok's never-ready label, put on the pod
+    // template by the test before the operator applies the Deployment; server-side apply keeps
+    // another writer's fields), so the rollout passes its progress deadline and the real
+    // Deployment controller reports ProgressDeadlineExceeded: Waiting rolls back, with no
+    // evaluation.
+    let stuck: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "stuck-canary"},
+        "spec": {
+            "replicas": 1,
+            "progressDeadlineSeconds": 2,
+            "selector": {"matchLabels": {"app": "stuck", "track": "stuck-canary"}},
+            "template": {
+                "metadata": {"labels": {"app": "stuck", "track": "stuck-canary",
+                                        POD_BEHAVIOUR_LABEL: NEVER_READY}},
+                "spec": {"containers": [{"name": "app", "image": "shop:2"}]}
+            }
+        }
+    }))
+    .expect("a Deployment");
+    deployments
+        .create(&PostParams::default(), &stuck)
+        .await
+        .expect("create the canary Deployment whose pods never become ready");
+    apps.create(&PostParams::default(), &canary(&ns, "stuck"))
+        .await
+        .expect("create the stuck Canary");
+    let failed = eventually("stuck is rolled back", logs, || async {
+        apps.get("stuck")
+            .await
+            .ok()
+            .filter(|c| phase(c) == "Failed")
+    })
+    .await;
+    eventually("stuck's phase changes as Events", logs, || async {
+        let seen = transitions(&events, "stuck").await;
+        (seen.iter().any(|n| n == "Waiting -> RollingBack")
+            && seen.iter().any(|n| n == "RollingBack -> Failed"))
+        .then_some(seen)
+    })
+    .await;
+    assert!(
+        !transitions(&events, "stuck")
+            .await
+            .iter()
+            .any(|n| n.starts_with("Evaluating")),
+        "a failed rollout is never evaluated"
+    );
+    let scaled_down = deployments.get("stuck-canary").await.expect("canary");
+    assert_eq!(
+        scaled_down.spec.as_ref().and_then(|s| s.replicas),
+        Some(0),
+        "RollingBack scaled the canary to zero: {:?}\n{}",
+        failed.data["status"],
+        logs()
+    );
 
     // `third` has no success rate: it stays in Evaluating (interval: one hour).
     eventually("third evaluates", logs, || async {

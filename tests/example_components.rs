@@ -4,9 +4,13 @@
 //!
 //! - the ConfigMap, Deployment and PodDisruptionBudget are applied with a controller owner
 //!   reference; the Service (and the Ingress after it) only once the Deployment is available.
-//!   testenv runs no controller-manager, so **the test plays it**: it writes the Deployment's
-//!   status through the status subresource. `Ready=True` follows, with the time from create to
-//!   `Ready=True` printed (not asserted);
+//!   While the only node is cordoned the rollout cannot schedule: the Deployment controller
+//!   reports `Available=False` (`MinimumReplicasUnavailable`) and the WebApp stays `Ready=False`
+//!   with the message naming the deployment component and that reason; uncordoned, it rolls
+//!   out.
+//!   testenv runs in cluster mode: the real Deployment and ReplicaSet controllers, the scheduler
+//!   and a kwok node roll the Deployment out (the test writes no status). `Ready=True` follows,
+//!   with the time from create to `Ready=True` printed (not asserted);
 //! - the binary's `dry-run`, with no kubeconfig, writes one file per object the operator stored,
 //!   each a subset of the stored object once server-assigned fields (uid, resourceVersion,
 //!   managedFields, creationTimestamp, generation, status; the owner reference's uid) are removed:
@@ -18,9 +22,8 @@
 //! - turning the Service and Ingress off deletes them;
 //! - with the operator stopped, `minAvailable` is removed; the restarted operator prunes the
 //!   PodDisruptionBudget (it finds it in the inventory the status recorded: nothing else names it);
-//! - deleting the WebApp deletes its objects through the finalizer cleanup (testenv has no
-//!   garbage collector, so only the cleanup can have deleted them; the owner references are
-//!   checked above);
+//! - deleting the WebApp deletes its objects (its finalizer cleanup and, through the owner
+//!   references checked above, the garbage collector);
 //! - SIGTERM stops it with exit code 0.
 //!
 //! The binary must be built first (`scripts/test` does: `cargo build --workspace --bins`).
@@ -142,30 +145,6 @@ fn ready(app: &DynamicObject) -> bool {
         && app.data["status"]["observedGeneration"].as_i64() == app.metadata.generation
 }
 
-/// Writes an available status for the Deployment's current generation, as the
-/// controller-manager (absent from testenv) would.
-async fn make_available(deployments: &Api<Deployment>) {
-    let generation = deployments
-        .get("shop")
-        .await
-        .expect("deployment")
-        .metadata
-        .generation;
-    let time = "2026-01-01T00:00:00Z";
-    let status = json!({"status": {
-        "observedGeneration": generation,
-        "replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1,
-        "conditions": [
-            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
-             "message": "ok", "lastUpdateTime": time, "lastTransitionTime": time},
-            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
-             "message": "ok", "lastUpdateTime": time, "lastTransitionTime": time}]}});
-    deployments
-        .patch_status("shop", &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .expect("write the Deployment's status (playing the controller-manager)");
-}
-
 /// Whether every field of `part` is in `whole` with the same value (lists element by element).
 fn subset(part: &Value, whole: &Value) -> bool {
     match (part, whole) {
@@ -268,7 +247,11 @@ fn dry_run(example: &Path, dir: &Path, object: &Value) -> Vec<(PathBuf, Value)> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_components_operator_deploys_verifies_dry_runs_prunes_after_a_restart_and_cleans_up() {
     let example = binary(EXAMPLE, EXAMPLE);
-    let env = TestEnv::start().await.expect("control plane");
+    let env = TestEnv::builder()
+        .cluster()
+        .start()
+        .await
+        .expect("control plane in cluster mode");
     env.install_crds_yaml(&output_of(&example, &["crd"]))
         .await
         .expect("the generated CRD installs");
@@ -276,6 +259,11 @@ async fn the_components_operator_deploys_verifies_dry_runs_prunes_after_a_restar
     let client = env.client();
     let operator = Running::start(&example, &env, env.dir().join("components-1.log")).await;
     let logs = || operator.logs();
+
+    // The only node is cordoned first: the rollout cannot schedule, so the Deployment is not
+    // available for as long as the test chooses, whatever the timing.
+    let node = env.node_names().into_iter().next().expect("a fake node");
+    env.cordon_node(&node, true).await.expect("cordon the node");
 
     let apps = web_apps(&client, &ns);
     let object: DynamicObject = serde_json::from_value(web_app(&ns)).expect("a WebApp");
@@ -293,18 +281,63 @@ async fn the_components_operator_deploys_verifies_dry_runs_prunes_after_a_restar
         budgets.get_opt("shop").await.ok().flatten().map(|_| d)
     })
     .await;
+    // A rollout that cannot schedule: the real controllers report the Deployment unavailable
+    // (their own reason), and verify holds the WebApp not ready, naming that reason.
+    let last_status = std::sync::Mutex::new(Value::Null);
+    let unavailable = eventually(
+        "the Deployment reports MinimumReplicasUnavailable and the WebApp waits for it",
+        || {
+            format!(
+                "{}\nlast statuses: {:#}",
+                logs(),
+                last_status.lock().expect("lock")
+            )
+        },
+        || async {
+            let app = apps.get("shop").await.ok()?;
+            let deployment = serde_json::to_value(deployments.get("shop").await.ok()?).ok()?;
+            *last_status.lock().expect("lock") =
+                json!({"webapp": app.data["status"], "deployment": deployment["status"]});
+            let waiting = app.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .any(|c| {
+                    c["type"] == "Ready"
+                        && c["status"] == "False"
+                        && c["message"].as_str().is_some_and(|m| {
+                            m.contains(
+                                "waiting for: deployment (Deployment/shop: Available=False \
+                                        (MinimumReplicasUnavailable))",
+                            )
+                        })
+                });
+            let condition = deployment["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Available")?
+                .clone();
+            (waiting
+                && condition["status"] == "False"
+                && condition["reason"] == "MinimumReplicasUnavailable")
+                .then_some(condition)
+        },
+    )
+    .await;
+    eprintln!("while the rollout cannot schedule, the Deployment says: {unavailable}");
     assert!(
         services.get_opt("shop").await.expect("read").is_none(),
         "the Service waits for an available Deployment"
     );
-    make_available(&deployments).await;
-    let app = eventually("Ready=True", logs, || async {
+    env.cordon_node(&node, false)
+        .await
+        .expect("uncordon the node");
+    let app = eventually("Ready=True (the Deployment rolled out)", logs, || async {
         apps.get("shop").await.ok().filter(ready)
     })
     .await;
     eprintln!(
-        "figure: create to Ready=True with 4 components (5 objects), the Deployment's status \
-         written by the test as soon as it appeared: {:?}",
+        "figure: create to Ready=True with 4 components (5 objects), the Deployment rolled out \
+         by the cluster mode's controllers: {:?}",
         created_at.elapsed()
     );
 
@@ -398,10 +431,11 @@ async fn the_components_operator_deploys_verifies_dry_runs_prunes_after_a_restar
         Some("platform-team"),
         "the other field manager's annotation is kept"
     );
-    make_available(&deployments).await;
-    eventually("Ready=True again", logs, || async {
-        apps.get("shop").await.ok().filter(ready)
-    })
+    eventually(
+        "Ready=True again (the new image rolled out)",
+        logs,
+        || async { apps.get("shop").await.ok().filter(ready) },
+    )
     .await;
 
     // A reconcile with nothing to change: no status write.
@@ -512,7 +546,7 @@ async fn the_components_operator_deploys_verifies_dry_runs_prunes_after_a_restar
     })
     .await;
 
-    // Deletion: the finalizer cleanup deletes the children (no garbage collector runs here).
+    // Deletion: the finalizer cleanup and the garbage collector delete the children.
     apps.delete("shop", &DeleteParams::default())
         .await
         .expect("delete the WebApp");

@@ -7,7 +7,8 @@
 //! - an edit of the ConfigMap is undone and a deleted ConfigMap is re-created at once (`owns`;
 //!   nothing requeues);
 //! - deleting the `Greeting` runs its cleanup and removes the finalizer (the ConfigMap is left:
-//!   testenv has no garbage collector, which in a cluster deletes it through the owner reference);
+//!   the plain testenv has no garbage collector; `tests/cluster_gc.rs` shows the cluster mode's
+//!   deleting it through the owner reference);
 //! - SIGTERM stops it with exit code 0.
 //!
 //! The binary must be built first (`scripts/test` does: `cargo build --workspace --bins`).

@@ -153,6 +153,7 @@ fn owning_reconciler(log: CallLog) -> impl kubeapp::operator::Reconciler<Widget>
                 ..ConfigMap::default()
             };
             ctx.apply(child).owned_by(widget)?.await?;
+            log.push(format!("applied {}", widget.name_any()));
             Ok(ReconcileResult::done())
         }
     })
@@ -187,6 +188,18 @@ async fn owns_reconciles_the_owner_when_a_child_changes_or_is_deleted() {
         |_| true,
     )
     .await;
+    // The child's creation triggers the owner: wait until that reconcile has applied, so the
+    // edit below cannot land inside it (its apply would overwrite the edit before any reconcile
+    // read the edited child from the cache).
+    log.wait_for(
+        "the reconcile triggered by the child's creation has applied",
+        |l| {
+            l.iter()
+                .skip_while(|e| *e != "reconcile w owned:w")
+                .any(|e| e == "applied w")
+        },
+    )
+    .await;
     let before = log.count("reconcile w owned:w");
 
     // Someone edits the child: the owner is reconciled (and puts the greeting back).
@@ -198,9 +211,8 @@ async fn owns_reconciles_the_owner_when_a_child_changes_or_is_deleted() {
         )
         .await
         .expect("edit the child");
-    // The child's creation also triggers the owner, and that reconcile may not have run when
-    // `before` was read: so the wait is for a triggered reconcile that read the edited child
-    // from the related cache, not for any triggered reconcile after `before`.
+    // The wait is for a triggered reconcile that read the edited child from the related cache,
+    // not for any triggered reconcile after `before`.
     log.wait_for(
         "a reconcile caused by the edited child, reading it from the related cache",
         |l| {

@@ -1,12 +1,15 @@
-//! `kubeapp testenv install`: kube-apiserver and etcd for testenv, built from their Go modules
-//! into the cache testenv searches, so generated projects' tests and `kubeapp run` work outside
-//! the kubeapp repository.
+//! `kubeapp testenv install`: kube-apiserver and etcd for testenv, and the cluster mode's
+//! kube-controller-manager, kube-scheduler and kwok, built from their Go modules into the cache
+//! testenv searches, so generated projects' tests and `kubeapp run` work outside the kubeapp
+//! repository.
 //!
 //! It is `testbin/build.sh` carried inside the binary: the same wrapper modules (their `go.mod`,
 //! `go.sum` and `main.go`, embedded), the same versions, flags and cache directory, and the same
 //! lock file, so the script and this command never build into the cache at the same time.
 //!
-//! - `$KUBEBUILDER_ASSETS` holding both binaries: nothing is built, that directory is printed.
+//! - `$KUBEBUILDER_ASSETS` holding kube-apiserver and etcd: those are not built, that directory is
+//!   printed; the cluster mode's binaries it lacks are built into the cache (testenv looks for
+//!   each binary in both).
 //! - Otherwise the cache (`${KUBEAPP_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/kubeapp}/k8s-<ver>-etcd-<ver>`):
 //!   a binary already there is not built again; a missing one is built with `go build` from the
 //!   module written into a temporary directory (minutes, once).
@@ -20,13 +23,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use kubeapp::sdk::testenv::binaries::{self, ASSETS_ENV, ETCD_VERSION, KUBE_APISERVER_VERSION};
+use kubeapp::sdk::testenv::binaries::{
+    self, ASSETS_ENV, ETCD_VERSION, KUBE_APISERVER_VERSION, KWOK_VERSION,
+};
 
 /// `kubeapp testenv ...`.
 #[derive(Debug, clap::Subcommand)]
 pub enum TestenvCommand {
-    /// Build kube-apiserver and etcd (from their Go modules; Go >= 1.26 on PATH) into the cache
-    /// testenv searches, unless they are there or in $KUBEBUILDER_ASSETS; print the directory.
+    /// Build kube-apiserver, etcd and the cluster mode's kube-controller-manager, kube-scheduler
+    /// and kwok (from their Go modules; Go >= 1.26 on PATH) into the cache testenv searches,
+    /// unless they are there or in $KUBEBUILDER_ASSETS; print the directory.
     Install,
 }
 
@@ -43,8 +49,18 @@ pub struct Recipe {
     pub stamp_kubernetes_version: bool,
 }
 
-/// etcd, then kube-apiserver (as `testbin/build.sh` builds them).
-pub const RECIPES: [Recipe; 2] = [
+/// How many of [`RECIPES`] make the plain control plane (the rest are the cluster mode's).
+pub const CONTROL_PLANE_RECIPES: usize = 2;
+
+/// The Kubernetes wrapper module's files (kube-apiserver, kube-controller-manager, kube-scheduler).
+const KUBERNETES_MODULE: [(&str, &str); 3] = [
+    ("go.mod", include_str!("../../testbin/apiserver/go.mod")),
+    ("go.sum", include_str!("../../testbin/apiserver/go.sum")),
+    ("main.go", include_str!("../../testbin/apiserver/main.go")),
+];
+
+/// etcd, kube-apiserver, then the cluster mode's binaries (as `testbin/build.sh` builds them).
+pub const RECIPES: [Recipe; 5] = [
     Recipe {
         binary: "etcd",
         package: "go.etcd.io/etcd/server/v3",
@@ -58,12 +74,30 @@ pub const RECIPES: [Recipe; 2] = [
     Recipe {
         binary: "kube-apiserver",
         package: "k8s.io/kubernetes/cmd/kube-apiserver",
-        files: [
-            ("go.mod", include_str!("../../testbin/apiserver/go.mod")),
-            ("go.sum", include_str!("../../testbin/apiserver/go.sum")),
-            ("main.go", include_str!("../../testbin/apiserver/main.go")),
-        ],
+        files: KUBERNETES_MODULE,
         stamp_kubernetes_version: true,
+    },
+    Recipe {
+        binary: "kube-controller-manager",
+        package: "k8s.io/kubernetes/cmd/kube-controller-manager",
+        files: KUBERNETES_MODULE,
+        stamp_kubernetes_version: true,
+    },
+    Recipe {
+        binary: "kube-scheduler",
+        package: "k8s.io/kubernetes/cmd/kube-scheduler",
+        files: KUBERNETES_MODULE,
+        stamp_kubernetes_version: true,
+    },
+    Recipe {
+        binary: "kwok",
+        package: "sigs.k8s.io/kwok/cmd/kwok",
+        files: [
+            ("go.mod", include_str!("../../testbin/kwok/go.mod")),
+            ("go.sum", include_str!("../../testbin/kwok/go.sum")),
+            ("main.go", include_str!("../../testbin/kwok/main.go")),
+        ],
+        stamp_kubernetes_version: false,
     },
 ];
 
@@ -151,25 +185,37 @@ fn executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// `$KUBEBUILDER_ASSETS` when it holds both binaries.
+/// `$KUBEBUILDER_ASSETS` when it holds kube-apiserver and etcd.
 pub fn assets_dir() -> Option<PathBuf> {
     let dir = PathBuf::from(std::env::var_os(ASSETS_ENV).filter(|d| !d.is_empty())?);
-    RECIPES
+    RECIPES[..CONTROL_PLANE_RECIPES]
         .iter()
         .all(|recipe| executable(&dir.join(recipe.binary)))
         .then_some(dir)
 }
 
-/// Builds what is missing and returns the directory holding both binaries.
+/// Builds what is missing and returns the directory holding kube-apiserver and etcd (the cache,
+/// or `$KUBEBUILDER_ASSETS`; the cluster mode's binaries are in one of the two).
 ///
 /// # Errors
 ///
 /// See [`InstallError`].
 pub fn install() -> Result<PathBuf, InstallError> {
-    if let Some(dir) = assets_dir() {
-        eprintln!("testenv: using {ASSETS_ENV}={}", dir.display());
-        return Ok(dir);
-    }
+    let assets = assets_dir();
+    let recipes = match &assets {
+        Some(dir) => {
+            eprintln!("testenv: using {ASSETS_ENV}={}", dir.display());
+            let missing: Vec<&Recipe> = RECIPES[CONTROL_PLANE_RECIPES..]
+                .iter()
+                .filter(|recipe| !executable(&dir.join(recipe.binary)))
+                .collect();
+            if missing.is_empty() {
+                return Ok(dir.clone());
+            }
+            missing
+        }
+        None => RECIPES.iter().collect(),
+    };
     let dir = binaries::cache_dir().ok_or(InstallError::NoCacheDir)?;
     std::fs::create_dir_all(&dir).map_err(io(&dir))?;
     // The lock file testbin/build.sh takes too (flock(1) on the same path).
@@ -180,10 +226,10 @@ pub fn install() -> Result<PathBuf, InstallError> {
         .open(&lock_path)
         .map_err(io(&lock_path))?;
     flock(&lock).map_err(io(&lock_path))?;
-    for recipe in &RECIPES {
+    for recipe in recipes {
         build(recipe, &dir)?;
     }
-    Ok(dir)
+    Ok(assets.unwrap_or(dir))
 }
 
 /// Holds an exclusive lock on `file` until it is closed.
@@ -215,10 +261,10 @@ fn build(recipe: &Recipe, dir: &Path) -> Result<(), InstallError> {
     eprintln!(
         "testenv: building {} {} (cold builds take minutes)",
         recipe.binary,
-        if recipe.stamp_kubernetes_version {
-            KUBE_APISERVER_VERSION
-        } else {
-            ETCD_VERSION
+        match recipe.binary {
+            "etcd" => ETCD_VERSION,
+            "kwok" => KWOK_VERSION,
+            _ => KUBE_APISERVER_VERSION,
         }
     );
     let start = Instant::now();
@@ -298,5 +344,12 @@ mod tests {
             ]
         );
         assert_eq!(RECIPES[0].go_args(Path::new("/e"))[5], "-s -w");
+        assert!(script.contains(&format!("KWOK_VERSION={KWOK_VERSION}")));
+        assert!(
+            RECIPES[4].files[0]
+                .1
+                .contains(&format!("sigs.k8s.io/kwok {KWOK_VERSION}")),
+            "testbin/kwok/go.mod pins kwok {KWOK_VERSION}"
+        );
     }
 }

@@ -77,6 +77,26 @@ impl ComponentsSummary {
     }
 }
 
+/// The waiting components, each verified-not-ready one with its object's own reason, e.g.
+/// `deployment (Deployment/shop: Available=False (MinimumReplicasUnavailable)), service`.
+fn waiting_with_reasons(report: &RunReport, waiting: &[String]) -> String {
+    waiting
+        .iter()
+        .map(|name| {
+            let why = report
+                .names
+                .iter()
+                .position(|n| n == name)
+                .and_then(|i| report.verified.get(i));
+            match why {
+                Some(Verified::NotReady(why)) => format!("{name} ({why})"),
+                _ => name.clone(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The `status` body to apply after `report` for an object at `generation` whose current
 /// status is `current` (JSON, `Null` when none), recording `objects` as the inventory, or
 /// `None` when nothing would change.
@@ -100,7 +120,10 @@ pub fn status_update(
         conditions::ready(
             false,
             "ComponentsNotReady",
-            format!("waiting for: {}", summary.waiting.join(", ")),
+            format!(
+                "waiting for: {}",
+                waiting_with_reasons(report, &summary.waiting)
+            ),
         )
     } else {
         conditions::ready(
@@ -223,6 +246,9 @@ mod tests {
         let next = status_update(&waiting, Some(3), &first, &[]).expect("not ready any more");
         assert_eq!(next["conditions"][0]["status"], "False");
         assert_eq!(next["conditions"][0]["reason"], "ComponentsNotReady");
-        assert_eq!(next["conditions"][0]["message"], "waiting for: c0");
+        assert_eq!(
+            next["conditions"][0]["message"], "waiting for: c0 (no)",
+            "a component verified not ready is named with its object's reason"
+        );
     }
 }

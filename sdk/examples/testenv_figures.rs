@@ -1,5 +1,6 @@
 //! Measures the test control plane: start-up time, and the resident memory of etcd and
-//! kube-apiserver at rest. Figures for the README; run with
+//! kube-apiserver at rest; then the same for the cluster mode (one fake node), with the resident
+//! memory of kube-controller-manager, kube-scheduler and kwok. Figures for the README; run with
 //! `cargo run --release -p kubeapp-sdk --features testenv --example testenv_figures`.
 
 use std::time::{Duration, Instant};
@@ -39,5 +40,27 @@ async fn main() -> anyhow::Result<()> {
     }
     let mean = starts.iter().map(Duration::as_secs_f64).sum::<f64>() / f64::from(runs);
     println!("mean start over {runs} runs: {mean:.2} s");
+
+    let mut starts = Vec::new();
+    for _ in 0..runs {
+        let began = Instant::now();
+        let env = TestEnv::builder().cluster().start().await?;
+        starts.push(began.elapsed());
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let rss = |pid: Option<u32>| pid.and_then(rss_mib).unwrap_or(f64::NAN);
+        let [controller_manager, scheduler, kwok] = env.cluster_pids().unwrap_or_default();
+        println!(
+            "cluster mode: start {:.2} s   etcd RSS {:.0} MiB   kube-apiserver {:.0} MiB   \
+             kube-controller-manager {:.0} MiB   kube-scheduler {:.0} MiB   kwok {:.0} MiB",
+            starts.last().map_or(0.0, Duration::as_secs_f64),
+            rss(Some(env.etcd_pid())),
+            rss(env.apiserver_pid()),
+            rss(Some(controller_manager)),
+            rss(Some(scheduler)),
+            rss(Some(kwok)),
+        );
+    }
+    let mean = starts.iter().map(Duration::as_secs_f64).sum::<f64>() / f64::from(runs);
+    println!("cluster mode: mean start over {runs} runs: {mean:.2} s");
     Ok(())
 }

@@ -1,7 +1,9 @@
 //! `kubeapp run`: the project on a local control plane, until Ctrl-C.
 //!
 //! 1. builds the project's binary (`cargo build`);
-//! 2. starts kube-apiserver + etcd (testenv; binaries from `kubeapp testenv install`);
+//! 2. starts kube-apiserver + etcd (testenv; binaries from `kubeapp testenv install`), with the
+//!    cluster mode's controllers, scheduler and `--nodes` fake nodes when their binaries are
+//!    cached (see [`cluster`]; `--plain` for the apiserver alone);
 //! 3. when the manifest declares webhooks or conversion: development certificates, and the
 //!    webhooks pointed at the operator on loopback;
 //! 4. installs the CRDs (the binary's `crd`) and the webhook configurations (`manifests
@@ -14,12 +16,13 @@
 //!    stops the operator (one SIGTERM, graceful), then the control plane, and removes its files.
 //!
 //! Progress lines go to stdout, each starting with a fixed word (`control plane:`,
-//! `export KUBECONFIG=`, `installed:`, `operator:`, `refused:`, `applied:`, `status:`, `labels:`,
+//! `mode:`, `cluster:`, `export KUBECONFIG=`, `installed:`, `operator:`, `refused:`, `applied:`, `status:`, `labels:`,
 //! `<version>:`, `owned:`, `metrics:`, `ready:`,
 //! `stopped:`); the operator's logs go to stderr.
 
 mod certs;
 mod child;
+mod cluster;
 mod show;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
@@ -63,6 +66,9 @@ pub struct RunArgs {
     /// shutdown (seconds).
     #[arg(long, default_value = "90", value_name = "SECONDS")]
     pub timeout: u64,
+    /// The cluster mode's flags (`--nodes`, `--plain`).
+    #[command(flatten)]
+    pub cluster: cluster::ClusterArgs,
 }
 
 /// Why `run` failed.
@@ -157,8 +163,10 @@ pub async fn run(args: &RunArgs) -> Result<bool, RunError> {
     let timeout = Duration::from_secs(args.timeout);
 
     println!("kubeapp run: {} on a local control plane", project.name);
+    let (builder, mode) = cluster::builder(&args.cluster, timeout);
+    println!("{mode}");
     let env = tokio::select! {
-        env = TestEnv::builder().start_timeout(timeout).start() => {
+        env = builder.start() => {
             env.map_err(|e| RunError::ControlPlane(ErrorChain(&e).to_string()))?
         }
         _ = interrupt.recv() => return Ok(true),
@@ -171,6 +179,9 @@ pub async fn run(args: &RunArgs) -> Result<bool, RunError> {
         env.etcd_pid(),
         env.dir().display()
     );
+    if let Some(line) = cluster::describe(&env) {
+        println!("{line}");
+    }
     println!("export KUBECONFIG={}", env.kubeconfig_path().display());
 
     let mut operator: Option<RunningOperator> = None;

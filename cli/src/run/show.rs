@@ -301,8 +301,11 @@ pub fn status_line(object: &DynamicObject) -> String {
 }
 
 /// The lines shown under an owned object: a ConfigMap's data (`key: value`), a Secret's keys
-/// (values are not printed).
+/// (values are not printed), a Deployment's rollout (see [`deployment_line`]).
 fn data_lines(kind: &str, data: &Value) -> Vec<String> {
+    if kind == "Deployment" {
+        return vec![deployment_line(data)];
+    }
     let Some(entries) = data["data"].as_object() else {
         return Vec::new();
     };
@@ -317,6 +320,33 @@ fn data_lines(kind: &str, data: &Value) -> Vec<String> {
             .collect(),
         _ => Vec::new(),
     }
+}
+
+/// A Deployment's rollout as its controller reports it: `Available` (with its reason) and the
+/// ready replicas, e.g. `Available=True (MinimumReplicasAvailable), 1/1 replicas ready` (in the
+/// cluster mode the real controllers write it; in the plain mode nothing does).
+fn deployment_line(data: &Value) -> String {
+    let status = &data["status"];
+    let available = status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Available")
+        .map_or_else(
+            || "Available unknown (no controller has reported)".to_string(),
+            |c| {
+                format!(
+                    "Available={} ({})",
+                    c["status"].as_str().unwrap_or("?"),
+                    c["reason"].as_str().unwrap_or("")
+                )
+            },
+        );
+    format!(
+        "{available}, {}/{} replicas ready",
+        status["readyReplicas"].as_i64().unwrap_or(0),
+        data["spec"]["replicas"].as_i64().unwrap_or(1)
+    )
 }
 
 #[cfg(test)]
@@ -370,6 +400,17 @@ mod tests {
         let data = serde_json::json!({"data": {"a": "1", "b": "2"}});
         assert_eq!(data_lines("ConfigMap", &data), ["a: 1", "b: 2"]);
         assert_eq!(data_lines("Secret", &data), ["a: (hidden)", "b: (hidden)"]);
-        assert!(data_lines("Deployment", &data).is_empty());
+        let rolled_out = serde_json::json!({"spec": {"replicas": 2}, "status": {
+            "readyReplicas": 2,
+            "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]
+        }});
+        assert_eq!(
+            data_lines("Deployment", &rolled_out),
+            ["Available=True (MinimumReplicasAvailable), 2/2 replicas ready"]
+        );
+        assert_eq!(
+            data_lines("Deployment", &data),
+            ["Available unknown (no controller has reported), 0/1 replicas ready"]
+        );
     }
 }

@@ -21,7 +21,8 @@ use crate::success_rate::{SuccessRate, SuccessRateSource};
 pub enum Step {
     /// Deploy the primary (stable image) and the canary (new image), 10 % of traffic to it.
     Initializing,
-    /// Wait for the canary Deployment to be available.
+    /// Wait for the canary Deployment to be available; roll back when its rollout failed
+    /// (`Progressing=False`, e.g. `ProgressDeadlineExceeded`: its pods never became ready).
     Waiting,
     /// Compare the canary's success rate with the threshold.
     Evaluating,
@@ -120,14 +121,13 @@ fn with(next: Step, outputs: Vec<Rendered>) -> Transition<Step> {
         .fold(Transition::to(next), Transition::output)
 }
 
-/// Whether a Deployment reports itself available (the built-in readiness rule).
-fn available(deployment: &Deployment) -> bool {
-    serde_json::to_value(deployment).is_ok_and(|value| {
-        matches!(
-            kubeapp::components::readiness(&value),
-            kubeapp::components::Readiness::Ready
-        )
-    })
+/// What a Deployment reports of its rollout (the built-in readiness rule): available, failed
+/// (with the Deployment's own reason), or neither yet.
+fn rollout(deployment: &Deployment) -> kubeapp::components::Readiness {
+    serde_json::to_value(deployment).map_or_else(
+        |e| kubeapp::components::Readiness::NotReady(e.to_string()),
+        |value| kubeapp::components::readiness(&value),
+    )
 }
 
 /// The canary's phase machine; `source` is where success rates come from.
@@ -146,18 +146,19 @@ pub fn machine(
         )
         .input_named::<Deployment>(Step::Waiting, canary_name)
         .worker(Step::Waiting, |work: Work<Canary, Step>, _ctx| async move {
-            let ready = work
+            use kubeapp::components::Readiness;
+            let state = work
                 .inputs
                 .get::<Named<Deployment>>()?
                 .0
                 .as_deref()
-                .is_some_and(available);
-            let next = if ready {
-                Step::Evaluating
-            } else {
-                Step::Waiting
-            };
-            Ok(with(next, trial(&work.object)?))
+                .map(rollout);
+            Ok(match state {
+                Some(Readiness::Ready) => with(Step::Evaluating, trial(&work.object)?),
+                Some(Readiness::Failed(why)) => with(Step::RollingBack, trial(&work.object)?)
+                    .details(json!({"rolloutFailed": why})),
+                _ => with(Step::Waiting, trial(&work.object)?),
+            })
         })
         .interval(Step::Waiting, Duration::from_secs(2))
         .input(

@@ -1,4 +1,6 @@
-//! Finding the kube-apiserver and etcd binaries.
+//! Finding the control-plane binaries: kube-apiserver and etcd, and in cluster mode
+//! kube-controller-manager, kube-scheduler and kwok. Each is looked up on its own, so a
+//! `$KUBEBUILDER_ASSETS` holding envtest's two binaries works beside a cache holding the others.
 //!
 //! Search order, first hit wins, each directory must hold the binary as an executable file:
 //!
@@ -18,6 +20,8 @@ use super::TestEnvError;
 pub const KUBE_APISERVER_VERSION: &str = "v1.36.3";
 /// The etcd version kubeapp tests against, as built by `testbin/build.sh`.
 pub const ETCD_VERSION: &str = "v3.6.16";
+/// The kwok version the cluster mode runs, as built by `testbin/build.sh`.
+pub const KWOK_VERSION: &str = "v0.8.0";
 /// The environment variable naming a directory that holds `kube-apiserver` and `etcd`.
 pub const ASSETS_ENV: &str = "KUBEBUILDER_ASSETS";
 /// The script in the kubeapp repository that builds both binaries into the cache.
@@ -50,6 +54,16 @@ pub(crate) fn search_dirs(explicit: Option<&Path>) -> Vec<PathBuf> {
         dirs.push(dir);
     }
     dirs
+}
+
+/// `Ok` when every binary in `names` is in the default places (no
+/// [`binary_dir`](super::TestEnvBuilder::binary_dir)); otherwise the error naming the first
+/// missing one. `kubeapp run` asks this before choosing the cluster mode.
+pub fn check_available(names: &[&'static str]) -> Result<(), TestEnvError> {
+    let dirs = search_dirs(None);
+    names
+        .iter()
+        .try_for_each(|name| find(name, &dirs).map(drop))
 }
 
 /// Finds `name` in the first of `dirs` that holds it as an executable file.

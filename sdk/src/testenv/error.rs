@@ -10,9 +10,10 @@ use super::binaries::{ASSETS_ENV, BUILD_SCRIPT};
 pub enum TestEnvError {
     /// A control-plane binary is in none of the searched directories.
     #[error(
-        "{binary} not found; searched: {dirs}. Build kube-apiserver and etcd with `{BUILD_SCRIPT}` \
-         (run from the kubeapp repository; it prints the directory), or set {ASSETS_ENV} to a \
-         directory holding both (e.g. `export {ASSETS_ENV}=$({BUILD_SCRIPT})`)",
+        "{binary} not found; searched: {dirs}. Build the control-plane binaries with \
+         `{BUILD_SCRIPT}` (run from the kubeapp repository; it prints the directory) or \
+         `kubeapp testenv install`, or set {ASSETS_ENV} to a directory holding them (e.g. \
+         `export {ASSETS_ENV}=$({BUILD_SCRIPT})`)",
         dirs = display_dirs(searched)
     )]
     BinaryNotFound {

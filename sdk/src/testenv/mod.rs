@@ -29,19 +29,25 @@
 //! - CRDs, custom resources, core kinds, watches, finalizers and `deletionTimestamp`, server-side
 //!   apply, the status subresource, RBAC (see [`TestEnv::identity`]), admission and conversion
 //!   webhooks called on loopback.
-//! - No kube-controller-manager runs: no garbage collection through owner references, and deleted
-//!   namespaces stay `Terminating`. Use a fresh namespace per test ([`TestEnv::create_namespace`]).
+//! - By default no kube-controller-manager runs: no garbage collection through owner references,
+//!   and deleted namespaces stay `Terminating`. Use a fresh namespace per test
+//!   ([`TestEnv::create_namespace`]).
+//! - [`TestEnvBuilder::cluster`] adds kube-controller-manager, kube-scheduler and kwok's fake nodes
+//!   (the [`cluster`] module): garbage collection, namespace deletion, Deployments that roll out,
+//!   pods that become Ready (no container runs). It starts in seconds more; [`SharedTestEnv`]
+//!   shares one between the tests of a test binary.
 //!
 //! # Binaries
 //!
-//! kube-apiserver and etcd are looked up as [`binaries`] describes; `testbin/build.sh` in the
-//! kubeapp repository builds them from source into a cache. A missing binary is a
+//! kube-apiserver and etcd (and in cluster mode kube-controller-manager, kube-scheduler and kwok)
+//! are looked up as [`binaries`] describes; `testbin/build.sh` in the kubeapp repository, or
+//! `kubeapp testenv install`, builds them from source into a cache. A missing binary is a
 //! [`TestEnvError::BinaryNotFound`] naming the binary, the directories searched, the environment
 //! variable and the script.
 //!
 //! # Processes never outlive the test binary
 //!
-//! Dropping a [`TestEnv`] kills both processes and removes its directory. If the test binary exits
+//! Dropping a [`TestEnv`] kills its processes and removes its directory. If the test binary exits
 //! without dropping it (`std::process::exit`, an abort, a `static` environment, SIGKILL), the kernel
 //! kills the processes anyway: each is forked with a parent-death signal (`PR_SET_PDEATHSIG`) from
 //! a thread that lives as long as the test binary.
@@ -61,10 +67,12 @@
 
 pub mod binaries;
 mod certs;
+pub mod cluster;
 mod error;
 mod kubeconfig;
 mod process;
 mod resources;
+pub mod shared;
 mod startup;
 
 use std::path::{Path, PathBuf};
@@ -74,8 +82,10 @@ use std::time::{Duration, Instant};
 use kube::config::Kubeconfig;
 
 pub use self::certs::{CertificateAuthority, IssuedCert};
+pub use self::cluster::ClusterOptions;
 pub use self::error::TestEnvError;
 use self::process::ManagedProcess;
+pub use self::shared::SharedTestEnv;
 use self::startup::{ApiServer, Files, start_etcd};
 
 /// Options for starting a [`TestEnv`]; [`TestEnv::start`] uses the defaults.
@@ -86,6 +96,8 @@ pub struct TestEnvBuilder {
     start_timeout: Duration,
     apiserver_args: Vec<String>,
     etcd_fsync: bool,
+    cluster: Option<ClusterOptions>,
+    crds_yaml: Vec<String>,
 }
 
 impl Default for TestEnvBuilder {
@@ -96,6 +108,8 @@ impl Default for TestEnvBuilder {
             start_timeout: Duration::from_secs(60),
             apiserver_args: Vec::new(),
             etcd_fsync: false,
+            cluster: None,
+            crds_yaml: Vec::new(),
         }
     }
 }
@@ -141,7 +155,36 @@ impl TestEnvBuilder {
         self
     }
 
-    /// Starts etcd and kube-apiserver and waits until the apiserver is ready.
+    /// Cluster mode: kube-controller-manager, kube-scheduler and kwok with one fake node run
+    /// beside the apiserver, so owner references are garbage-collected, namespaces finish
+    /// deleting and Deployments roll out. See the [cluster module](crate::testenv::cluster) for
+    /// what it runs and what it does not.
+    #[must_use]
+    pub fn cluster(self) -> Self {
+        self.cluster_with(ClusterOptions::default())
+    }
+
+    /// Cluster mode with `options` (the number of fake nodes, how pods behave).
+    #[must_use]
+    pub fn cluster_with(mut self, options: ClusterOptions) -> Self {
+        self.cluster = Some(options);
+        self
+    }
+
+    /// Installs the CRDs in `yaml` (as [`TestEnv::install_crds_yaml`]) as soon as the apiserver
+    /// is ready, before the [cluster mode](Self::cluster)'s controllers start. The garbage
+    /// collector reads the API's kinds (discovery) when it starts and then only every 30 s: a
+    /// kind installed here is known to it from the start, one installed later may wait up to
+    /// that long for its children to be collected.
+    #[must_use]
+    pub fn crds_yaml(mut self, yaml: impl Into<String>) -> Self {
+        self.crds_yaml.push(yaml.into());
+        self
+    }
+
+    /// Starts etcd and kube-apiserver and waits until the apiserver is ready; in
+    /// [cluster mode](Self::cluster) then the controller-manager, the scheduler and kwok, and
+    /// waits until they are healthy and every fake node is Ready.
     pub async fn start(self) -> Result<TestEnv, TestEnvError> {
         let started = Instant::now();
         let dirs = match (&self.binary_dir, self.only_binary_dir) {
@@ -150,6 +193,14 @@ impl TestEnvBuilder {
         };
         let etcd_bin = binaries::find("etcd", &dirs)?;
         let apiserver_bin = binaries::find("kube-apiserver", &dirs)?;
+        let cluster_bins = match &self.cluster {
+            Some(_) => Some(cluster::ClusterBinaries {
+                controller_manager: binaries::find("kube-controller-manager", &dirs)?,
+                scheduler: binaries::find("kube-scheduler", &dirs)?,
+                kwok: binaries::find("kwok", &dirs)?,
+            }),
+            None => None,
+        };
 
         let dir = tempfile::Builder::new()
             .prefix("kubeapp-testenv-")
@@ -174,13 +225,8 @@ impl TestEnvBuilder {
             apiserver.start_first(&etcd.url, &files, dir.path()).await?;
         let kubeconfig_path = dir.path().join("kubeconfig.yaml");
         kubeconfig::write(&kubeconfig, &kubeconfig_path)?;
-        tracing::info!(
-            server = %apiserver.url(),
-            dir = %dir.path().display(),
-            elapsed_ms = started.elapsed().as_millis(),
-            "test control plane ready"
-        );
-        Ok(TestEnv {
+        let mut env = TestEnv {
+            cluster: None,
             apiserver_process: Mutex::new(Some(process)),
             apiserver,
             etcd: etcd.process,
@@ -190,7 +236,24 @@ impl TestEnvBuilder {
             kubeconfig_path,
             files,
             dir,
-        })
+        };
+        for yaml in &self.crds_yaml {
+            env.install_crds_yaml(yaml).await?;
+        }
+        if let (Some(options), Some(bins)) = (self.cluster, cluster_bins) {
+            env.cluster = Some(
+                env.start_cluster(&bins, options, self.start_timeout)
+                    .await?,
+            );
+        }
+        tracing::info!(
+            server = %env.apiserver.url(),
+            dir = %env.dir.path().display(),
+            cluster = env.cluster.is_some(),
+            elapsed_ms = started.elapsed().as_millis(),
+            "test control plane ready"
+        );
+        Ok(env)
     }
 }
 
@@ -198,7 +261,9 @@ impl TestEnvBuilder {
 ///
 /// See the [module docs](self) for an example and for what the control plane does.
 pub struct TestEnv {
-    // Field order is drop order: the apiserver goes before etcd, the directory last.
+    // Field order is drop order: the cluster mode's processes, then the apiserver, then etcd,
+    // the directory last.
+    cluster: Option<cluster::Cluster>,
     apiserver_process: Mutex<Option<ManagedProcess>>,
     apiserver: ApiServer,
     etcd: ManagedProcess,
@@ -244,6 +309,23 @@ impl TestEnv {
     /// The directory holding the environment's data, certificates and logs; removed on drop.
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// Whether the environment runs in [cluster mode](TestEnvBuilder::cluster).
+    pub fn is_cluster(&self) -> bool {
+        self.cluster.is_some()
+    }
+
+    /// The cluster mode's process ids (controller-manager, scheduler, kwok), or `None` in the
+    /// plain mode.
+    pub fn cluster_pids(&self) -> Option<[u32; 3]> {
+        self.cluster.as_ref().map(|c| {
+            [
+                c.components.controller_manager.pid(),
+                c.components.scheduler.pid(),
+                c.components.kwok.pid(),
+            ]
+        })
     }
 
     /// etcd's process id.
@@ -313,6 +395,33 @@ impl TestEnv {
     /// Stops both processes and removes the directory now (dropping does the same).
     pub fn stop(self) {
         drop(self);
+    }
+
+    /// Starts the cluster mode's processes and fake nodes and waits until they are ready.
+    async fn start_cluster(
+        &self,
+        bins: &cluster::ClusterBinaries,
+        options: ClusterOptions,
+        timeout: Duration,
+    ) -> Result<cluster::Cluster, TestEnvError> {
+        let plane = cluster::ControlPlane {
+            dir: self.dir.path(),
+            files: &self.files,
+            server: self.apiserver.url(),
+            admin: &self.client,
+            timeout,
+        };
+        let mut components = cluster::start_components(bins, &plane, &options).await?;
+        cluster::create_nodes(&self.client, &options).await?;
+        let names = options.node_names();
+        startup::wait_ready(&mut components.kwok, timeout, &names, |names| {
+            cluster::nodes_ready(&self.client, names)
+        })
+        .await?;
+        Ok(cluster::Cluster {
+            components,
+            options,
+        })
     }
 
     fn lock_apiserver(&self) -> std::sync::MutexGuard<'_, Option<ManagedProcess>> {

@@ -98,6 +98,17 @@ impl ManagedProcess {
         args: &[String],
         log: PathBuf,
     ) -> Result<Self, TestEnvError> {
+        Self::start_with_env(binary, path, args, &[], log)
+    }
+
+    /// [`start`](Self::start) with extra environment variables.
+    pub(crate) fn start_with_env(
+        binary: &'static str,
+        path: &Path,
+        args: &[String],
+        env: &[(&str, &Path)],
+        log: PathBuf,
+    ) -> Result<Self, TestEnvError> {
         let io_err = |action, source| TestEnvError::Io {
             action,
             path: log.clone(),
@@ -112,6 +123,7 @@ impl ManagedProcess {
         let mut command = Command::new(path);
         command
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);

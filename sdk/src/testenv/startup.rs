@@ -33,6 +33,8 @@ impl Files {
             ("serving.crt", serving.cert_pem.as_str()),
             ("serving.key", serving.key_pem.as_str()),
             ("client-ca.crt", client_ca.cert_pem().as_str()),
+            // The cluster mode's controller-manager hands it to pods as the cluster's root CA.
+            ("serving-ca.crt", serving_ca.cert_pem().as_str()),
             ("sa.key", sa_key.as_str()),
             ("sa.pub", sa_pub.as_str()),
         ] {
@@ -234,7 +236,7 @@ async fn apiserver_ready(client: &kube::Client) -> Result<(), String> {
 }
 
 /// Polls `probe` until it succeeds, the process exits, or `timeout` passes.
-async fn wait_ready<'a, T, F, Fut>(
+pub(crate) async fn wait_ready<'a, T, F, Fut>(
     process: &mut ManagedProcess,
     timeout: Duration,
     arg: &'a T,
@@ -272,7 +274,7 @@ fn is_port_clash(err: &TestEnvError) -> bool {
 
 /// A loopback port that was free a moment ago (the OS picks it; another process may still take it
 /// before ours binds, which the callers retry).
-fn free_port(dir: &Path) -> Result<u16, TestEnvError> {
+pub(crate) fn free_port(dir: &Path) -> Result<u16, TestEnvError> {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())
