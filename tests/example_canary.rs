@@ -3,9 +3,11 @@
 //!
 //! - `good` (success rate 0.99, from the ConfigMap the test writes) walks Initializing -> Waiting
 //!   -> Evaluating -> Promoting -> Succeeded; `bad` (0.5) walks ... -> Evaluating -> RollingBack ->
-//!   Failed. testenv runs no controller-manager: **the test writes the canary Deployments'
-//!   status** (available) where Waiting waits for them. Each transition shows in `status.phase`,
-//!   in `PhaseChanged` Events and in `phase_transitions_total`; the outputs carry owner references;
+//!   Failed. testenv runs no controller-manager: **the test writes the Deployments' status**
+//!   (available) where Waiting waits for them: the canary first, and Waiting reports the primary
+//!   unavailable and the canary available (two inputs of one type, told apart), then the
+//!   primary. Each transition shows in `status.phase`, in `PhaseChanged` Events and in
+//!   `phase_transitions_total`; the outputs carry owner references;
 //! - `third` has no success rate yet and stays in Evaluating (its evaluation interval is an hour);
 //!   deleting its traffic ConfigMap re-creates it (the `owns` trigger: the interval cannot have);
 //! - the operator is killed (SIGKILL) while `third` is in Evaluating and restarted with
@@ -273,6 +275,17 @@ async fn canaries_walk_their_phases_resume_after_a_kill_and_finalize_once() {
             "{deployment} is owned by its Canary"
         );
         make_available(&deployments, &deployment).await;
+        // Waiting reads the primary and the canary Deployment as two inputs of one type: each
+        // is seen as itself (the canary available, the primary not yet).
+        let expected = json!({"primaryAvailable": false, "canaryAvailable": true});
+        eventually("Waiting tells the two Deployments apart", logs, || async {
+            apps.get(name)
+                .await
+                .ok()
+                .filter(|c| c.data["status"]["details"] == expected)
+        })
+        .await;
+        make_available(&deployments, &format!("{name}-primary")).await;
     }
     for (name, last) in [("good", "Succeeded"), ("bad", "Failed")] {
         eventually("a final phase", logs, || async {

@@ -9,19 +9,26 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kubeapp::components::Rendered;
-use kubeapp::phases::{Named, Phase, PhaseMachine, PhaseMetrics, Transition, Work};
+use kubeapp::phases::{InputKey, Phase, PhaseMachine, PhaseMetrics, Transition, Work};
 use kubeapp::prelude::*;
 use serde_json::{Value, json};
 
 use crate::Canary;
 use crate::success_rate::{SuccessRate, SuccessRateSource};
 
+/// Waiting's input: the primary Deployment (the stable image), from the owned cache.
+const PRIMARY: InputKey<Option<Arc<Deployment>>> = InputKey::new("primary");
+/// Waiting's input: the canary Deployment (the new image), from the owned cache.
+const CANARY: InputKey<Option<Arc<Deployment>>> = InputKey::new("canary");
+/// Evaluating's input: the canary's measured success rate.
+const SUCCESS_RATE: InputKey<SuccessRate> = InputKey::new("successRate");
+
 /// Where a canary rollout is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Step {
     /// Deploy the primary (stable image) and the canary (new image), 10 % of traffic to it.
     Initializing,
-    /// Wait for the canary Deployment to be available.
+    /// Wait for both Deployments (primary and canary) to be available.
     Waiting,
     /// Compare the canary's success rate with the threshold.
     Evaluating,
@@ -144,24 +151,24 @@ pub fn machine(
                 Ok(with(Step::Waiting, trial(&work.object)?))
             },
         )
-        .input_named::<Deployment>(Step::Waiting, canary_name)
+        .input_named(Step::Waiting, PRIMARY, primary_name)
+        .input_named(Step::Waiting, CANARY, canary_name)
         .worker(Step::Waiting, |work: Work<Canary, Step>, _ctx| async move {
-            let ready = work
-                .inputs
-                .get::<Named<Deployment>>()?
-                .0
-                .as_deref()
-                .is_some_and(available);
-            let next = if ready {
+            // Both tracks serve before their traffic is compared.
+            let primary = work.inputs.get(PRIMARY)?.as_deref().is_some_and(available);
+            let canary = work.inputs.get(CANARY)?.as_deref().is_some_and(available);
+            let next = if primary && canary {
                 Step::Evaluating
             } else {
                 Step::Waiting
             };
-            Ok(with(next, trial(&work.object)?))
+            let details = json!({"primaryAvailable": primary, "canaryAvailable": canary});
+            Ok(with(next, trial(&work.object)?).details(details))
         })
         .interval(Step::Waiting, Duration::from_secs(2))
         .input(
             Step::Evaluating,
+            SUCCESS_RATE,
             move |canary: Arc<Canary>, ctx: Context| {
                 let source = Arc::clone(&source);
                 async move { source.read(&canary, &ctx).await }
@@ -172,7 +179,7 @@ pub fn machine(
             |work: Work<Canary, Step>, _ctx| async move {
                 let canary = &work.object;
                 let outputs = trial(canary)?;
-                let Some(rate) = work.inputs.get::<SuccessRate>()?.0 else {
+                let Some(rate) = work.inputs.get(SUCCESS_RATE)?.0 else {
                     let waiting = json!({"message": "no success rate measured yet"});
                     return Ok(with(Step::Evaluating, outputs).details(waiting));
                 };
