@@ -23,11 +23,14 @@ pub(crate) type BoxHook<K, C> = Box<
         + Sync,
 >;
 
+/// One declared input of a phase: its key's name and how its value is read.
+pub(crate) type DeclaredInput<K, C> = (&'static str, BoxInput<K, C>);
+
 /// A kind's phases, workers and inputs; see the [module docs](self).
 pub struct PhaseMachine<K, P, C = ()> {
     pub(crate) workers: HashMap<P, BoxWorker<K, P, C>>,
-    /// Per phase, its inputs in declaration order, each with its key's name.
-    pub(crate) inputs: HashMap<P, Vec<(&'static str, BoxInput<K, C>)>>,
+    /// Per phase, its inputs in declaration order.
+    pub(crate) inputs: HashMap<P, Vec<DeclaredInput<K, C>>>,
     pub(crate) intervals: HashMap<P, Duration>,
     pub(crate) default_interval: Duration,
     pub(crate) finalizer: Option<BoxHook<K, C>>,
