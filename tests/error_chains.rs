@@ -650,6 +650,10 @@ fn extension_errors(errors: &mut Errors) {
     errors.add(PhaseError::BadName(s("P")));
     errors.add(PhaseError::MissingWorker(s("P")));
     errors.add(PhaseError::WorkerOnFinal(s("P")));
+    errors.add(PhaseError::DuplicateInput {
+        phase: s("P"),
+        input: s("I"),
+    });
 }
 
 /// One value of every variant of every public error type (but [`BUILT_ELSEWHERE`]).

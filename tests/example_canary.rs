@@ -5,7 +5,7 @@
 //!   -> Evaluating -> Promoting -> Succeeded; `bad` (0.5) walks ... -> Evaluating -> RollingBack ->
 //!   Failed. testenv runs in cluster mode: the canary and primary Deployments roll out through
 //!   the real controllers, scheduler and a kwok node (the test writes no status) while Waiting
-//!   waits for them. Each transition shows in `status.phase`,
+//!   waits for both (two inputs of one type, told apart by name). Each transition shows in `status.phase`,
 //!   in `PhaseChanged` Events and in `phase_transitions_total`; the outputs carry owner references;
 //! - `stuck`'s canary Deployment has pods that never become ready (kwok) and a 2 s progress
 //!   deadline: the Deployment controller reports `ProgressDeadlineExceeded` and Waiting rolls

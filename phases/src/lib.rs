@@ -1,7 +1,8 @@
 //! # kubeapp-phases
 //!
 //! Autopilot's model in Rust: a custom object carries a **phase** in `status.phase`; a
-//! **scheduler** runs the **worker** of the object's phase with the phase's **inputs**, ensures
+//! **scheduler** runs the **worker** of the object's phase with the phase's **inputs** (each
+//! declared and read by a typed [`InputKey`]; see [`inputs`] for what is checked when), ensures
 //! the **outputs** it returns and moves the object to the **next phase**. No generated code: the
 //! phases are a Rust enum ([`Phase`]), the workers are async closures declared on a
 //! [`PhaseMachine`], and the scheduler ([`PhaseScheduler`]) is the kind's reconciler on the
@@ -10,6 +11,7 @@
 //! The guide, with the decisions behind it, is `docs/phases.md`.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod inputs;
 pub mod machine;
 pub mod metrics;
 pub mod phase;
@@ -17,8 +19,9 @@ pub mod scheduler;
 pub mod status;
 pub mod worker;
 
+pub use inputs::{InputKey, Inputs};
 pub use machine::PhaseMachine;
 pub use metrics::PhaseMetrics;
 pub use phase::{Phase, PhaseError};
 pub use scheduler::PhaseScheduler;
-pub use worker::{Inputs, Labelled, Named, Transition, Work};
+pub use worker::{Transition, Work};

@@ -11,9 +11,10 @@ use std::time::Duration;
 use futures::FutureExt;
 use kubeapp_operator::{Context, Kind, ReconcileError};
 
+use crate::inputs::{InputKey, InputValue};
 use crate::metrics::PhaseMetrics;
 use crate::phase::{Phase, PhaseError};
-use crate::worker::{BoxInput, BoxWorker, InputValue, Labelled, Named, Transition, Work};
+use crate::worker::{BoxInput, BoxWorker, Transition, Work};
 
 /// The finalizer hook, boxed.
 pub(crate) type BoxHook<K, C> = Box<
@@ -22,16 +23,21 @@ pub(crate) type BoxHook<K, C> = Box<
         + Sync,
 >;
 
+/// One declared input of a phase: its key's name and how its value is read.
+pub(crate) type DeclaredInput<K, C> = (&'static str, BoxInput<K, C>);
+
 /// A kind's phases, workers and inputs; see the [module docs](self).
 pub struct PhaseMachine<K, P, C = ()> {
     pub(crate) workers: HashMap<P, BoxWorker<K, P, C>>,
-    pub(crate) inputs: HashMap<P, Vec<BoxInput<K, C>>>,
+    /// Per phase, its inputs in declaration order.
+    pub(crate) inputs: HashMap<P, Vec<DeclaredInput<K, C>>>,
     pub(crate) intervals: HashMap<P, Duration>,
     pub(crate) default_interval: Duration,
     pub(crate) finalizer: Option<BoxHook<K, C>>,
     pub(crate) prune: bool,
     pub(crate) metrics: Option<PhaseMetrics>,
-    /// A phase given a worker twice, or a worker on a final phase.
+    /// The first problem declared: a worker on a final phase, an input name used twice on a
+    /// phase.
     pub(crate) problem: Option<PhaseError>,
 }
 
@@ -82,76 +88,81 @@ where
         self
     }
 
-    /// An input of `phase`: `read` computes a value (a metrics query, anything not in
-    /// Kubernetes) that the worker gets with `work.inputs.get::<T>()`. A failing read fails the
-    /// reconcile (retried) before the worker runs.
+    /// An input of `phase` named by `key`: `read` computes its value (a metrics query,
+    /// anything not in Kubernetes), which the worker gets with `work.inputs.get(key)`. A failing
+    /// read fails the reconcile (retried) before the worker runs. A key name declared twice on
+    /// one phase makes [`build`](Self::build) fail with [`PhaseError::DuplicateInput`].
     #[must_use]
-    pub fn input<T, F, Fut>(mut self, phase: P, read: F) -> Self
+    pub fn input<T, F, Fut>(mut self, phase: P, key: InputKey<T>, read: F) -> Self
     where
         T: Send + Sync + 'static,
         F: Fn(Arc<K>, Context<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<T, ReconcileError>> + Send + 'static,
     {
+        let declared = self.inputs.entry(phase).or_default();
+        if declared.iter().any(|(name, _)| *name == key.name()) {
+            self.problem.get_or_insert(PhaseError::DuplicateInput {
+                phase: phase.name().into(),
+                input: key.name().into(),
+            });
+            return self;
+        }
         let read = Arc::new(read);
-        self.inputs
-            .entry(phase)
-            .or_default()
-            .push(Box::new(move |object, ctx| {
+        declared.push((
+            key.name(),
+            Box::new(move |object, ctx| {
                 let read = Arc::clone(&read);
-                async move { read(object, ctx).await.map(InputValue::of) }.boxed()
-            }));
+                async move {
+                    let value = read(object, ctx).await?;
+                    Ok(InputValue::of(key, value))
+                }
+                .boxed()
+            }),
+        ));
         self
     }
 
-    /// A cache input of `phase`: the `T` named `name(object)` in the custom object's namespace,
-    /// from the cache of a kind attached with `owns` or `watches` (the worker gets
-    /// [`Named<T>`]).
+    /// A cache input of `phase` named by `key`: the `T` named `name(object)` in the custom
+    /// object's namespace (`None` when not cached), from the cache of a kind attached with
+    /// `owns` or `watches`.
     #[must_use]
     pub fn input_named<T: Kind>(
         self,
         phase: P,
+        key: InputKey<Option<Arc<T>>>,
         name: impl Fn(&K) -> String + Send + Sync + 'static,
     ) -> Self {
-        self.input(phase, move |object: Arc<K>, ctx: Context<C>| {
+        self.input(phase, key, move |object: Arc<K>, ctx: Context<C>| {
             let name = name(&object);
             let namespace = object.meta().namespace.clone();
             async move {
-                let store = ctx.related_store::<T>().ok_or_else(|| {
-                    ReconcileError::terminal(format!(
-                        "no cache of {} to read: attach it with owns or watches",
-                        T::kind(&())
-                    ))
-                })?;
-                Ok(Named(store.get_named(namespace.as_deref(), &name)))
+                let store = related_store::<T, C>(&ctx)?;
+                Ok(store.get_named(namespace.as_deref(), &name))
             }
         })
     }
 
-    /// A cache input of `phase`: every `T` whose label `key` has the value `value(object)`, from
-    /// the cache of a kind attached with `owns` or `watches` (the worker gets [`Labelled<T>`]).
+    /// A cache input of `phase` named by `key`: every `T` in the custom object's namespace whose
+    /// label `label` has the value `value(object)`, from the cache of a kind attached with `owns`
+    /// or `watches`.
     #[must_use]
     pub fn input_labelled<T: Kind>(
         self,
         phase: P,
-        key: &'static str,
+        key: InputKey<Vec<Arc<T>>>,
+        label: &'static str,
         value: impl Fn(&K) -> String + Send + Sync + 'static,
     ) -> Self {
-        self.input(phase, move |object: Arc<K>, ctx: Context<C>| {
+        self.input(phase, key, move |object: Arc<K>, ctx: Context<C>| {
             let value = value(&object);
             let namespace = object.meta().namespace.clone();
             async move {
-                let store = ctx.related_store::<T>().ok_or_else(|| {
-                    ReconcileError::terminal(format!(
-                        "no cache of {} to read: attach it with owns or watches",
-                        T::kind(&())
-                    ))
-                })?;
-                let objects = store
+                let store = related_store::<T, C>(&ctx)?;
+                Ok(store
                     .list(namespace.as_deref())
                     .into_iter()
-                    .filter(|o| o.meta().labels.as_ref().and_then(|l| l.get(key)) == Some(&value))
-                    .collect();
-                Ok(Labelled(objects))
+                    .filter(|o| o.meta().labels.as_ref().and_then(|l| l.get(label)) == Some(&value))
+                    .collect())
             }
         })
     }
@@ -203,4 +214,16 @@ where
     pub fn has_finalizer_hook(&self) -> bool {
         self.finalizer.is_some()
     }
+}
+
+/// The cache of `T` the context reads, or a terminal error saying how to attach it.
+fn related_store<T: Kind, C>(
+    ctx: &Context<C>,
+) -> Result<kubeapp_operator::Store<T>, ReconcileError> {
+    ctx.related_store::<T>().ok_or_else(|| {
+        ReconcileError::terminal(format!(
+            "no cache of {} to read: attach it with owns or watches",
+            T::kind(&())
+        ))
+    })
 }

@@ -60,6 +60,14 @@ pub enum PhaseError {
     /// A worker was given for a final phase.
     #[error("the final phase {0} cannot have a worker")]
     WorkerOnFinal(String),
+    /// Two inputs of one phase share a key name (their values would be indistinguishable).
+    #[error("the input {input:?} is declared twice on phase {phase}")]
+    DuplicateInput {
+        /// The phase.
+        phase: String,
+        /// The input's name.
+        input: String,
+    },
 }
 
 /// Checks the phases themselves; see [`PhaseError`].

@@ -30,10 +30,11 @@ use kubeapp_operator::{
 use serde_json::Value;
 use tracing::Instrument;
 
+use crate::inputs::Inputs;
 use crate::machine::PhaseMachine;
 use crate::phase::{self, Phase, PhaseError};
 use crate::status;
-use crate::worker::{Inputs, Work};
+use crate::worker::Work;
 
 /// At most this many transitions in one reconcile (a machine that cycles without rest must not
 /// hold the object's lane forever).
@@ -68,7 +69,7 @@ where
     /// # Errors
     ///
     /// See [`PhaseError`]: an inconsistent `Phase` implementation, a worker on a final phase, a
-    /// non-final phase without a worker.
+    /// non-final phase without a worker, an input name declared twice on one phase.
     pub fn build(self) -> Result<PhaseScheduler<K, P, C>, PhaseError> {
         phase::check::<P>()?;
         if let Some(problem) = self.problem {
@@ -158,8 +159,8 @@ where
         json: &Value,
         ctx: &Context<C>,
     ) -> Result<(P, Option<Value>, Option<Vec<ComponentObject>>), ReconcileError> {
-        let mut inputs = Inputs::default();
-        for read in self.machine.inputs.get(&phase).into_iter().flatten() {
+        let mut inputs = Inputs::new(phase.name());
+        for (_, read) in self.machine.inputs.get(&phase).into_iter().flatten() {
             read(Arc::clone(object), ctx.clone())
                 .await?
                 .add_to(&mut inputs);

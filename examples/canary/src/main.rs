@@ -105,7 +105,9 @@ async fn main() -> std::process::ExitCode {
             let metrics = PhaseMetrics::new(prefix).expect("a prefix the Runner accepted");
             let machine =
                 rollout::machine(source.clone(), metrics.clone(), cli.evaluation_interval);
-            let scheduler = machine.build().expect("a worker for every non-final phase");
+            let scheduler = machine
+                .build()
+                .expect("a valid phase machine (checked at build)");
             AppConfig::from_manifest(manifest)
                 .metric_collector(metrics)
                 .managed_kind(

@@ -9,20 +9,28 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kubeapp::components::Rendered;
-use kubeapp::phases::{Named, Phase, PhaseMachine, PhaseMetrics, Transition, Work};
+use kubeapp::phases::{InputKey, Phase, PhaseMachine, PhaseMetrics, Transition, Work};
 use kubeapp::prelude::*;
 use serde_json::{Value, json};
 
 use crate::Canary;
 use crate::success_rate::{SuccessRate, SuccessRateSource};
 
+/// Waiting's input: the primary Deployment (the stable image), from the owned cache.
+const PRIMARY: InputKey<Option<Arc<Deployment>>> = InputKey::new("primary");
+/// Waiting's input: the canary Deployment (the new image), from the owned cache.
+const CANARY: InputKey<Option<Arc<Deployment>>> = InputKey::new("canary");
+/// Evaluating's input: the canary's measured success rate.
+const SUCCESS_RATE: InputKey<SuccessRate> = InputKey::new("successRate");
+
 /// Where a canary rollout is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Step {
     /// Deploy the primary (stable image) and the canary (new image), 10 % of traffic to it.
     Initializing,
-    /// Wait for the canary Deployment to be available; roll back when its rollout failed
-    /// (`Progressing=False`, e.g. `ProgressDeadlineExceeded`: its pods never became ready).
+    /// Wait for both Deployments (primary and canary) to be available; roll back when the
+    /// canary's rollout failed (`Progressing=False`, e.g. `ProgressDeadlineExceeded`: its pods
+    /// never became ready).
     Waiting,
     /// Compare the canary's success rate with the threshold.
     Evaluating,
@@ -144,25 +152,31 @@ pub fn machine(
                 Ok(with(Step::Waiting, trial(&work.object)?))
             },
         )
-        .input_named::<Deployment>(Step::Waiting, canary_name)
+        .input_named(Step::Waiting, PRIMARY, primary_name)
+        .input_named(Step::Waiting, CANARY, canary_name)
         .worker(Step::Waiting, |work: Work<Canary, Step>, _ctx| async move {
             use kubeapp::components::Readiness;
-            let state = work
-                .inputs
-                .get::<Named<Deployment>>()?
-                .0
-                .as_deref()
-                .map(rollout);
-            Ok(match state {
-                Some(Readiness::Ready) => with(Step::Evaluating, trial(&work.object)?),
-                Some(Readiness::Failed(why)) => with(Step::RollingBack, trial(&work.object)?)
-                    .details(json!({"rolloutFailed": why})),
-                _ => with(Step::Waiting, trial(&work.object)?),
-            })
+            let primary = work.inputs.get(PRIMARY)?.as_deref().map(rollout);
+            let canary = work.inputs.get(CANARY)?.as_deref().map(rollout);
+            if let Some(Readiness::Failed(why)) = canary {
+                return Ok(with(Step::RollingBack, trial(&work.object)?)
+                    .details(json!({"rolloutFailed": why})));
+            }
+            // Both tracks serve before their traffic is compared.
+            let primary = matches!(primary, Some(Readiness::Ready));
+            let canary = matches!(canary, Some(Readiness::Ready));
+            let next = if primary && canary {
+                Step::Evaluating
+            } else {
+                Step::Waiting
+            };
+            let details = json!({"primaryAvailable": primary, "canaryAvailable": canary});
+            Ok(with(next, trial(&work.object)?).details(details))
         })
         .interval(Step::Waiting, Duration::from_secs(2))
         .input(
             Step::Evaluating,
+            SUCCESS_RATE,
             move |canary: Arc<Canary>, ctx: Context| {
                 let source = Arc::clone(&source);
                 async move { source.read(&canary, &ctx).await }
@@ -173,7 +187,7 @@ pub fn machine(
             |work: Work<Canary, Step>, _ctx| async move {
                 let canary = &work.object;
                 let outputs = trial(canary)?;
-                let Some(rate) = work.inputs.get::<SuccessRate>()?.0 else {
+                let Some(rate) = work.inputs.get(SUCCESS_RATE)?.0 else {
                     let waiting = json!({"message": "no success rate measured yet"});
                     return Ok(with(Step::Evaluating, outputs).details(waiting));
                 };

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::worker::Transition;
-use crate::{PhaseError, PhaseMachine};
+use crate::{InputKey, PhaseError, PhaseMachine};
 
 #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[kube(
@@ -300,4 +300,69 @@ fn a_machine_without_a_worker_for_every_non_final_phase_is_refused() {
         .build()
         .err();
     assert_eq!(on_final, Some(PhaseError::WorkerOnFinal("Done".into())));
+}
+
+/// Two inputs of one type on one phase: two keys, two names.
+const FIRST: InputKey<u32> = InputKey::new("first");
+const SECOND: InputKey<u32> = InputKey::new("second");
+
+#[tokio::test]
+async fn two_inputs_of_one_type_on_one_phase_both_reach_the_worker() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let scheduler = PhaseMachine::<Job, Step>::new()
+        .input(Step::Pending, FIRST, |_o, _c| async { Ok(1) })
+        .input(Step::Pending, SECOND, |_o, _c| async { Ok(2) })
+        .worker(Step::Pending, move |work: Work<Job, Step>, _ctx| {
+            let values = [FIRST, SECOND].map(|key| work.inputs.get(key).copied());
+            record.lock().expect("seen").extend(values);
+            async { Ok(Transition::to(Step::Done)) }
+        })
+        .worker(Step::Running, |_w, _c| async {
+            Ok(Transition::to(Step::Done))
+        })
+        .build()
+        .expect("a valid machine");
+    let server = Arc::new(Server::default());
+    reconcile(&scheduler, &server, job(None, false))
+        .await
+        .expect("reconciled");
+    let seen: Vec<u32> = std::mem::take(&mut *seen.lock().expect("seen"))
+        .into_iter()
+        .map(|value| value.expect("a declared input"))
+        .collect();
+    assert_eq!(seen, vec![1, 2], "both inputs, each under its own name");
+}
+
+#[test]
+fn an_input_name_declared_twice_on_one_phase_is_refused_at_build() {
+    let again: InputKey<String> = InputKey::new("first");
+    let duplicate = PhaseMachine::<Job, Step>::new()
+        .input(Step::Running, FIRST, |_o, _c| async { Ok(1) })
+        .input(Step::Running, again, |_o, _c| async { Ok(String::new()) })
+        .worker(Step::Pending, |_w, _c| async {
+            Ok(Transition::to(Step::Done))
+        })
+        .worker(Step::Running, |_w, _c| async {
+            Ok(Transition::to(Step::Done))
+        })
+        .build()
+        .err()
+        .expect("refused");
+    assert_eq!(
+        duplicate.to_string(),
+        "the input \"first\" is declared twice on phase Running"
+    );
+    // The same name on two phases is two inputs.
+    let two_phases = PhaseMachine::<Job, Step>::new()
+        .input(Step::Pending, FIRST, |_o, _c| async { Ok(1) })
+        .input(Step::Running, FIRST, |_o, _c| async { Ok(1) })
+        .worker(Step::Pending, |_w, _c| async {
+            Ok(Transition::to(Step::Done))
+        })
+        .worker(Step::Running, |_w, _c| async {
+            Ok(Transition::to(Step::Done))
+        })
+        .build();
+    assert!(two_phases.is_ok());
 }
