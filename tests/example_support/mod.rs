@@ -119,10 +119,24 @@ pub async fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
 
 /// A loopback port nothing listens on (at the time of the call).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port()
+    // Chosen below the ephemeral range (32768 and up on Linux), not by binding port 0: between
+    // the choice and the child process's bind, an outgoing connection of any of the processes a
+    // test runs (replicas, apiservers) could take a port of the ephemeral range, and a port
+    // returned to one parallel test could be returned to another. A counter per test binary,
+    // started at an offset of its pid, keeps parallel tests (and binaries) apart.
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const COUNT: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let offset = std::process::id() % COUNT;
+    for _ in 0..COUNT {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = u16::try_from(FIRST + (offset + n) % COUNT).expect("below 32000");
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port between {FIRST} and {}", FIRST + COUNT);
 }
 
 /// The `Template` resource in `version` (`v1` or `v2`).
