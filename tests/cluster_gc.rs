@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::process::Stdio;
 use std::sync::Arc;
 
-use example_support::{binary, eventually, free_port, get, output_of};
+use example_support::{binary, eventually, free_port, output_of, until_ready};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams, PropagationPolicy};
@@ -70,16 +70,7 @@ impl Operator {
             .spawn()
             .expect("start the minimal operator");
         let operator = Self { _child: child, log };
-        eventually(
-            "/readyz answers 200",
-            || operator.logs(),
-            || async {
-                get(metrics_addr, "/readyz")
-                    .await
-                    .filter(|(status, _)| *status == 200)
-            },
-        )
-        .await;
+        until_ready(metrics_addr, || operator.logs()).await;
         operator
     }
 

@@ -29,7 +29,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use example_support::{binary, eventually, free_port, get, output_of, send_signal};
+use example_support::{binary, eventually, free_port, get, output_of, send_signal, until_ready};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::ResourceExt;
@@ -100,16 +100,7 @@ impl Running {
             metrics,
             log,
         };
-        eventually(
-            "/readyz answers 200",
-            || running.logs(),
-            || async {
-                get(metrics, "/readyz")
-                    .await
-                    .filter(|(status, _)| *status == 200)
-            },
-        )
-        .await;
+        until_ready(metrics, || running.logs()).await;
         running
     }
 

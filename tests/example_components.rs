@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Instant;
 
-use example_support::{binary, eventually, free_port, get, output_of, send_signal};
+use example_support::{binary, eventually, free_port, get, output_of, send_signal, until_ready};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::networking::v1::Ingress;
@@ -96,16 +96,7 @@ impl Running {
             metrics,
             log,
         };
-        eventually(
-            "/readyz answers 200",
-            || running.logs(),
-            || async {
-                get(metrics, "/readyz")
-                    .await
-                    .filter(|(status, _)| *status == 200)
-            },
-        )
-        .await;
+        until_ready(metrics, || running.logs()).await;
         running
     }
 

@@ -117,6 +117,17 @@ pub async fn get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     Some((status, body.to_string()))
 }
 
+/// Waits until the operator serving metrics on `addr` answers `/readyz` with 200 (`logs` are
+/// shown when it does not).
+pub async fn until_ready(addr: SocketAddr, logs: impl Fn() -> String) {
+    eventually("/readyz answers 200", logs, || async {
+        get(addr, "/readyz")
+            .await
+            .filter(|(status, _)| *status == 200)
+    })
+    .await;
+}
+
 /// A loopback port nothing listens on (at the time of the call).
 pub fn free_port() -> u16 {
     // Chosen below the ephemeral range (32768 and up on Linux), not by binding port 0: between
