@@ -227,6 +227,8 @@ pub fn plan(args: &InitArgs) -> Result<Vec<PlannedFile>, InitError> {
     values.insert("crate_name", crate_name.clone());
     values.insert("app_name", crate_name);
     values.insert("template", args.template.name().to_string());
+    let run_note = template::render("run note", args.template.run_note(), &values)?;
+    values.insert("run_note", run_note);
     values.insert("kubeapp_dependency", dependency);
     values.insert("kubeapp_source_note", note);
     values.insert("kubeapp_repository", KUBEAPP_REPOSITORY.to_string());
@@ -352,6 +354,16 @@ mod tests {
             );
             assert!(!cargo.contains("git = "), "{cargo}");
             assert!(cargo.contains("\n[workspace]\n"), "{cargo}");
+            let readme = files
+                .iter()
+                .find(|(path, _)| path == "README.md")
+                .map(|(_, text)| text)
+                .expect("a README");
+            assert_eq!(
+                readme.contains("The `WebApp` has two components (`src/web_app.rs`)"),
+                flavor == Flavor::Components,
+                "{flavor:?}: the components template's README says it ships a Deployment\n{readme}"
+            );
         }
     }
 

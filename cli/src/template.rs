@@ -83,6 +83,22 @@ impl Flavor {
         Self::ALL.into_iter().find(|flavor| flavor.name() == name)
     }
 
+    /// What the project's README says of the template after `kubeapp run` (a paragraph and its
+    /// blank line, or nothing; `{{kind}}` and `{{kind_snake}}` are filled in).
+    pub fn run_note(self) -> &'static str {
+        match self {
+            Flavor::Components => concat!(
+                "The `{{kind}}` has two components (`src/{{kind_snake}}.rs`): `config`, the stub to\n",
+                "write, and `web`, a Deployment of `spec.image` (one replica, default `nginx:1.27`),\n",
+                "implemented and independent of `config`. In the cluster mode (`kubeapp run`'s default\n",
+                "once `kubeapp testenv install` has built its binaries) it rolls out on a simulated\n",
+                "node, and the run shows it `Available=True` before you write anything; the sample is\n",
+                "`Ready` once `config` works too.\n\n",
+            ),
+            Flavor::Reconciler | Flavor::Watcher | Flavor::Phases => "",
+        }
+    }
+
     /// The module of one kind: its type and its handler stub.
     pub fn kind_module(self) -> TemplateFile {
         match self {

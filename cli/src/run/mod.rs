@@ -368,7 +368,7 @@ async fn start(
             applied.push(object);
         }
     }
-    let mut cluster = show::Cluster::new(&client, &crds);
+    let mut cluster = show::Cluster::new(&client, &crds, env.cluster_pids().is_some());
     for object in &applied {
         cluster
             .show(object, Duration::from_secs(args.sample_timeout))

@@ -14,9 +14,17 @@
 //!   the labels the stored object has and the sample did not set (a mutating webhook's or the
 //!   operator's); the object read in every other served version of its CRD (through the
 //!   conversion webhook when there is one); and the objects it owns (owner reference to its
-//!   uid, found through discovery, with a ConfigMap's data and a Secret's keys).
-//!   A sample not reconciled in time gets one `status:` line saying so: a new project's handler
-//!   stub returns "not implemented yet", and the operator's log (stderr) says it.
+//!   uid, found through discovery, with a ConfigMap's data, a Secret's keys and a Deployment's
+//!   rollout). A sample not reconciled in time gets a `status:` line saying so (a new project's
+//!   handler stub returns "not implemented yet", and the operator's log (stderr) says it), and
+//!   the rest as for any sample: what the operator did make is shown.
+//! - in the cluster mode (controllers and nodes run), an owned Deployment is shown once its
+//!   rollout is settled (ready or failed by the built-in readiness rules of
+//!   `kubeapp::components::readiness`, e.g. `Available=True` and the new ReplicaSet available),
+//!   waited for up to `--sample-timeout`, so that what is shown is the rollout's outcome, not
+//!   the moment it was looked at (a components project whose first component is still the stub
+//!   has its `web` Deployment shown available). In the plain mode nothing rolls out: it is shown
+//!   at once.
 
 use std::path::Path;
 use std::time::Duration;
@@ -25,6 +33,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::discovery::{Discovery, Scope, verbs};
+use kubeapp::components::{Readiness, readiness};
 use serde_json::Value;
 
 use super::RunError;
@@ -89,20 +98,29 @@ pub struct Cluster<'a> {
     pub crds: &'a [CustomResourceDefinition],
     /// Every namespaced resource that can be listed (for owned objects); `None` until needed.
     listable: Option<Vec<ApiResource>>,
+    /// Whether controllers roll Deployments out (the cluster mode): owned ones are then shown
+    /// once their rollout is settled.
+    rollouts: bool,
 }
 
 impl<'a> Cluster<'a> {
-    /// A view of the cluster of `client` with the installed `crds`.
-    pub fn new(client: &'a kube::Client, crds: &'a [CustomResourceDefinition]) -> Self {
+    /// A view of the cluster of `client` with the installed `crds`; `rollouts` when controllers
+    /// roll Deployments out (the cluster mode).
+    pub fn new(
+        client: &'a kube::Client,
+        crds: &'a [CustomResourceDefinition],
+        rollouts: bool,
+    ) -> Self {
         Self {
             client,
             crds,
             listable: None,
+            rollouts,
         }
     }
 
     /// Prints what the operator made of `applied` (see the module docs); waits up to `timeout`
-    /// for it to be reconciled.
+    /// for it to be reconciled, then up to `timeout` for its owned Deployments' rollouts.
     ///
     /// # Errors
     ///
@@ -116,6 +134,7 @@ impl<'a> Cluster<'a> {
         let object = loop {
             let object = api.get(&name).await.map_err(read_failed)?;
             if reconciled(&object) {
+                println!("status: {} {}", applied.line, status_line(&object));
                 break object;
             }
             if tokio::time::Instant::now() >= deadline {
@@ -125,11 +144,10 @@ impl<'a> Cluster<'a> {
                     applied.line,
                     status_line(&object)
                 );
-                return Ok(());
+                break object;
             }
             tokio::time::sleep(POLL).await;
         };
-        println!("status: {} {}", applied.line, status_line(&object));
 
         let added: Vec<String> = object
             .labels()
@@ -165,6 +183,7 @@ impl<'a> Cluster<'a> {
         }
 
         let uid = object.uid().unwrap_or_default();
+        let deadline = tokio::time::Instant::now() + timeout;
         for resource in self.listable().await? {
             let api: Api<DynamicObject> = match object.namespace().filter(|_| applied.namespaced) {
                 Some(ns) => Api::namespaced_with(self.client.clone(), &ns, &resource),
@@ -177,7 +196,7 @@ impl<'a> Cluster<'a> {
             };
             for owned in list
                 .items
-                .iter()
+                .into_iter()
                 .filter(|o| o.owner_references().iter().any(|r| r.uid == uid))
             {
                 println!(
@@ -186,6 +205,11 @@ impl<'a> Cluster<'a> {
                     owned.namespace().unwrap_or_default(),
                     owned.name_any()
                 );
+                let owned = if self.rollouts && resource.kind == "Deployment" {
+                    settled(&api, &resource, owned, deadline).await
+                } else {
+                    owned
+                };
                 for line in data_lines(&resource.kind, &owned.data) {
                     println!("  {line}");
                 }
@@ -240,6 +264,35 @@ impl<'a> Cluster<'a> {
             .collect();
         self.listable = Some(listable.clone());
         Ok(listable)
+    }
+}
+
+/// `deployment` once its rollout is settled (ready or failed, see the module docs), or as it is
+/// at `deadline`, or as last read if it cannot be read again (the owned objects are a
+/// courtesy).
+async fn settled(
+    api: &Api<DynamicObject>,
+    resource: &ApiResource,
+    deployment: DynamicObject,
+    deadline: tokio::time::Instant,
+) -> DynamicObject {
+    let name = deployment.name_any();
+    let mut deployment = deployment;
+    loop {
+        // A list's items come without apiVersion and kind: the readiness rules need them.
+        let mut as_json = serde_json::to_value(&deployment).unwrap_or_default();
+        as_json["apiVersion"] = resource.api_version.clone().into();
+        as_json["kind"] = resource.kind.clone().into();
+        if !matches!(readiness(&as_json), Readiness::NotReady(_))
+            || tokio::time::Instant::now() >= deadline
+        {
+            return deployment;
+        }
+        tokio::time::sleep(POLL).await;
+        match api.get(&name).await {
+            Ok(again) => deployment = again,
+            Err(_) => return deployment,
+        }
     }
 }
 
