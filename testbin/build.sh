@@ -53,17 +53,32 @@ flock 9
 
 minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
 
+# A binary's stamp: a hash of its module's go.mod and go.sum, written beside it as .<name>.stamp.
+# The cache directory is keyed by the Kubernetes and etcd versions only; the stamp catches a
+# changed module under one key (kwok's version, a bumped dependency). A binary cached before stamps
+# existed is taken as current and stamped.
+stamp_of() { cat "$here/$1/go.mod" "$here/$1/go.sum" | sha256sum | cut -c1-16; }
+
 build_one() { # name module-dir package ldflags
   local name=$1 dir=$2 pkg=$3 ldflags=$4
+  local stamp
+  stamp=$(stamp_of "$dir")
   if [ -x "$bin/$name" ]; then
-    log "$name is cached in $bin"
-    return
+    if [ ! -f "$bin/.$name.stamp" ]; then
+      printf '%s\n' "$stamp" >"$bin/.$name.stamp"
+    fi
+    if [ "$(cat "$bin/.$name.stamp")" = "$stamp" ]; then
+      log "$name is cached in $bin"
+      return
+    fi
+    log "$name in $bin was built from another $dir/go.mod or go.sum: building it again"
   fi
   log "building $name from $dir (cold builds take minutes)"
   local start=$SECONDS
   (cd "$here/$dir" && GOTOOLCHAIN=local CGO_ENABLED=0 go build -trimpath \
       -tags selinux,notest,grpcnotrace -ldflags "-s -w $ldflags" -o "$bin/$name.tmp" "$pkg")
   mv "$bin/$name.tmp" "$bin/$name"
+  printf '%s\n' "$stamp" >"$bin/.$name.stamp"
   log "built $name in $((SECONDS - start)) s ($(du -h "$bin/$name" | cut -f1))"
 }
 

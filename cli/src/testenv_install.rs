@@ -102,6 +102,22 @@ pub const RECIPES: [Recipe; 5] = [
 ];
 
 impl Recipe {
+    /// The stamp of the module the binary is built from: the first 16 hex digits of the SHA-256
+    /// of its `go.mod` followed by its `go.sum` (what `testbin/build.sh` writes, from
+    /// `cat go.mod go.sum | sha256sum`). The cache directory is keyed by the Kubernetes and etcd
+    /// versions only; the stamp tells a binary built from a changed module apart.
+    pub fn module_stamp(&self) -> String {
+        use sha2::Digest as _;
+        let mut hash = sha2::Sha256::new();
+        hash.update(self.files[0].1);
+        hash.update(self.files[1].1);
+        hash.finalize()
+            .iter()
+            .take(8)
+            .map(|byte| format!("{byte:02x}"))
+            .collect()
+    }
+
     /// The `go` arguments that build the binary into `out`.
     pub fn go_args(&self, out: &Path) -> Vec<String> {
         let mut ldflags = "-s -w".to_string();
@@ -243,12 +259,56 @@ fn flock(file: &File) -> std::io::Result<()> {
     }
 }
 
-/// Builds one binary into `dir` unless it is there.
+/// What the cache holds of one recipe's binary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cached {
+    /// The binary is there and was built from the recipe's module.
+    Current,
+    /// The binary is there but its stamp names another module (a changed `go.mod` or `go.sum`
+    /// under the same version key, e.g. a kwok upgrade).
+    Stale,
+    /// No binary.
+    Missing,
+}
+
+/// What `dir` holds of `recipe`'s binary. A binary cached before stamps existed (no
+/// `.<binary>.stamp`) is taken as current and stamped, as `testbin/build.sh` does.
+fn cached(recipe: &Recipe, dir: &Path) -> Result<Cached, InstallError> {
+    if !executable(&dir.join(recipe.binary)) {
+        return Ok(Cached::Missing);
+    }
+    let stamp_path = dir.join(format!(".{}.stamp", recipe.binary));
+    match std::fs::read_to_string(&stamp_path) {
+        Ok(stamp) if stamp.trim() == recipe.module_stamp() => Ok(Cached::Current),
+        Ok(_) => Ok(Cached::Stale),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            write_stamp(recipe, dir)?;
+            Ok(Cached::Current)
+        }
+        Err(error) => Err(io(&stamp_path)(error)),
+    }
+}
+
+/// Records which module `recipe`'s cached binary was built from.
+fn write_stamp(recipe: &Recipe, dir: &Path) -> Result<(), InstallError> {
+    let path = dir.join(format!(".{}.stamp", recipe.binary));
+    std::fs::write(&path, format!("{}\n", recipe.module_stamp())).map_err(io(&path))
+}
+
+/// Builds one binary into `dir` unless it is there, built from the recipe's module.
 fn build(recipe: &Recipe, dir: &Path) -> Result<(), InstallError> {
     let target = dir.join(recipe.binary);
-    if executable(&target) {
-        eprintln!("testenv: {} is cached in {}", recipe.binary, dir.display());
-        return Ok(());
+    match cached(recipe, dir)? {
+        Cached::Current => {
+            eprintln!("testenv: {} is cached in {}", recipe.binary, dir.display());
+            return Ok(());
+        }
+        Cached::Stale => eprintln!(
+            "testenv: {} in {} was built from another go.mod or go.sum: building it again",
+            recipe.binary,
+            dir.display()
+        ),
+        Cached::Missing => {}
     }
     let module = tempfile::Builder::new()
         .prefix("kubeapp-testbin-")
@@ -288,6 +348,7 @@ fn build(recipe: &Recipe, dir: &Path) -> Result<(), InstallError> {
         });
     }
     std::fs::rename(&partial, &target).map_err(io(&target))?;
+    write_stamp(recipe, dir)?;
     eprintln!(
         "testenv: built {} in {} s",
         recipe.binary,
@@ -351,5 +412,47 @@ mod tests {
                 .contains(&format!("sigs.k8s.io/kwok {KWOK_VERSION}")),
             "testbin/kwok/go.mod pins kwok {KWOK_VERSION}"
         );
+    }
+
+    /// The stamp this command writes is the one `testbin/build.sh` writes for the same module
+    /// (`cat go.mod go.sum | sha256sum`, 16 hex digits), so either may find the other's binary
+    /// current.
+    #[test]
+    fn the_stamps_are_the_scripts() {
+        let dirs = ["etcd", "apiserver", "apiserver", "apiserver", "kwok"];
+        for (recipe, dir) in RECIPES.iter().zip(dirs) {
+            let testbin = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../testbin")
+                .join(dir);
+            let output = Command::new("sh")
+                .arg("-c")
+                .arg("cat go.mod go.sum | sha256sum | cut -c1-16")
+                .current_dir(&testbin)
+                .output()
+                .expect("sh, cat, sha256sum and cut (coreutils)");
+            let script = String::from_utf8_lossy(&output.stdout);
+            assert_eq!(script.trim(), recipe.module_stamp(), "{}", recipe.binary);
+        }
+    }
+
+    /// A binary whose stamp names another module is rebuilt; one cached before stamps existed
+    /// is kept and stamped; a missing one is built.
+    #[test]
+    fn a_binary_built_from_another_module_is_stale() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let kwok = &RECIPES[4];
+        assert_eq!(cached(kwok, dir.path()).expect("read"), Cached::Missing);
+        let binary = dir.path().join("kwok");
+        std::fs::write(&binary, "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        assert_eq!(cached(kwok, dir.path()).expect("read"), Cached::Current);
+        let stamp = dir.path().join(".kwok.stamp");
+        assert_eq!(
+            std::fs::read_to_string(&stamp).expect("stamped").trim(),
+            kwok.module_stamp()
+        );
+        std::fs::write(&stamp, "0123456789abcdef\n").expect("write");
+        assert_eq!(cached(kwok, dir.path()).expect("read"), Cached::Stale);
     }
 }
