@@ -40,14 +40,17 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Once};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use kubeapp_sdk::error::ErrorChain;
 use prometheus::Registry;
+use prometheus::core::Collector;
 
 use crate::client_metrics::ClientMetrics;
-use crate::metric_registration::MetricsError;
+use crate::metric_registration::{MetricSet, MetricsError, register_all};
 use crate::metrics::ControllerMetrics;
 use crate::opinionated::FinalizerMetrics;
 
@@ -67,6 +70,32 @@ pub enum MetricsRegistryError {
     Metrics(#[from] MetricsError),
 }
 
+/// Why [`MetricsRegistry::set`] could not hand out a [`MetricSet`].
+#[derive(Debug, thiserror::Error)]
+pub enum MetricSetError {
+    /// A collector of the set could not be created.
+    #[error("metric set {set}")]
+    Create {
+        /// The set's Rust type.
+        set: &'static str,
+        /// What failed.
+        #[source]
+        source: MetricsError,
+    },
+    /// A metric of the set has the name of a collector registered before (by another set or
+    /// directly into [`MetricsRegistry::registry`]): none of the set was registered.
+    #[error("metric set {set}: {metric} clashes with a collector registered before")]
+    Clash {
+        /// The set's Rust type.
+        set: &'static str,
+        /// The clashing metric's full name.
+        metric: String,
+        /// What the Prometheus registry said.
+        #[source]
+        source: prometheus::Error,
+    },
+}
+
 /// A registry with the kubeapp collectors in it; see the [module docs](self).
 #[derive(Clone)]
 pub struct MetricsRegistry {
@@ -79,8 +108,18 @@ struct Inner {
     controller: ControllerMetrics,
     client: ClientMetrics,
     finalizer: FinalizerMetrics,
-    /// Whether each set was registered yet: controller, client, finalizer.
-    registered: [Once; 3],
+    /// Every set handed out so far, by its type: each is a `M: MetricSet`, registered once.
+    sets: Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
+}
+
+/// How a set's collectors go into the registry.
+#[derive(Clone, Copy)]
+enum Registration {
+    /// A clash is the caller's error ([`MetricsRegistry::set`]).
+    Strict,
+    /// A clash is logged and the set counts unexported (the built-in sets, whose accessors
+    /// cannot fail; "already registered" keeps the collector registered before).
+    Tolerant,
 }
 
 impl MetricsRegistry {
@@ -120,28 +159,13 @@ impl MetricsRegistry {
                 finalizer: FinalizerMetrics::unregistered(prefix)?,
                 registry,
                 prefix: prefix.map(str::to_string),
-                registered: [Once::new(), Once::new(), Once::new()],
+                sets: Mutex::default(),
             }),
         })
     }
 
-    /// Registers a set the first time it is handed out; a refusal (a same-named metric with
-    /// other labels registered before) is logged: the counts still work, unexported.
-    fn register_once(
-        &self,
-        index: usize,
-        set: &str,
-        register: impl FnOnce(&Registry) -> Result<(), MetricsError>,
-    ) {
-        self.inner.registered[index].call_once(|| {
-            if let Err(error) = register(&self.inner.registry) {
-                tracing::warn!(set, error = %ErrorChain(&error), "kubeapp metrics not exported");
-            }
-        });
-    }
-
     /// The Prometheus registry (what a Runner's `/metrics` serves); register collectors of your
-    /// own into it.
+    /// own into it, or better, make them a [`MetricSet`] and ask [`set`](Self::set) for it.
     pub fn registry(&self) -> &Registry {
         &self.inner.registry
     }
@@ -151,31 +175,104 @@ impl MetricsRegistry {
         self.inner.prefix.as_deref()
     }
 
+    /// The set `M` of this registry: created under its prefix and registered the first time it
+    /// is asked for, the same set (clones counting into the same series) every time after, from
+    /// every clone of this handle. Two registries never share a set.
+    ///
+    /// ```
+    /// use kubeapp_operator::{ControllerMetrics, MetricsRegistry};
+    ///
+    /// let metrics = MetricsRegistry::new(Some("shop"))?;
+    /// let controller: ControllerMetrics = metrics.set()?; // the same as metrics.controller()
+    /// # drop(controller);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`MetricSetError::Clash`] when one of its metrics has the name of a collector
+    /// registered before (another set's, or one registered directly into
+    /// [`registry`](Self::registry)): then none of the set is registered, and asking again
+    /// fails again. [`MetricsRegistryError::Metrics`] when a collector cannot be created.
+    pub fn set<M: MetricSet>(&self) -> Result<M, MetricSetError> {
+        self.set_registered(Registration::Strict)
+    }
+
     /// The informer and controller collectors (for
     /// [`ControllerConfig::metrics`](crate::ControllerConfig::metrics)).
     pub fn controller(&self) -> ControllerMetrics {
-        self.register_once(0, "controller", |registry| {
-            self.inner.controller.register_into(registry)
-        });
-        self.inner.controller.clone()
+        self.built_in(&self.inner.controller)
     }
 
     /// The Kubernetes client collectors (for
     /// [`instrumented_client`](crate::client_metrics::instrumented_client)).
     pub fn client(&self) -> ClientMetrics {
-        self.register_once(1, "client", |registry| {
-            self.inner.client.register_into(registry)
-        });
-        self.inner.client.clone()
+        self.built_in(&self.inner.client)
     }
 
     /// The finalizer patch collectors (for
     /// [`OpinionatedOptions::metrics`](crate::OpinionatedOptions::metrics)).
     pub fn finalizer(&self) -> FinalizerMetrics {
-        self.register_once(2, "finalizer", |registry| {
-            self.inner.finalizer.register_into(registry)
-        });
-        self.inner.finalizer.clone()
+        self.built_in(&self.inner.finalizer)
+    }
+
+    /// One of the sets made with the registry: registered tolerantly, so it cannot fail.
+    fn built_in<M: MetricSet>(&self, made: &M) -> M {
+        self.set_registered(Registration::Tolerant)
+            .unwrap_or_else(|_: MetricSetError| made.clone())
+    }
+
+    /// The set of type `M`, created and registered the first time.
+    fn set_registered<M: MetricSet>(
+        &self,
+        registration: Registration,
+    ) -> Result<M, MetricSetError> {
+        let mut sets = self
+            .inner
+            .sets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(set) = sets.get(&TypeId::of::<M>()) {
+            return Ok(downcast::<M>(set.as_ref()));
+        }
+        let set = match self.made_with_registry::<M>() {
+            Some(made) => made,
+            None => M::create(self.prefix()).map_err(|source| MetricSetError::Create {
+                set: std::any::type_name::<M>(),
+                source,
+            })?,
+        };
+        match registration {
+            Registration::Strict => register_strictly(&self.inner.registry, &set)?,
+            Registration::Tolerant => {
+                let named = set
+                    .collectors()
+                    .into_iter()
+                    .map(|collector| (metric_name(collector.as_ref()), collector));
+                if let Err(error) = register_all(&self.inner.registry, named) {
+                    tracing::warn!(
+                        set = std::any::type_name::<M>(),
+                        error = %ErrorChain(&error),
+                        "kubeapp metrics not exported"
+                    );
+                }
+            }
+        }
+        sets.insert(TypeId::of::<M>(), Box::new(set.clone()));
+        Ok(set)
+    }
+
+    /// The built-in set of type `M` made with the registry (so that `set::<ControllerMetrics>()`
+    /// and `controller()` hand out one set).
+    fn made_with_registry<M: MetricSet>(&self) -> Option<M> {
+        let made: [&(dyn Any + Send + Sync); 3] = [
+            &self.inner.controller,
+            &self.inner.client,
+            &self.inner.finalizer,
+        ];
+        made.into_iter()
+            .find_map(|set| set.downcast_ref::<M>())
+            .cloned()
     }
 }
 
@@ -194,6 +291,43 @@ fn valid_metric_prefix(prefix: &str) -> bool {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
+/// A set stored under `TypeId::of::<M>()` is an `M`.
+fn downcast<M: MetricSet>(set: &(dyn Any + Send + Sync)) -> M {
+    match set.downcast_ref::<M>() {
+        Some(set) => set.clone(),
+        None => unreachable!("the sets are keyed by their TypeId"),
+    }
+}
+
+/// Registers every collector of `set`, or none of them: the first refusal unregisters those
+/// registered before it and is returned.
+fn register_strictly<M: MetricSet>(registry: &Registry, set: &M) -> Result<(), MetricSetError> {
+    for (index, collector) in set.collectors().into_iter().enumerate() {
+        let metric = metric_name(collector.as_ref());
+        if let Err(source) = registry.register(collector) {
+            // `collectors()` hands out the same collectors in the same order every time.
+            for registered in set.collectors().into_iter().take(index) {
+                // Registered just above: unregistering cannot miss.
+                let _ = registry.unregister(registered);
+            }
+            return Err(MetricSetError::Clash {
+                set: std::any::type_name::<M>(),
+                metric,
+                source,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The (first) full name of a collector's metrics, for messages.
+fn metric_name(collector: &dyn Collector) -> String {
+    collector
+        .desc()
+        .first()
+        .map_or_else(String::new, |desc| desc.fq_name.clone())
 }
 
 #[cfg(test)]
@@ -296,6 +430,126 @@ mod tests {
             value(unprefixed.registry(), "kubernetes_watch_events_total"),
             1.0
         );
+    }
+
+    /// A user's set of two counters.
+    #[derive(Clone)]
+    struct Orders {
+        placed: prometheus::IntCounter,
+        cancelled: prometheus::IntCounter,
+    }
+
+    impl MetricSet for Orders {
+        fn create(prefix: Option<&str>) -> Result<Self, MetricsError> {
+            let counter = |name: &str| {
+                prometheus::IntCounter::with_opts(
+                    prometheus::Opts::new(name, "Orders.").namespace(prefix.unwrap_or("")),
+                )
+                .map_err(MetricsError::named(name))
+            };
+            Ok(Self {
+                placed: counter("orders_placed_total")?,
+                cancelled: counter("orders_cancelled_total")?,
+            })
+        }
+
+        fn collectors(&self) -> Vec<Box<dyn Collector>> {
+            vec![
+                Box::new(self.placed.clone()),
+                Box::new(self.cancelled.clone()),
+            ]
+        }
+    }
+
+    fn names(registry: &Registry) -> Vec<String> {
+        let mut names: Vec<String> = registry
+            .gather()
+            .iter()
+            .map(|family| family.name().to_string())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_set_is_created_and_registered_once_per_registry_under_its_prefix() {
+        let metrics = MetricsRegistry::new(Some("shop")).expect("metrics");
+        let first = metrics.set::<Orders>().expect("first");
+        let again = metrics
+            .set::<Orders>()
+            .expect("asked again: no clash with itself");
+        first.placed.inc();
+        again.placed.inc();
+        assert_eq!(first.placed.get(), 2, "one set");
+        assert_eq!(
+            names(metrics.registry()),
+            ["shop_orders_cancelled_total", "shop_orders_placed_total"]
+        );
+        assert_eq!(value(metrics.registry(), "shop_orders_placed_total"), 2.0);
+    }
+
+    #[test]
+    fn two_handles_of_one_registry_hand_out_one_set_and_two_registries_share_nothing() {
+        let metrics = MetricsRegistry::new(Some("shop")).expect("metrics");
+        let (one, two) = (metrics.clone(), metrics.clone());
+        one.set::<Orders>().expect("one").placed.inc();
+        two.set::<Orders>().expect("two").placed.inc();
+        assert_eq!(value(metrics.registry(), "shop_orders_placed_total"), 2.0);
+        let other = MetricsRegistry::new(Some("shop")).expect("other");
+        assert_eq!(other.set::<Orders>().expect("other's").placed.get(), 0);
+        assert_eq!(value(other.registry(), "shop_orders_placed_total"), 0.0);
+    }
+
+    #[test]
+    fn the_built_in_sets_are_sets_of_the_registry() {
+        let metrics = MetricsRegistry::new(Some("built_in")).expect("metrics");
+        metrics
+            .set::<ControllerMetrics>()
+            .expect("controller set")
+            .for_kind("k")
+            .watch_events
+            .inc();
+        metrics.controller().for_kind("k").watch_events.inc();
+        assert_eq!(
+            value(metrics.registry(), "built_in_kubernetes_watch_events_total"),
+            2.0,
+            "set::<ControllerMetrics>() and controller() count into one series"
+        );
+        metrics
+            .set::<FinalizerMetrics>()
+            .expect("finalizer set")
+            .patch_counter("k", "add", "success")
+            .inc();
+        assert_eq!(metrics.finalizer().patches("k", "add", "success"), 1);
+    }
+
+    #[test]
+    fn a_clash_is_a_typed_error_and_registers_nothing_of_the_set() {
+        let metrics = MetricsRegistry::new(Some("shop")).expect("metrics");
+        let foreign = prometheus::IntCounter::with_opts(prometheus::Opts::new(
+            "shop_orders_cancelled_total",
+            "Someone else's.",
+        ))
+        .expect("counter");
+        metrics
+            .registry()
+            .register(Box::new(foreign))
+            .expect("foreign");
+        let error = metrics.set::<Orders>().err().expect("a clash");
+        assert!(
+            matches!(
+                &error,
+                MetricSetError::Clash { set, metric, .. }
+                    if set.ends_with("Orders") && metric == "shop_orders_cancelled_total"
+            ),
+            "{error:?}"
+        );
+        assert_eq!(
+            names(metrics.registry()),
+            ["shop_orders_cancelled_total"],
+            "the set's first metric was unregistered again"
+        );
+        assert!(metrics.set::<Orders>().is_err(), "asking again fails again");
     }
 
     #[test]

@@ -46,9 +46,9 @@ async fn main() -> std::process::ExitCode {
     Operator::from_manifest(kind::manifest())
         .name(NAME)
         .crd::<kind::Probe>()
-        .app_with_args(move |manifest, args| {
-            let instance = args.and_then(|args| args.instance.clone());
-            app::probe_app(manifest, &metrics, instance)
+        .app_with_context(move |context| {
+            let instance = context.operator.instance.clone();
+            Ok(app::probe_app(context.manifest, &metrics, instance))
         })
         .main()
         .await
