@@ -92,3 +92,33 @@ impl PhaseMetrics {
             .observe(took.as_secs_f64());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubeapp_operator::MetricsRegistry;
+
+    #[test]
+    fn the_registry_makes_the_set_once_under_its_prefix_with_the_names_and_labels_of_before() {
+        let metrics = MetricsRegistry::new(Some("canary")).expect("registry");
+        let set = metrics.set::<PhaseMetrics>().expect("set");
+        set.transition("Canary", "Waiting", "Evaluating", Some(Duration::ZERO));
+        set.moved("Canary", None, Some("Evaluating"));
+        metrics.set::<PhaseMetrics>().expect("the same set").worked(
+            "Canary",
+            "Evaluating",
+            Duration::ZERO,
+        );
+        let text = prometheus::TextEncoder::new()
+            .encode_to_string(&metrics.registry().gather())
+            .expect("encode");
+        for line in [
+            "canary_phase_transitions_total{from=\"Waiting\",kind=\"Canary\",to=\"Evaluating\"} 1",
+            "canary_phase_duration_seconds_count{kind=\"Canary\",phase=\"Waiting\"} 1",
+            "canary_phase_objects{kind=\"Canary\",phase=\"Evaluating\"} 1",
+            "canary_phase_worker_duration_seconds_count{kind=\"Canary\",phase=\"Evaluating\"} 1",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+    }
+}

@@ -16,6 +16,15 @@
 //!   `/readyz` (and the webhooks), the app built with the Runner's shared informers and metrics
 //!   (`--metrics-prefix`) and `--namespace`, until SIGTERM or SIGINT.
 //!
+//! The operator grows without leaving `main`: [`Operator::args`] flattens its own clap `Args` into
+//! the command line (global: given before or after the subcommand, listed in every `--help`), and
+//! [`Operator::commands`] adds its own clap `Subcommand` next to the common ones, run by an async
+//! handler with the exit codes below. The app builder of [`Operator::app_with_context`] gets an
+//! [`AppContext`] in every command that builds the app: the manifest, the registry its metric
+//! sets go to (`context.metrics.set::<PhaseMetrics>()?`: for `run` the Runner's, under
+//! `--metrics-prefix`), the operator's own flags and `run`'s (their defaults for `rbac` and
+//! `manifests`). Own flags or subcommands named like common ones are refused at start (exit 1).
+//!
 //! Every failure is one message on stderr naming what failed (the manifest, a flag and its
 //! variable, the apiserver), and exit code 1; a usage error exits 2 with clap's message. A `run`
 //! that stopped but abandoned handler calls at the shutdown timeout exits 3
