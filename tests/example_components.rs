@@ -336,13 +336,24 @@ async fn the_components_operator_deploys_verifies_dry_runs_prunes_after_a_restar
     for (name, labels) in [
         (
             "component_deploy_total",
-            &["kind=\"WebApp\"", "component=\"deployment\"", "outcome=\"deployed\""][..],
+            &[
+                "kind=\"WebApp\"",
+                "component=\"deployment\"",
+                "outcome=\"deployed\"",
+            ][..],
         ),
         (
             "component_verify_total",
-            &["kind=\"WebApp\"", "component=\"deployment\"", "outcome=\"ready\""][..],
+            &[
+                "kind=\"WebApp\"",
+                "component=\"deployment\"",
+                "outcome=\"ready\"",
+            ][..],
         ),
-        ("component_phase_duration_seconds_count", &["phase=\"deploy\""][..]),
+        (
+            "component_phase_duration_seconds_count",
+            &["phase=\"deploy\""][..],
+        ),
     ] {
         assert!(
             operator.metric(name, labels).await >= 1.0,

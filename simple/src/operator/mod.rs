@@ -208,8 +208,8 @@ pub enum OperatorError {
     Metrics(#[from] MetricsRegistryError),
     /// The defaults of `run`'s flags do not parse (for a command that builds the app without
     /// running it).
-    #[error("the defaults of run's flags")]
-    DefaultArgs(#[source] clap::Error),
+    #[error("the defaults of run's flags: {0}")]
+    DefaultArgs(String),
 }
 
 impl OperatorError {
@@ -538,7 +538,8 @@ where
         manifest: &ManifestData,
         own: &A,
     ) -> Result<AppConfig, OperatorError> {
-        let operator = context::default_operator_args().map_err(OperatorError::DefaultArgs)?;
+        let operator = context::default_operator_args()
+            .map_err(|e| OperatorError::DefaultArgs(e.to_string()))?;
         let metrics = MetricsRegistry::new(None)?;
         (self.app)(AppContext {
             manifest: manifest.clone(),
