@@ -48,7 +48,9 @@
 pub mod commands;
 mod context;
 pub mod dry_run;
+mod error;
 mod parse;
+mod run;
 #[cfg(test)]
 mod tests;
 mod webhooks;
@@ -59,30 +61,22 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use kube::CustomResourceExt;
-use kubeapp_operator::election::{ElectionMetrics, LeaderElector};
-use kubeapp_operator::runner::{ClientError, RunnerError, default_client_with_metrics};
-use kubeapp_operator::sharding::{ShardMetrics, ShardRing};
-use kubeapp_operator::{
-    BoxError, CancellationToken, MetricsRegistry, MetricsRegistryError, Runner,
-};
-use kubeapp_sdk::crd::{CrdBuilder, CrdError};
-use kubeapp_sdk::deploy::{DeployError, OperatorDeployment, WebhookServing};
+use kubeapp_operator::{BoxError, MetricsRegistry};
+use kubeapp_sdk::crd::CrdBuilder;
+use kubeapp_sdk::deploy::{OperatorDeployment, WebhookServing};
 use kubeapp_sdk::error::error_chain;
 use kubeapp_sdk::manifest::{ManifestData, ManifestError, to_yaml_documents};
-use kubeapp_sdk::rbac::{RbacBuilder, RbacError, RoleScope};
+use kubeapp_sdk::rbac::{RbacBuilder, RoleScope};
 use kubeapp_sdk::webhooks::admission_configurations;
 
 use self::commands::{Command, CrdArgs, ManifestArgs, RbacArgs};
 pub use self::context::{AppContext, CommandContext, CommandFuture, NoArgs, NoCommands};
 use self::context::{AppFn, CommandFn};
 use self::dry_run::{DryRunArgs, DryRunFn};
+pub use self::error::OperatorError;
 use self::parse::{Chosen, Invocation};
 pub use self::webhooks::WebhookError;
-use crate::app::App;
-use crate::cli::{OperatorArgs, OperatorArgsError};
-use crate::config::{AppConfig, AppConfigError};
-use crate::manifest_match::{self, KindMismatch};
-use crate::telemetry::{self, TelemetryError};
+use crate::config::AppConfig;
 
 /// Adds one CRD type to a [`CrdBuilder`].
 type CrdFn = for<'m> fn(CrdBuilder<'m>) -> CrdBuilder<'m>;
@@ -113,113 +107,6 @@ impl<A, S> fmt::Debug for Operator<A, S> {
             .field("manifest", &self.manifest.as_ref().map(|m| &m.app_name))
             .field("crds", &self.crds.len())
             .finish_non_exhaustive()
-    }
-}
-
-/// Why an [`Operator`] command failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum OperatorError {
-    /// The manifest given to [`Operator::new`] is invalid.
-    #[error("the operator's manifest: {0}")]
-    Manifest(String),
-    /// The CRDs could not be built (a type disagrees with the manifest, say).
-    #[error("building the CRDs")]
-    Crd(#[from] CrdError),
-    /// The RBAC could not be built.
-    #[error("building the RBAC")]
-    Rbac(#[from] RbacError),
-    /// The deployment could not be built.
-    #[error("building the deployment")]
-    Deploy(#[from] DeployError),
-    /// Objects could not be written as YAML.
-    #[error("writing YAML: {0}")]
-    Yaml(String),
-    /// Writing to stdout failed.
-    #[error("writing to stdout")]
-    Stdout(#[source] std::io::Error),
-    /// A flag of `run` has a value the operator cannot run with.
-    #[error(transparent)]
-    Args(#[from] OperatorArgsError),
-    /// The webhooks cannot be served or reached as configured.
-    #[error(transparent)]
-    Webhooks(#[from] WebhookError),
-    /// Logs and traces could not be set up or flushed.
-    #[error("telemetry")]
-    Telemetry(#[from] TelemetryError),
-    /// No Kubernetes client could be made from the environment.
-    #[error("connecting to Kubernetes")]
-    Client(#[from] ClientError),
-    /// The app does not match its manifest, or cannot be built.
-    #[error(transparent)]
-    App(#[from] AppConfigError),
-    /// Managed kinds whose Rust types disagree with the manifest on group, kind, version or
-    /// plural (found by `run` before it starts anything).
-    #[error(
-        "{}: make the manifest and the types' #[kube(..)] attributes agree (the CRD and the RBAC \
-         come from the manifest, the watch from the type)",
-        mismatch_lines(.file, .mismatches)
-    )]
-    KindMismatch {
-        /// The manifest's file ([`Operator::manifest_file`]).
-        file: String,
-        /// Each kind's first mismatch.
-        mismatches: Vec<KindMismatch>,
-    },
-    /// The Runner failed.
-    #[error("running the operator")]
-    Runner(#[from] RunnerError),
-    /// `manifests` needs the image to deploy (unless `--webhook-url` asks for the webhook
-    /// configurations only).
-    #[error(
-        "manifests: pass --image with the operator's container image (or --webhook-url for the \
-         webhook configurations of an operator outside the cluster)"
-    )]
-    NoImage,
-    /// The operator's dry run failed.
-    #[error("dry run: {0}")]
-    DryRun(String),
-    /// Leader election could not start.
-    #[error("leader election: {0}")]
-    Election(String),
-    /// The shard ring could not start.
-    #[error("{0}")]
-    Sharding(String),
-    /// `dry-run` on an operator that gave no [`Operator::dry_run`].
-    #[error("dry-run: this operator renders nothing without a cluster (it has no dry run)")]
-    NoDryRun,
-    /// One of the operator's own subcommands failed.
-    #[error("{command}")]
-    Command {
-        /// The subcommand's name.
-        command: String,
-        /// What failed.
-        #[source]
-        source: BoxError,
-    },
-    /// The operator's own flags or subcommands take names of the common ones.
-    #[error("the operator's command line: {}", .0.join("; "))]
-    CommandLine(Vec<String>),
-    /// The app builder of [`Operator::app_with_context`] failed.
-    #[error("building the app: {0}")]
-    AppBuilder(String),
-    /// A metrics registry for an app could not be made.
-    #[error("the app's metrics")]
-    Metrics(#[from] MetricsRegistryError),
-    /// The defaults of `run`'s flags do not parse (for a command that builds the app without
-    /// running it).
-    #[error("the defaults of run's flags: {0}")]
-    DefaultArgs(String),
-}
-
-impl OperatorError {
-    /// The process exit status for this error: the Runner's
-    /// ([`RunnerError::exit_code`]: 3 when work was abandoned at shutdown), else 1.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            Self::Runner(error) => error.exit_code(),
-            _ => 1,
-        }
     }
 }
 
@@ -657,141 +544,6 @@ where
     fn webhook_service(&self, manifest: &ManifestData) -> String {
         format!("{}-webhook", self.deployment_name(manifest))
     }
-
-    /// What `run` does with `run`'s flags `args` and the operator's own flags `own`: telemetry,
-    /// client, Runner, app, until a signal.
-    ///
-    /// # Errors
-    ///
-    /// Invalid flags, telemetry that cannot start, no client, an app that does not match its
-    /// manifest, or the Runner failing.
-    pub async fn run(&self, args: &OperatorArgs, own: &A) -> Result<(), OperatorError> {
-        let manifest = self.manifest()?.clone();
-        let guard = telemetry::init(args.telemetry_config(manifest.app_name.clone()))?;
-        let result = self.run_app(manifest, args, own).await;
-        if let Err(error) = &result {
-            tracing::error!(error = %error_chain(error), "operator failed");
-        }
-        let flushed = guard.shutdown().await;
-        result?;
-        Ok(flushed?)
-    }
-
-    async fn run_app(
-        &self,
-        manifest: ManifestData,
-        args: &OperatorArgs,
-        own: &A,
-    ) -> Result<(), OperatorError> {
-        // Checked before anything starts, on an app built with a registry nothing serves.
-        let mismatches = manifest_match::mismatches(
-            &(self.app)(AppContext {
-                manifest: manifest.clone(),
-                metrics: MetricsRegistry::new(None)?,
-                args: own,
-                operator: args,
-            })
-            .map_err(|e| OperatorError::AppBuilder(error_chain(e.as_ref())))?
-            .kinds,
-            &manifest,
-        );
-        if !mismatches.is_empty() {
-            return Err(OperatorError::KindMismatch {
-                file: self.manifest_file.clone(),
-                mismatches,
-            });
-        }
-        webhooks::require_server(&manifest, args)?;
-        let election = args.election_config(&manifest.app_name)?;
-        let manifest_name = manifest.app_name.clone();
-        let runner_config = args.runner_config()?;
-        let runner = Runner::new(runner_config)?;
-        let client = default_client_with_metrics(runner.metrics()).await?;
-        let mut config = (self.app)(AppContext {
-            manifest,
-            metrics: runner.metrics().clone(),
-            args: own,
-            operator: args,
-        })
-        .map_err(|e| OperatorError::AppBuilder(error_chain(e.as_ref())))?
-        .namespace(args.namespace.clone())
-        .informers(runner.informers().clone())
-        .metrics(runner.metrics().clone());
-        // In-flight handler calls may run on for 90% of --shutdown-timeout, so the app has
-        // returned cleanly before the Runner gives up on it.
-        let grace = args
-            .shutdown_timeout
-            .saturating_sub(args.shutdown_timeout / 10);
-        config.controller = config.controller.clone().shutdown_grace(grace);
-        if let Some(instance) = &args.instance {
-            config.controller = config.controller.clone().instance(instance.clone());
-        }
-        if let Some(threshold) = args.ready_requires_writes {
-            config = config.ready_requires_writes(threshold);
-        }
-        // The elector outlives the app: it releases the Lease only after the handlers stopped.
-        let elector_stop = CancellationToken::new();
-        let elector = match election {
-            Some(election) => {
-                let metrics = runner
-                    .metrics()
-                    .set::<ElectionMetrics>()
-                    .map_err(|e| OperatorError::Election(error_chain(&e)))?;
-                let elector = LeaderElector::new(client.clone(), election)
-                    .map_err(|e| OperatorError::Election(error_chain(&e)))?
-                    .report_to(&metrics);
-                config = config.leadership(elector.leadership());
-                if args.leader_ready {
-                    config = config.ready_only_when_leading();
-                }
-                Some(tokio::spawn(elector.run(elector_stop.clone())))
-            }
-            None => None,
-        };
-        // The ring outlives the app too: it deletes its Lease (handing the share over) only
-        // after the handlers stopped.
-        let ring = match args.sharding_config(&manifest_name)? {
-            Some(sharding) => {
-                let metrics = runner.metrics().set::<ShardMetrics>().map_err(|e| {
-                    OperatorError::Sharding(format!("sharding metrics: {}", error_chain(&e)))
-                })?;
-                let ring = ShardRing::new(client.clone(), sharding)
-                    .map_err(|e| OperatorError::Sharding(error_chain(&e)))?
-                    .report_to(&metrics);
-                config = config.sharding(ring.membership());
-                Some(tokio::spawn(ring.run(elector_stop.clone())))
-            }
-            None => None,
-        };
-        let runner = runner.app(App::new(config, client)?);
-        tracing::info!(
-            metrics_addr = %args.metrics_addr,
-            namespace = args.namespace.as_deref().unwrap_or("(all)"),
-            leader_elect = args.leader_elect,
-            shard = args.shard,
-            "operator starting"
-        );
-        let ran = runner.run().await;
-        elector_stop.cancel();
-        if let Some(elector) = elector {
-            let _ = elector.await;
-        }
-        if let Some(ring) = ring {
-            let _ = ring.await;
-        }
-        ran?;
-        tracing::info!("operator stopped");
-        Ok(())
-    }
-}
-
-/// `file: mismatch` for each mismatch, on one line.
-fn mismatch_lines(file: &str, mismatches: &[KindMismatch]) -> String {
-    let lines: Vec<String> = mismatches
-        .iter()
-        .map(|found| format!("{file}: {found}"))
-        .collect();
-    lines.join("; ")
 }
 
 /// The file name the binary was started as, for usage lines.
