@@ -12,7 +12,12 @@
 //!   ([`ControllerMetrics`]);
 //! - [`client`](MetricsRegistry::client): Kubernetes client requests ([`ClientMetrics`]);
 //! - [`finalizer`](MetricsRegistry::finalizer): the opinionated wrappers' finalizer patches
-//!   ([`FinalizerMetrics`]).
+//!   ([`FinalizerMetrics`]);
+//! - [`set::<M>()`](MetricsRegistry::set): any other [`MetricSet`] (sharding's, leader
+//!   election's, components', phases', a user's), made once per registry under its prefix, so
+//!   no prefix is passed by hand. A set whose names clash with collectors registered before is
+//!   a [`MetricSetError::Clash`] and registers nothing (the three above log a clash instead and
+//!   count unexported, as they cannot fail).
 //!
 //! A set is registered the first time it is handed out, so a registry only serves the kubeapp
 //! names that something counts into: an app given no handle can still hand its private
