@@ -34,7 +34,8 @@ use kubeapp::operator::runner::ClientError;
 use kubeapp::operator::sharding::ShardingError;
 use kubeapp::operator::view::WrongObjectType;
 use kubeapp::operator::{
-    ApplyError, EventError, HandlerError, MetricsRegistryError, ObjectKey, RunnerError, StoreError,
+    ApplyError, EventError, HandlerError, MetricSetError, MetricsRegistryError, ObjectKey,
+    RunnerError, StoreError,
 };
 use kubeapp::phases::PhaseError;
 use kubeapp::sdk::app::{AdmissionError, AppError, ConversionError};
@@ -367,6 +368,15 @@ fn operator_errors(errors: &mut Errors) {
     errors.add(metrics_error());
     errors.add(MetricsRegistryError::InvalidPrefix { prefix: s("9") });
     errors.add(MetricsRegistryError::Metrics(metrics_error()));
+    errors.add(MetricSetError::Create {
+        set: "Orders",
+        source: metrics_error(),
+    });
+    errors.add(MetricSetError::Clash {
+        set: "Orders",
+        metric: s("orders_total"),
+        source: prometheus::Error::AlreadyReg,
+    });
     errors.add(FinalizerNameError::Empty);
     errors.add(finalizer_name_error());
     errors.add(FinalizerNameError::InvalidPrefix {
@@ -616,6 +626,14 @@ fn simple_errors(errors: &mut Errors) {
         OperatorError::Election(s("e")),
         OperatorError::Sharding(s("s")),
         OperatorError::NoDryRun,
+        OperatorError::Command {
+            command: s("prices"),
+            source: "command cause 7c1".into(),
+        },
+        OperatorError::CommandLine(vec![s("clash one"), s("clash two")]),
+        OperatorError::AppBuilder(s("no price list")),
+        OperatorError::Metrics(MetricsRegistryError::InvalidPrefix { prefix: s("8") }),
+        OperatorError::DefaultArgs(s("default cause 5d2")),
     ];
     for error in operator {
         errors.add(error);

@@ -331,6 +331,35 @@ async fn the_components_operator_deploys_verifies_dry_runs_prunes_after_a_restar
          by the cluster mode's controllers: {:?}",
         created_at.elapsed()
     );
+    // The component metrics go to the Runner's registry (the app takes the set from it): on
+    // /metrics under their names of before.
+    for (name, labels) in [
+        (
+            "component_deploy_total",
+            &[
+                "kind=\"WebApp\"",
+                "component=\"deployment\"",
+                "outcome=\"deployed\"",
+            ][..],
+        ),
+        (
+            "component_verify_total",
+            &[
+                "kind=\"WebApp\"",
+                "component=\"deployment\"",
+                "outcome=\"ready\"",
+            ][..],
+        ),
+        (
+            "component_phase_duration_seconds_count",
+            &["phase=\"deploy\""][..],
+        ),
+    ] {
+        assert!(
+            operator.metric(name, labels).await >= 1.0,
+            "{name}{labels:?} on /metrics"
+        );
+    }
 
     let stored = stored_children(&client, &ns).await;
     let names: BTreeSet<&str> = stored.iter().map(|(n, _)| n.as_str()).collect();

@@ -9,15 +9,16 @@
 //! | `component_phase_duration_seconds` | histogram, a whole phase of a run | `kind`, `phase` (deploy, verify, prune) |
 //! | `component_pruned_objects_total` | counter, objects pruned | `kind`, `result` (deleted, failed) |
 //!
-//! The collectors are created by [`ComponentMetrics::new`] and belong to whoever registers them
-//! (a simple App's `metric_collector`, or a registry of the caller's): there is no process-wide
-//! registry.
+//! The set is a [`MetricSet`]: ask the Runner's registry for it, `metrics.set::<ComponentMetrics>()`
+//! (in an operator's app builder, `context.metrics.set()`), and it is created once per registry,
+//! under the registry's prefix, and served with the Runner's `/metrics`. There is no
+//! process-wide registry.
 
 use std::time::Duration;
 
-use kubeapp_operator::metrics::LATENCY_BUCKETS;
+use kubeapp_operator::metrics::{LATENCY_BUCKETS, MetricSet, MetricsError};
 use prometheus::core::Collector;
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
 
 use crate::report::{Outcome, Verified};
 
@@ -31,16 +32,13 @@ pub struct ComponentMetrics {
     pruned: IntCounterVec,
 }
 
-impl ComponentMetrics {
-    /// Fresh collectors, each name prefixed with `{prefix}_` when a prefix is given.
-    ///
-    /// # Errors
-    ///
-    /// When `prefix` is not a valid metric name prefix.
-    pub fn new(prefix: Option<&str>) -> Result<Self, prometheus::Error> {
+/// Made once per registry by `MetricsRegistry::set`.
+impl MetricSet for ComponentMetrics {
+    fn create(prefix: Option<&str>) -> Result<Self, MetricsError> {
         let prefix = prefix.unwrap_or("");
         let counter = |name: &str, help: &str, labels: &[&str]| {
             IntCounterVec::new(Opts::new(name, help).namespace(prefix), labels)
+                .map_err(MetricsError::named(name))
         };
         let histogram = |name: &str, help: &str, labels: &[&str]| {
             HistogramVec::new(
@@ -49,6 +47,7 @@ impl ComponentMetrics {
                     .buckets(LATENCY_BUCKETS.to_vec()),
                 labels,
             )
+            .map_err(MetricsError::named(name))
         };
         Ok(Self {
             deploy_total: counter(
@@ -79,8 +78,7 @@ impl ComponentMetrics {
         })
     }
 
-    /// Every collector, for a registry (or a simple App's `metric_collector`).
-    pub fn collectors(&self) -> Vec<Box<dyn Collector>> {
+    fn collectors(&self) -> Vec<Box<dyn Collector>> {
         vec![
             Box::new(self.deploy_total.clone()),
             Box::new(self.deploy_duration.clone()),
@@ -89,18 +87,9 @@ impl ComponentMetrics {
             Box::new(self.pruned.clone()),
         ]
     }
+}
 
-    /// Registers every collector into `registry`.
-    ///
-    /// # Errors
-    ///
-    /// When `registry` refuses one (the same names registered twice, say).
-    pub fn register(&self, registry: &Registry) -> Result<(), prometheus::Error> {
-        self.collectors()
-            .into_iter()
-            .try_for_each(|collector| registry.register(collector))
-    }
-
+impl ComponentMetrics {
     pub(crate) fn deployed(&self, kind: &str, component: &str, outcome: &Outcome, took: Duration) {
         let outcome = match outcome {
             Outcome::Deployed(_) => "deployed",
@@ -149,57 +138,50 @@ impl ComponentMetrics {
     }
 }
 
-/// The set as one collector (for a simple App's `metric_collector`, which takes one).
-impl Collector for ComponentMetrics {
-    fn desc(&self) -> Vec<&prometheus::core::Desc> {
-        let mut desc = self.deploy_total.desc();
-        desc.extend(self.deploy_duration.desc());
-        desc.extend(self.verify_total.desc());
-        desc.extend(self.phase_duration.desc());
-        desc.extend(self.pruned.desc());
-        desc
-    }
-
-    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
-        let mut families = self.deploy_total.collect();
-        families.extend(self.deploy_duration.collect());
-        families.extend(self.verify_total.collect());
-        families.extend(self.phase_duration.collect());
-        families.extend(self.pruned.collect());
-        families
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kubeapp_operator::MetricsRegistry;
 
     #[test]
-    fn two_sets_are_independent_and_register_under_the_prefix() {
-        let first = ComponentMetrics::new(Some("shop")).expect("valid prefix");
-        let second = ComponentMetrics::new(Some("shop")).expect("valid prefix");
-        first.deployed("WebApp", "web", &Outcome::Disabled, Duration::ZERO);
-        let registry = Registry::new();
-        first.register(&registry).expect("registers");
-        let as_one = Registry::new();
-        as_one
-            .register(Box::new(first.clone()))
-            .expect("the set registers as one collector");
-        assert_eq!(as_one.gather().len(), registry.gather().len());
-        let names: Vec<String> = registry
+    fn a_registry_makes_one_set_under_its_prefix_and_two_registries_share_nothing() {
+        let first = MetricsRegistry::new(Some("shop")).expect("valid prefix");
+        let second = MetricsRegistry::new(Some("shop")).expect("valid prefix");
+        let set = first.set::<ComponentMetrics>().expect("registers");
+        set.deployed("WebApp", "web", &Outcome::Disabled, Duration::ZERO);
+        let again = first.set::<ComponentMetrics>().expect("the same set");
+        assert_eq!(
+            again
+                .deploy_total
+                .with_label_values(&["WebApp", "web", "disabled"])
+                .get(),
+            1,
+            "one set per registry"
+        );
+        let mut names: Vec<String> = first
+            .registry()
             .gather()
             .iter()
             .map(|family| family.name().to_string())
             .collect();
-        assert!(names.contains(&"shop_component_deploy_total".to_string()));
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "shop_component_deploy_duration_seconds",
+                "shop_component_deploy_total",
+            ],
+            "the names of the metrics counted so far"
+        );
         assert_eq!(
             second
+                .set::<ComponentMetrics>()
+                .expect("registers")
                 .deploy_total
                 .with_label_values(&["WebApp", "web", "disabled"])
                 .get(),
             0,
             "no shared process-wide state"
         );
-        assert!(ComponentMetrics::new(Some("not a prefix")).is_err());
     }
 }

@@ -29,10 +29,10 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use http::{Method, Request, Response};
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
 use tower::{Layer, Service};
 
-use crate::metric_registration::{LATENCY_BUCKETS, MetricsError, register_all};
+use crate::metric_registration::{LATENCY_BUCKETS, MetricsError};
 
 const LABELS: [&str; 4] = ["status_code", "verb", "kind", "subresource"];
 
@@ -75,23 +75,6 @@ impl ClientMetrics {
         )
         .map_err(err("kubernetes_client_request_duration_seconds"))?;
         Ok(Self { requests, duration })
-    }
-
-    /// Registers both collectors into `registry` ("already registered" is accepted).
-    pub(crate) fn register_into(&self, registry: &Registry) -> Result<(), MetricsError> {
-        register_all(
-            registry,
-            [
-                (
-                    "kubernetes_client_requests_total",
-                    Box::new(self.requests.clone()) as Box<dyn prometheus::core::Collector>,
-                ),
-                (
-                    "kubernetes_client_request_duration_seconds",
-                    Box::new(self.duration.clone()),
-                ),
-            ],
-        )
     }
 
     /// Requests counted so far with these labels (for tests and diagnostics).
@@ -245,9 +228,25 @@ pub fn instrumented_client(
         .build())
 }
 
+/// Created by a [`MetricsRegistry`](crate::MetricsRegistry) as its
+/// [`client`](crate::MetricsRegistry::client) set.
+impl crate::metric_registration::MetricSet for ClientMetrics {
+    fn create(prefix: Option<&str>) -> Result<Self, MetricsError> {
+        Self::unregistered(prefix)
+    }
+
+    fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
+        vec![
+            Box::new(self.requests.clone()),
+            Box::new(self.duration.clone()),
+        ]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prometheus::Registry;
 
     fn labels(method: Method, uri: &str) -> RequestLabels {
         let request = Request::builder()
@@ -358,7 +357,19 @@ mod tests {
     fn registering_twice_is_harmless() {
         let registry = Registry::new();
         let metrics = ClientMetrics::unregistered(Some("twice")).expect("metrics");
-        metrics.register_into(&registry).expect("first");
-        metrics.register_into(&registry).expect("second");
+        crate::metric_registration::register_all(
+            &registry,
+            crate::metric_registration::MetricSet::collectors(&metrics)
+                .into_iter()
+                .map(|c| ("test", c)),
+        )
+        .expect("first");
+        crate::metric_registration::register_all(
+            &registry,
+            crate::metric_registration::MetricSet::collectors(&metrics)
+                .into_iter()
+                .map(|c| ("test", c)),
+        )
+        .expect("second");
     }
 }

@@ -107,8 +107,8 @@ pub use kind::{
     ApplyCleanup, HandlerHandle, KindHandle, Reconciler, TriggerHandle, Watcher, WatcherFns,
     apply_cleanup, reconciler_fn,
 };
-pub use metrics::ControllerMetrics;
-pub use metrics_registry::{MetricsRegistry, MetricsRegistryError};
+pub use metrics::{ControllerMetrics, MetricSet};
+pub use metrics_registry::{MetricSetError, MetricsRegistry, MetricsRegistryError};
 pub use object::{Kind, KubeObject, ObjectKey};
 pub use opinionated::{OpinionatedOptions, OpinionatedReconciler, OpinionatedWatcher};
 pub use own_writes::WrittenPart;

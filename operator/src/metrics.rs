@@ -55,15 +55,13 @@ use std::sync::Arc;
 
 use prometheus::{
     Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry,
 };
 
 use crate::action::ReconcileAction;
 use crate::failing_objects::{FailingFamily, FailingObjects};
 use crate::failures::KindFailures;
 use crate::metric_cells::{CellFamily, CellSeries};
-pub(crate) use crate::metric_registration::register_all;
-pub use crate::metric_registration::{LATENCY_BUCKETS, MetricsError};
+pub use crate::metric_registration::{LATENCY_BUCKETS, MetricSet, MetricsError};
 
 /// The collectors of the informers and the controller; see the [module docs](self).
 #[derive(Clone, Debug)]
@@ -320,11 +318,6 @@ impl ControllerMetrics {
         ]
     }
 
-    /// Registers every collector into `registry` (see [`register_all`]).
-    pub(crate) fn register_into(&self, registry: &Registry) -> Result<(), MetricsError> {
-        register_all(registry, self.named_collectors())
-    }
-
     /// Label-resolved handles for one kind, so the hot path does no label lookups.
     pub(crate) fn for_kind(&self, kind: &str) -> KindMetrics {
         let per_action = |action: ReconcileAction| {
@@ -428,17 +421,42 @@ impl KindMetrics {
     }
 }
 
+/// Created by a [`MetricsRegistry`](crate::MetricsRegistry) as its
+/// [`controller`](crate::MetricsRegistry::controller) set.
+impl MetricSet for ControllerMetrics {
+    fn create(prefix: Option<&str>) -> Result<Self, MetricsError> {
+        Self::unregistered(prefix)
+    }
+
+    fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
+        Self::collectors(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prometheus::Registry;
 
     #[test]
     fn registering_a_set_twice_is_harmless_and_clones_share_counts() {
         let registry = Registry::new();
         let first = ControllerMetrics::unregistered(Some("twice")).expect("metrics");
-        first.register_into(&registry).expect("first");
+        crate::metric_registration::register_all(
+            &registry,
+            crate::metric_registration::MetricSet::collectors(&first)
+                .into_iter()
+                .map(|c| ("test", c)),
+        )
+        .expect("first");
         let second = first.clone();
-        second.register_into(&registry).expect("second");
+        crate::metric_registration::register_all(
+            &registry,
+            crate::metric_registration::MetricSet::collectors(&second)
+                .into_iter()
+                .map(|c| ("test", c)),
+        )
+        .expect("second");
         first
             .for_kind("k")
             .action(ReconcileAction::Created)

@@ -12,7 +12,12 @@
 //!   ([`ControllerMetrics`]);
 //! - [`client`](MetricsRegistry::client): Kubernetes client requests ([`ClientMetrics`]);
 //! - [`finalizer`](MetricsRegistry::finalizer): the opinionated wrappers' finalizer patches
-//!   ([`FinalizerMetrics`]).
+//!   ([`FinalizerMetrics`]);
+//! - [`set::<M>()`](MetricsRegistry::set): any other [`MetricSet`] (sharding's, leader
+//!   election's, components', phases', a user's), made once per registry under its prefix, so
+//!   no prefix is passed by hand. A set whose names clash with collectors registered before is
+//!   a [`MetricSetError::Clash`] and registers nothing (the three above log a clash instead and
+//!   count unexported, as they cannot fail).
 //!
 //! A set is registered the first time it is handed out, so a registry only serves the kubeapp
 //! names that something counts into: an app given no handle can still hand its private
@@ -40,14 +45,17 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Once};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use kubeapp_sdk::error::ErrorChain;
 use prometheus::Registry;
+use prometheus::core::Collector;
 
 use crate::client_metrics::ClientMetrics;
-use crate::metric_registration::MetricsError;
+use crate::metric_registration::{MetricSet, MetricsError, register_all};
 use crate::metrics::ControllerMetrics;
 use crate::opinionated::FinalizerMetrics;
 
@@ -67,6 +75,32 @@ pub enum MetricsRegistryError {
     Metrics(#[from] MetricsError),
 }
 
+/// Why [`MetricsRegistry::set`] could not hand out a [`MetricSet`].
+#[derive(Debug, thiserror::Error)]
+pub enum MetricSetError {
+    /// A collector of the set could not be created.
+    #[error("metric set {set}")]
+    Create {
+        /// The set's Rust type.
+        set: &'static str,
+        /// What failed.
+        #[source]
+        source: MetricsError,
+    },
+    /// A metric of the set has the name of a collector registered before (by another set or
+    /// directly into [`MetricsRegistry::registry`]): none of the set was registered.
+    #[error("metric set {set}: {metric} clashes with a collector registered before")]
+    Clash {
+        /// The set's Rust type.
+        set: &'static str,
+        /// The clashing metric's full name.
+        metric: String,
+        /// What the Prometheus registry said.
+        #[source]
+        source: prometheus::Error,
+    },
+}
+
 /// A registry with the kubeapp collectors in it; see the [module docs](self).
 #[derive(Clone)]
 pub struct MetricsRegistry {
@@ -79,8 +113,18 @@ struct Inner {
     controller: ControllerMetrics,
     client: ClientMetrics,
     finalizer: FinalizerMetrics,
-    /// Whether each set was registered yet: controller, client, finalizer.
-    registered: [Once; 3],
+    /// Every set handed out so far, by its type: each is a `M: MetricSet`, registered once.
+    sets: Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
+}
+
+/// How a set's collectors go into the registry.
+#[derive(Clone, Copy)]
+enum Registration {
+    /// A clash is the caller's error ([`MetricsRegistry::set`]).
+    Strict,
+    /// A clash is logged and the set counts unexported (the built-in sets, whose accessors
+    /// cannot fail; "already registered" keeps the collector registered before).
+    Tolerant,
 }
 
 impl MetricsRegistry {
@@ -120,28 +164,13 @@ impl MetricsRegistry {
                 finalizer: FinalizerMetrics::unregistered(prefix)?,
                 registry,
                 prefix: prefix.map(str::to_string),
-                registered: [Once::new(), Once::new(), Once::new()],
+                sets: Mutex::default(),
             }),
         })
     }
 
-    /// Registers a set the first time it is handed out; a refusal (a same-named metric with
-    /// other labels registered before) is logged: the counts still work, unexported.
-    fn register_once(
-        &self,
-        index: usize,
-        set: &str,
-        register: impl FnOnce(&Registry) -> Result<(), MetricsError>,
-    ) {
-        self.inner.registered[index].call_once(|| {
-            if let Err(error) = register(&self.inner.registry) {
-                tracing::warn!(set, error = %ErrorChain(&error), "kubeapp metrics not exported");
-            }
-        });
-    }
-
     /// The Prometheus registry (what a Runner's `/metrics` serves); register collectors of your
-    /// own into it.
+    /// own into it, or better, make them a [`MetricSet`] and ask [`set`](Self::set) for it.
     pub fn registry(&self) -> &Registry {
         &self.inner.registry
     }
@@ -151,31 +180,104 @@ impl MetricsRegistry {
         self.inner.prefix.as_deref()
     }
 
+    /// The set `M` of this registry: created under its prefix and registered the first time it
+    /// is asked for, the same set (clones counting into the same series) every time after, from
+    /// every clone of this handle. Two registries never share a set.
+    ///
+    /// ```
+    /// use kubeapp_operator::{ControllerMetrics, MetricsRegistry};
+    ///
+    /// let metrics = MetricsRegistry::new(Some("shop"))?;
+    /// let controller: ControllerMetrics = metrics.set()?; // the same as metrics.controller()
+    /// # drop(controller);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`MetricSetError::Clash`] when one of its metrics has the name of a collector
+    /// registered before (another set's, or one registered directly into
+    /// [`registry`](Self::registry)): then none of the set is registered, and asking again
+    /// fails again. [`MetricsRegistryError::Metrics`] when a collector cannot be created.
+    pub fn set<M: MetricSet>(&self) -> Result<M, MetricSetError> {
+        self.set_registered(Registration::Strict)
+    }
+
     /// The informer and controller collectors (for
     /// [`ControllerConfig::metrics`](crate::ControllerConfig::metrics)).
     pub fn controller(&self) -> ControllerMetrics {
-        self.register_once(0, "controller", |registry| {
-            self.inner.controller.register_into(registry)
-        });
-        self.inner.controller.clone()
+        self.built_in(&self.inner.controller)
     }
 
     /// The Kubernetes client collectors (for
     /// [`instrumented_client`](crate::client_metrics::instrumented_client)).
     pub fn client(&self) -> ClientMetrics {
-        self.register_once(1, "client", |registry| {
-            self.inner.client.register_into(registry)
-        });
-        self.inner.client.clone()
+        self.built_in(&self.inner.client)
     }
 
     /// The finalizer patch collectors (for
     /// [`OpinionatedOptions::metrics`](crate::OpinionatedOptions::metrics)).
     pub fn finalizer(&self) -> FinalizerMetrics {
-        self.register_once(2, "finalizer", |registry| {
-            self.inner.finalizer.register_into(registry)
-        });
-        self.inner.finalizer.clone()
+        self.built_in(&self.inner.finalizer)
+    }
+
+    /// One of the sets made with the registry: registered tolerantly, so it cannot fail.
+    fn built_in<M: MetricSet>(&self, made: &M) -> M {
+        self.set_registered(Registration::Tolerant)
+            .unwrap_or_else(|_: MetricSetError| made.clone())
+    }
+
+    /// The set of type `M`, created and registered the first time.
+    fn set_registered<M: MetricSet>(
+        &self,
+        registration: Registration,
+    ) -> Result<M, MetricSetError> {
+        let mut sets = self
+            .inner
+            .sets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(set) = sets.get(&TypeId::of::<M>()) {
+            return Ok(downcast::<M>(set.as_ref()));
+        }
+        let set = match self.made_with_registry::<M>() {
+            Some(made) => made,
+            None => M::create(self.prefix()).map_err(|source| MetricSetError::Create {
+                set: std::any::type_name::<M>(),
+                source,
+            })?,
+        };
+        match registration {
+            Registration::Strict => register_strictly(&self.inner.registry, &set)?,
+            Registration::Tolerant => {
+                let named = set
+                    .collectors()
+                    .into_iter()
+                    .map(|collector| (metric_name(collector.as_ref()), collector));
+                if let Err(error) = register_all(&self.inner.registry, named) {
+                    tracing::warn!(
+                        set = std::any::type_name::<M>(),
+                        error = %ErrorChain(&error),
+                        "kubeapp metrics not exported"
+                    );
+                }
+            }
+        }
+        sets.insert(TypeId::of::<M>(), Box::new(set.clone()));
+        Ok(set)
+    }
+
+    /// The built-in set of type `M` made with the registry (so that `set::<ControllerMetrics>()`
+    /// and `controller()` hand out one set).
+    fn made_with_registry<M: MetricSet>(&self) -> Option<M> {
+        let made: [&(dyn Any + Send + Sync); 3] = [
+            &self.inner.controller,
+            &self.inner.client,
+            &self.inner.finalizer,
+        ];
+        made.into_iter()
+            .find_map(|set| set.downcast_ref::<M>())
+            .cloned()
     }
 }
 
@@ -196,117 +298,42 @@ fn valid_metric_prefix(prefix: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::action::ReconcileAction;
-
-    fn value(registry: &Registry, name: &str) -> f64 {
-        registry
-            .gather()
-            .iter()
-            .find(|family| family.name() == name)
-            .map_or(0.0, |family| {
-                family
-                    .get_metric()
-                    .iter()
-                    .map(|metric| metric.get_counter().get_value())
-                    .sum()
-            })
-    }
-
-    #[test]
-    fn two_registries_in_one_process_do_not_share_counts() {
-        let first = MetricsRegistry::new(Some("apart")).expect("first");
-        let second = MetricsRegistry::new(Some("apart")).expect("second");
-        first
-            .controller()
-            .for_kind("k")
-            .action(ReconcileAction::Created)
-            .events_total
-            .inc();
-        first.finalizer().patch_counter("k", "add", "success").inc();
-        assert_eq!(value(first.registry(), "apart_informer_events_total"), 1.0);
-        assert_eq!(
-            value(
-                first.registry(),
-                "apart_opinionated_finalizer_patches_total"
-            ),
-            1.0
-        );
-        assert_eq!(value(second.registry(), "apart_informer_events_total"), 0.0);
-        assert_eq!(
-            value(
-                second.registry(),
-                "apart_opinionated_finalizer_patches_total"
-            ),
-            0.0
-        );
-        assert_eq!(second.finalizer().patches("k", "add", "success"), 0);
-    }
-
-    #[test]
-    fn clones_of_a_handle_count_into_one_series() {
-        let metrics = MetricsRegistry::new(Some("shared")).expect("metrics");
-        let (one, two) = (metrics.clone(), metrics.clone());
-        for handle in [&one, &two] {
-            handle
-                .controller()
-                .for_kind("k")
-                .action(ReconcileAction::Created)
-                .events_total
-                .inc();
-        }
-        let families = metrics.registry().gather();
-        let events = families
-            .iter()
-            .find(|family| family.name() == "shared_informer_events_total")
-            .expect("registered");
-        let created: Vec<f64> = events
-            .get_metric()
-            .iter()
-            .filter(|metric| {
-                metric
-                    .get_label()
-                    .iter()
-                    .any(|label| label.name() == "event_type" && label.value() == "CREATE")
-            })
-            .map(|metric| metric.get_counter().get_value())
-            .collect();
-        assert_eq!(created, [2.0], "one CREATE series, counted by both clones");
-    }
-
-    #[test]
-    fn every_kubeapp_name_takes_the_prefix() {
-        let metrics = MetricsRegistry::new(Some("pre")).expect("metrics");
-        metrics.controller().for_kind("k").watch_events.inc();
-        metrics
-            .finalizer()
-            .patch_counter("k", "add", "success")
-            .inc();
-        metrics.client().requests("200", "get", "pods", "");
-        let families = metrics.registry().gather();
-        assert!(!families.is_empty());
-        for family in &families {
-            assert!(family.name().starts_with("pre_"), "{}", family.name());
-        }
-        let unprefixed = MetricsRegistry::new(None).expect("metrics");
-        unprefixed.controller().for_kind("k").watch_events.inc();
-        assert_eq!(
-            value(unprefixed.registry(), "kubernetes_watch_events_total"),
-            1.0
-        );
-    }
-
-    #[test]
-    fn an_invalid_prefix_is_refused() {
-        for prefix in ["", "9lives", "with-dash", "sp ace"] {
-            let err = MetricsRegistry::new(Some(prefix)).expect_err(prefix);
-            assert!(
-                matches!(&err, MetricsRegistryError::InvalidPrefix { prefix: p } if p == prefix),
-                "{err:?}"
-            );
-        }
-        assert!(MetricsRegistry::new(Some("my_app:x")).is_ok());
+/// A set stored under `TypeId::of::<M>()` is an `M`.
+fn downcast<M: MetricSet>(set: &(dyn Any + Send + Sync)) -> M {
+    match set.downcast_ref::<M>() {
+        Some(set) => set.clone(),
+        None => unreachable!("the sets are keyed by their TypeId"),
     }
 }
+
+/// Registers every collector of `set`, or none of them: the first refusal unregisters those
+/// registered before it and is returned.
+fn register_strictly<M: MetricSet>(registry: &Registry, set: &M) -> Result<(), MetricSetError> {
+    for (index, collector) in set.collectors().into_iter().enumerate() {
+        let metric = metric_name(collector.as_ref());
+        if let Err(source) = registry.register(collector) {
+            // `collectors()` hands out the same collectors in the same order every time.
+            for registered in set.collectors().into_iter().take(index) {
+                // Registered just above: unregistering cannot miss.
+                let _ = registry.unregister(registered);
+            }
+            return Err(MetricSetError::Clash {
+                set: std::any::type_name::<M>(),
+                metric,
+                source,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The (first) full name of a collector's metrics, for messages.
+fn metric_name(collector: &dyn Collector) -> String {
+    collector
+        .desc()
+        .first()
+        .map_or_else(String::new, |desc| desc.fq_name.clone())
+}
+
+#[cfg(test)]
+mod tests;

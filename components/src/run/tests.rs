@@ -454,7 +454,10 @@ async fn outcomes_and_phases_are_counted_per_component() {
     let session = Session::new(Arc::new(Spec::default()));
     let (graph, mut cluster) = web_app(None);
     cluster.failing.push("secret");
-    let metrics = crate::metrics::ComponentMetrics::new(Some("unit")).expect("metrics");
+    let registry = kubeapp_operator::MetricsRegistry::new(Some("unit")).expect("registry");
+    let metrics = registry
+        .set::<crate::metrics::ComponentMetrics>()
+        .expect("metrics");
     let options = RunOptions {
         concurrency: 2,
         kind: "WebApp".into(),
@@ -462,10 +465,8 @@ async fn outcomes_and_phases_are_counted_per_component() {
         assume_ready: false,
     };
     run_with(&graph, &session, &cluster, &options).await;
-    let registry = prometheus::Registry::new();
-    metrics.register(&registry).expect("register");
     let text = prometheus::TextEncoder::new()
-        .encode_to_string(&registry.gather())
+        .encode_to_string(&registry.registry().gather())
         .expect("encode");
     for line in [
         "unit_component_deploy_total{component=\"config\",kind=\"WebApp\",outcome=\"deployed\"} 1",

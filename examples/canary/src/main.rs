@@ -7,12 +7,10 @@
 mod rollout;
 mod success_rate;
 
-use clap::Parser;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kubeapp::phases::PhaseMetrics;
 use kubeapp::prelude::*;
-use kubeapp::simple::operator::commands::Command;
 
 use crate::success_rate::SuccessRateSource;
 
@@ -71,57 +69,43 @@ pub struct CanaryStatus {
 
 const MANIFEST: &str = include_str!("../manifest.yaml");
 
-/// The operator's command line: the common commands, plus where success rates come from.
-#[derive(Debug, Parser)]
-#[command(about = "The canary operator (group canary.kubeapp.dev), built with kubeapp.")]
-struct Cli {
+/// The operator's own flags, next to the common ones (given before or after the subcommand).
+#[derive(Debug, clap::Args)]
+struct CanaryArgs {
     /// Base URL of a Prometheus-compatible query API to read success rates from; without it,
     /// from the ConfigMap `<canary>-success-rate` (key `rate`).
-    #[arg(long, env = "PROMETHEUS_URL", global = true, value_name = "URL")]
+    #[arg(long, env = "PROMETHEUS_URL", value_name = "URL")]
     prometheus_url: Option<String>,
     /// How often an Evaluating canary without a decision is evaluated again (e.g. 30s, 5m).
-    #[arg(long, env = "EVALUATION_INTERVAL", global = true, default_value = "30s",
+    #[arg(long, env = "EVALUATION_INTERVAL", default_value = "30s",
           value_parser = humantime::parse_duration, value_name = "DURATION")]
     evaluation_interval: std::time::Duration,
-    #[command(subcommand)]
-    command: Command,
 }
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    let source = match cli.prometheus_url.clone() {
-        Some(url) => SuccessRateSource::Prometheus(url),
-        None => SuccessRateSource::ConfigMap,
-    };
     let owned =
         || watcher::Config::default().labels("app.kubernetes.io/managed-by=canary-operator");
-    let operator = Operator::new(MANIFEST)
+    Operator::new(MANIFEST)
         .manifest_file("manifest.yaml")
         .crd::<Canary>()
-        .app_with_args(move |manifest, args| {
-            // Under the same --metrics-prefix as the Runner's own metrics.
-            let prefix = args.and_then(|args| args.metrics_prefix.as_deref());
-            let metrics = PhaseMetrics::new(prefix).expect("a prefix the Runner accepted");
-            let machine =
-                rollout::machine(source.clone(), metrics.clone(), cli.evaluation_interval);
-            let scheduler = machine
-                .build()
-                .expect("a valid phase machine (checked at build)");
-            AppConfig::from_manifest(manifest)
-                .metric_collector(metrics)
-                .managed_kind(
-                    ManagedKind::<Canary>::new()
-                        .reconciler(scheduler)
-                        .owns::<Deployment>(owned())
-                        .owns::<ConfigMap>(owned()),
-                )
-        });
-    match operator.execute(cli.command).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {}", kubeapp::sdk::error::ErrorChain(&error));
-            std::process::ExitCode::FAILURE
-        }
-    }
+        .args::<CanaryArgs>()
+        .app_with_context(move |context| {
+            let source = match context.args.prometheus_url.clone() {
+                Some(url) => SuccessRateSource::Prometheus(url),
+                None => SuccessRateSource::ConfigMap,
+            };
+            // Registered in the Runner's registry, under its --metrics-prefix.
+            let metrics = context.metrics.set::<PhaseMetrics>()?;
+            let machine = rollout::machine(source, metrics, context.args.evaluation_interval);
+            let scheduler = machine.build()?;
+            Ok(AppConfig::from_manifest(context.manifest).managed_kind(
+                ManagedKind::<Canary>::new()
+                    .reconciler(scheduler)
+                    .owns::<Deployment>(owned())
+                    .owns::<ConfigMap>(owned()),
+            ))
+        })
+        .main()
+        .await
 }

@@ -129,24 +129,21 @@ async fn main() -> std::process::ExitCode {
     Operator::new(MANIFEST)
         .manifest_file("manifest.yaml")
         .crd::<WebApp>()
-        .app_with_args(move |manifest, args| {
-            // Under the same --metrics-prefix as the Runner's own metrics.
-            let prefix = args.and_then(|args| args.metrics_prefix.as_deref());
-            let metrics = ComponentMetrics::new(prefix).expect("a prefix the Runner accepted");
+        .app_with_context(move |context| {
+            // Registered in the Runner's registry, under its --metrics-prefix.
+            let metrics = context.metrics.set::<ComponentMetrics>()?;
             let components = ComponentsReconciler::new(graph())
                 .with_status()
-                .metrics(metrics.clone());
-            AppConfig::from_manifest(manifest)
-                .metric_collector(metrics)
-                .managed_kind(
-                    ManagedKind::<WebApp>::new()
-                        .reconciler(components)
-                        .owns::<ConfigMap>(owned())
-                        .owns::<Deployment>(owned())
-                        .owns::<PodDisruptionBudget>(owned())
-                        .owns::<Service>(owned())
-                        .owns::<Ingress>(owned()),
-                )
+                .metrics(metrics);
+            Ok(AppConfig::from_manifest(context.manifest).managed_kind(
+                ManagedKind::<WebApp>::new()
+                    .reconciler(components)
+                    .owns::<ConfigMap>(owned())
+                    .owns::<Deployment>(owned())
+                    .owns::<PodDisruptionBudget>(owned())
+                    .owns::<Service>(owned())
+                    .owns::<Ingress>(owned()),
+            ))
         })
         .dry_run(|args| async move {
             let out = &args.out;

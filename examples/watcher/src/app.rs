@@ -1,8 +1,7 @@
 //! The operator's app: the simple App with the `Probe` watcher, plus the example's own metric.
 //!
-//! [`probe_app`] builds the config of a [`kubeapp::simple::App`] whose metric collectors include the example's
-//! [`StepMetrics`] (`AppConfig::metric_collector`), which is how an app gets its own metrics onto
-//! the Runner's `/metrics`.
+//! [`probe_app`] builds the config of a [`kubeapp::simple::App`] whose watcher counts into the
+//! example's [`StepMetrics`], a set taken from the Runner's registry (so on its `/metrics`).
 
 use kube::runtime::events::Reporter;
 use kubeapp::sdk::manifest::ManifestData;
@@ -14,8 +13,8 @@ use crate::watch::ProbeWatcher;
 
 /// The operator's app from the embedded `manifest`: one managed kind, `Probe`, watched by an
 /// opinionated [`ProbeWatcher`] that reports as the manifest's `appName` (and `instance`, the
-/// replica's name, when given), and the example's own [`StepMetrics`] among the app's collectors,
-/// so the Runner serves them on `/metrics`. The namespace and the controller's grace come from
+/// replica's name, when given), counting into the example's own [`StepMetrics`] (a set of the
+/// Runner's registry, so the Runner serves it on `/metrics`). The namespace and the controller's grace come from
 /// the `run` flags, through the `Operator`.
 pub fn probe_app(
     manifest: ManifestData,
@@ -27,14 +26,13 @@ pub fn probe_app(
         instance,
     };
     let probes = ManagedKind::<Probe>::new().watcher(ProbeWatcher::new(reporter, metrics.clone()));
-    AppConfig::from_manifest(manifest)
-        .managed_kind(probes)
-        .metric_collector(metrics.counter())
+    AppConfig::from_manifest(manifest).managed_kind(probes)
 }
 
 #[cfg(test)]
 mod tests {
     use kube::Client;
+    use kubeapp::operator::MetricsRegistry;
     use kubeapp::sdk::app::App as _;
     use kubeapp::simple::App;
 
@@ -47,23 +45,27 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_app_exports_the_step_metric_with_the_controller_metrics() {
+    async fn the_app_exports_the_step_metric_in_the_registry_of_the_controller_metrics() {
         let manifest = crate::kind::manifest().expect("manifest");
-        let config = probe_app(manifest, &StepMetrics::new().expect("metrics"), None);
+        let metrics = MetricsRegistry::new(Some("probe")).expect("registry");
+        let steps = metrics.set::<StepMetrics>().expect("the step set");
+        let config = probe_app(manifest, &steps, None).metrics(metrics.clone());
         let app = App::new(config, offline_client()).expect("the app matches its manifest");
         assert_eq!(app.name(), "probe-watcher");
         assert_eq!(app.managed_kinds()[0].plural, "probes");
-        let names: Vec<String> = app
-            .metric_collectors()
-            .iter()
-            .flat_map(|c| c.desc().into_iter().map(|d| d.fq_name.clone()))
-            .collect();
+        // Every set is registered in the one registry, so a clash with any of their names
+        // is reported: each name is taken there.
         for name in [
             crate::metrics::STEPS_METRIC,
             "informer_events_total",
             "watcher_process_duration_seconds",
         ] {
-            assert!(names.iter().any(|n| n == name), "{name} missing: {names:?}");
+            let taken =
+                prometheus::IntCounter::new(format!("probe_{name}"), "taken?").expect("counter");
+            assert!(
+                metrics.registry().register(Box::new(taken)).is_err(),
+                "probe_{name} is not in the registry"
+            );
         }
         let checks: Vec<String> = app.health_checks().iter().map(|c| c.name()).collect();
         assert_eq!(checks, [kubeapp::simple::INFORMERS_SYNCED_CHECK]);

@@ -9,7 +9,7 @@
 //!   and `sync` each become an `events.k8s.io/v1` Event about the Probe ([`lifecycle`]), and
 //!   deletions made while the operator was down are still seen, through the wrapper's finalizer;
 //! - an app-specific metric, `probe_lifecycle_events_total{step}` ([`metrics`]), handed to the
-//!   Runner through the app's metric collectors ([`app`]), next to the SDK's metrics, and a
+//!   Runner's registry as a set of its own ([`metrics`]), next to the SDK's metrics, and a
 //!   Kubernetes client whose requests are counted there too;
 //! - the operator binary from `kubeapp::simple::operator::Operator` (feature `cli`): `crd`,
 //!   `rbac` (including Events), `manifests` (a Deployment with probes, `POD_NAME` from the pod,
@@ -36,19 +36,13 @@ pub const NAME: &str = "kubeapp-example-watcher";
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let metrics = match StepMetrics::new() {
-        Ok(metrics) => metrics,
-        Err(error) => {
-            eprintln!("error: creating the step metric: {error}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
     Operator::from_manifest(kind::manifest())
         .name(NAME)
         .crd::<kind::Probe>()
-        .app_with_args(move |manifest, args| {
-            let instance = args.and_then(|args| args.instance.clone());
-            app::probe_app(manifest, &metrics, instance)
+        .app_with_context(move |context| {
+            let metrics = context.metrics.set::<StepMetrics>()?;
+            let instance = context.operator.instance.clone();
+            Ok(app::probe_app(context.manifest, &metrics, instance))
         })
         .main()
         .await

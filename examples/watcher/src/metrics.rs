@@ -1,9 +1,13 @@
 //! The example's own Prometheus metric, `probe_lifecycle_events_total{step}`.
 //!
-//! It is handed to the Runner through the app's metric collectors ([`crate::app::probe_app`]), so
-//! `/metrics` shows it next to the SDK's controller metrics. Every step's series exists from the
+//! It is a [`MetricSet`]: the app takes it from the Runner's registry
+//! (`context.metrics.set::<StepMetrics>()?`, in `main`), which creates it once under the
+//! registry's prefix (`--metrics-prefix`), so `/metrics` shows it next to the SDK's controller
+//! metrics. Every step's series exists from the
 //! start (at 0), so a dashboard or an alert sees `delete` before the first delete.
 
+use kubeapp::operator::metrics::{MetricSet, MetricsError};
+use prometheus::core::Collector;
 use prometheus::{IntCounterVec, Opts};
 
 use crate::lifecycle::Step;
@@ -17,51 +21,48 @@ pub struct StepMetrics {
     steps: IntCounterVec,
 }
 
-impl StepMetrics {
-    /// A fresh counter with every step at 0, registered nowhere yet.
-    ///
-    /// # Errors
-    ///
-    /// Only if the metric's name or labels were invalid (a programming mistake; the unit tests
-    /// build it).
-    pub fn new() -> Result<Self, prometheus::Error> {
+/// A fresh counter with every step at 0, named under the registry's prefix.
+impl MetricSet for StepMetrics {
+    fn create(prefix: Option<&str>) -> Result<Self, MetricsError> {
         let steps = IntCounterVec::new(
             Opts::new(
                 STEPS_METRIC,
                 "Lifecycle steps of Probes the watcher recorded as Events, by step.",
-            ),
+            )
+            .namespace(prefix.unwrap_or("")),
             &["step"],
-        )?;
+        )
+        .map_err(MetricsError::named(STEPS_METRIC))?;
         for step in Step::ALL {
             steps.with_label_values(&[step.label()]);
         }
         Ok(Self { steps })
     }
 
+    fn collectors(&self) -> Vec<Box<dyn Collector>> {
+        vec![Box::new(self.steps.clone())]
+    }
+}
+
+impl StepMetrics {
     /// Counts one recorded `step`.
     pub fn record(&self, step: Step) {
         self.steps.with_label_values(&[step.label()]).inc();
-    }
-
-    /// The counter itself (a handle to shared state), for the app's collectors.
-    pub fn counter(&self) -> IntCounterVec {
-        self.steps.clone()
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use prometheus::{Encoder, Registry, TextEncoder};
+    use kubeapp::operator::MetricsRegistry;
+    use prometheus::{Encoder, TextEncoder};
 
     use super::*;
 
     #[test]
     fn every_step_is_exported_and_counted() {
-        let metrics = StepMetrics::new().expect("metric");
-        let registry = Registry::new();
-        registry
-            .register(Box::new(metrics.counter()))
-            .expect("registers");
+        let registry = MetricsRegistry::new(None).expect("registry");
+        let metrics = registry.set::<StepMetrics>().expect("metric");
+        let registry = registry.registry();
         metrics.record(Step::Add);
         metrics.record(Step::Add);
         metrics.record(Step::Delete);

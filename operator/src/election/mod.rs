@@ -35,8 +35,10 @@
 //! acceptable.
 
 mod lease;
+mod metrics;
 mod timings;
 
+pub use self::metrics::ElectionMetrics;
 pub use self::timings::LeaseTimings;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -259,32 +261,16 @@ impl LeaderElector {
     }
 
     /// Reports leadership as `leader_election_master_status{name}` (1 while leading, else 0;
-    /// client-go's metric name, under the registry's prefix) in `metrics`' registry.
-    ///
-    /// # Errors
-    ///
-    /// When the gauge cannot be created (an invalid prefix cannot happen: the registry checked
-    /// it).
-    pub fn report_to(
-        mut self,
-        metrics: &crate::MetricsRegistry,
-    ) -> Result<Self, prometheus::Error> {
-        let gauge = prometheus::IntGaugeVec::new(
-            prometheus::Opts::new(
-                "leader_election_master_status",
-                "1 while this replica holds the leader Lease, else 0.",
-            )
-            .namespace(metrics.prefix().unwrap_or("")),
-            &["name"],
-        )?;
-        match metrics.registry().register(Box::new(gauge.clone())) {
-            Ok(()) | Err(prometheus::Error::AlreadyReg) => {}
-            Err(error) => return Err(error),
-        }
-        let status = gauge.with_label_values(&[self.config.name.as_str()]);
+    /// client-go's metric name) in `metrics` (the set of a registry:
+    /// `registry.set::<ElectionMetrics>()?`).
+    #[must_use]
+    pub fn report_to(mut self, metrics: &ElectionMetrics) -> Self {
+        let status = metrics
+            .master_status
+            .with_label_values(&[self.config.name.as_str()]);
         status.set(0);
         self.status = Some(status);
-        Ok(self)
+        self
     }
 
     /// Whether this candidate leads, now and later.

@@ -7,9 +7,11 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{Gauge, Histogram, HistogramOpts, IntCounter, IntGauge, IntGaugeVec, Opts};
 
+use crate::metric_registration::{MetricSet, MetricsError};
 use crate::store::SharedCache;
 
-/// The sharding collectors of one replica (registered in a [`MetricsRegistry`](crate::MetricsRegistry)).
+/// The sharding collectors of one replica: a [`MetricSet`], so
+/// `metrics.set::<ShardMetrics>()` of a [`MetricsRegistry`](crate::MetricsRegistry).
 #[derive(Clone, Debug)]
 pub struct ShardMetrics {
     /// `shard_members`: live members of the ring this replica sees (itself included).
@@ -89,17 +91,36 @@ impl Collector for CachedObjects {
     }
 }
 
-impl ShardMetrics {
-    /// The collectors, named under `prefix`, registered in `registry` (re-registering returns
-    /// the error; create them once per registry).
-    ///
-    /// # Errors
-    ///
-    /// When a collector cannot be created or registered.
-    pub fn register(metrics: &crate::MetricsRegistry) -> Result<Self, prometheus::Error> {
-        let prefix = metrics.prefix().unwrap_or("");
+/// Made once per registry by [`MetricsRegistry::set`](crate::MetricsRegistry::set).
+impl MetricSet for ShardMetrics {
+    fn create(prefix: Option<&str>) -> Result<Self, MetricsError> {
+        let prefix = prefix.unwrap_or("");
         let opts = |name: &str, help: &str| Opts::new(name, help).namespace(prefix);
-        let this = Self {
+        Self::create_with(prefix, opts).map_err(MetricsError::named("shard_*"))
+    }
+
+    fn collectors(&self) -> Vec<Box<dyn Collector>> {
+        vec![
+            Box::new(self.members.clone()),
+            Box::new(self.owned_width.clone()),
+            Box::new(self.active_width.clone()),
+            Box::new(self.objects.clone()),
+            Box::new(self.handoffs_started.clone()),
+            Box::new(self.handoffs_finished.clone()),
+            Box::new(self.acknowledge_seconds.clone()),
+            Box::new(self.server_side_selector.clone()),
+            Box::new(self.cached_objects.clone()),
+        ]
+    }
+}
+
+impl ShardMetrics {
+    /// The collectors, named under `prefix` (through `opts`), registered nowhere.
+    fn create_with(
+        prefix: &str,
+        opts: impl Fn(&str, &str) -> Opts,
+    ) -> Result<Self, prometheus::Error> {
+        Ok(Self {
             members: IntGauge::with_opts(opts(
                 "shard_members",
                 "Live members of the shard ring this replica sees, itself included.",
@@ -146,17 +167,6 @@ impl ShardMetrics {
                 )?,
                 caches: Arc::default(),
             },
-        };
-        let registry = metrics.registry();
-        registry.register(Box::new(this.members.clone()))?;
-        registry.register(Box::new(this.owned_width.clone()))?;
-        registry.register(Box::new(this.active_width.clone()))?;
-        registry.register(Box::new(this.objects.clone()))?;
-        registry.register(Box::new(this.handoffs_started.clone()))?;
-        registry.register(Box::new(this.handoffs_finished.clone()))?;
-        registry.register(Box::new(this.acknowledge_seconds.clone()))?;
-        registry.register(Box::new(this.server_side_selector.clone()))?;
-        registry.register(Box::new(this.cached_objects.clone()))?;
-        Ok(this)
+        })
     }
 }

@@ -293,17 +293,12 @@ impl ShardRing {
         })
     }
 
-    /// Reports the sharding metrics ([`ShardMetrics`]) in `metrics`' registry.
-    ///
-    /// # Errors
-    ///
-    /// When the collectors cannot be registered.
-    pub fn report_to(
-        mut self,
-        metrics: &crate::MetricsRegistry,
-    ) -> Result<Self, prometheus::Error> {
-        self.metrics = Some(ShardMetrics::register(metrics)?);
-        Ok(self)
+    /// Reports the sharding metrics into `metrics` (the set of a registry:
+    /// `registry.set::<ShardMetrics>()?`).
+    #[must_use]
+    pub fn report_to(mut self, metrics: &ShardMetrics) -> Self {
+        self.metrics = Some(metrics.clone());
+        self
     }
 
     /// This replica's membership, for its controller.

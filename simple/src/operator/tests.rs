@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::runtime::watcher;
 
 use super::commands::{CrdArgs, ManifestArgs, RbacArgs, WebhookTargetArgs};
+use super::parse::{self, Chosen};
 use super::*;
 use crate::kinds::UnmanagedKind;
 use kubeapp_operator::WatcherFns;
@@ -49,7 +50,7 @@ fn manifest_args(webhook: WebhookTargetArgs) -> ManifestArgs {
 fn webhooks_of_the_manifest_need_a_ca_and_are_deployed_with_their_configuration() {
     let operator = Operator::new(WEBHOOK_MANIFEST);
     let error = operator
-        .manifests_yaml(&manifest_args(WebhookTargetArgs::default()))
+        .manifests_yaml(&manifest_args(WebhookTargetArgs::default()), &NoArgs)
         .expect_err("no CA");
     let message = error.to_string();
     assert!(
@@ -57,10 +58,13 @@ fn webhooks_of_the_manifest_need_a_ca_and_are_deployed_with_their_configuration(
         "{message}"
     );
     let yaml = operator
-        .manifests_yaml(&manifest_args(WebhookTargetArgs {
-            webhook_ca_file: Some(ca_file("manifests")),
-            webhook_url: None,
-        }))
+        .manifests_yaml(
+            &manifest_args(WebhookTargetArgs {
+                webhook_ca_file: Some(ca_file("manifests")),
+                webhook_url: None,
+            }),
+            &NoArgs,
+        )
         .expect("manifests");
     for needle in [
         "kind: Deployment",
@@ -73,10 +77,13 @@ fn webhooks_of_the_manifest_need_a_ca_and_are_deployed_with_their_configuration(
         assert!(yaml.contains(needle), "{needle} missing:\n{yaml}");
     }
     let error = operator
-        .manifests_yaml(&manifest_args(WebhookTargetArgs {
-            webhook_ca_file: Some(ca_file("url")),
-            webhook_url: Some("http://127.0.0.1:8443".into()),
-        }))
+        .manifests_yaml(
+            &manifest_args(WebhookTargetArgs {
+                webhook_ca_file: Some(ca_file("url")),
+                webhook_url: Some("http://127.0.0.1:8443".into()),
+            }),
+            &NoArgs,
+        )
         .expect_err("not https");
     assert!(error.to_string().contains("not an https:// URL"), "{error}");
 }
@@ -112,10 +119,13 @@ fn rbac_comes_from_the_manifest_and_the_apps_kinds_and_can_be_namespaced() {
         )
     });
     let yaml = operator
-        .rbac_yaml(&RbacArgs {
-            namespace: "shop-system".into(),
-            watch_namespace: Some("shop".into()),
-        })
+        .rbac_yaml(
+            &RbacArgs {
+                namespace: "shop-system".into(),
+                watch_namespace: Some("shop".into()),
+            },
+            &NoArgs,
+        )
         .expect("rbac");
     for needle in [
         "kind: Role\n",
@@ -144,7 +154,7 @@ fn an_invalid_manifest_is_reported_by_every_command() {
     assert!(operator.check_manifest().is_err());
     assert!(
         operator
-            .manifests_yaml(&manifest_args(WebhookTargetArgs::default()))
+            .manifests_yaml(&manifest_args(WebhookTargetArgs::default()), &NoArgs)
             .is_err()
     );
 }
@@ -158,7 +168,7 @@ async fn dry_run_calls_the_operators_rendering_and_says_when_there_is_none() {
     };
     let without = Operator::new(WEBHOOK_MANIFEST);
     let error = without
-        .execute(Command::DryRun(args.clone()))
+        .execute(Command::DryRun(args.clone()), &NoArgs)
         .await
         .expect_err("no dry run given");
     assert!(error.to_string().contains("has no dry run"), "{error}");
@@ -166,7 +176,7 @@ async fn dry_run_calls_the_operators_rendering_and_says_when_there_is_none() {
     let failing = Operator::new(WEBHOOK_MANIFEST)
         .dry_run(|args| async move { Err(format!("{}: not found", args.object.display()).into()) });
     let error = failing
-        .execute(Command::DryRun(args.clone()))
+        .execute(Command::DryRun(args.clone()), &NoArgs)
         .await
         .expect_err("the rendering failed");
     assert_eq!(error.to_string(), "dry run: app.yaml: not found");
@@ -174,7 +184,7 @@ async fn dry_run_calls_the_operators_rendering_and_says_when_there_is_none() {
     let rendering = Operator::new(WEBHOOK_MANIFEST)
         .dry_run(|args| async move { Ok(format!("rendered into {}", args.out.display())) });
     rendering
-        .execute(Command::DryRun(args))
+        .execute(Command::DryRun(args), &NoArgs)
         .await
         .expect("the rendering's summary is printed");
 }
@@ -183,7 +193,7 @@ async fn dry_run_calls_the_operators_rendering_and_says_when_there_is_none() {
 /// Leases (the base rules grant only `get`, `create` and `update`), for `args`.
 fn run_args_and_lease_grant(args: &ManifestArgs) -> (Vec<String>, bool) {
     let yaml = Operator::new(WEBHOOK_MANIFEST)
-        .manifests_yaml(args)
+        .manifests_yaml(args, &NoArgs)
         .expect("manifests");
     let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&yaml).expect("YAML");
     let container = docs
@@ -264,7 +274,7 @@ fn several_replicas_run_leader_elected_with_the_lease_permissions() {
             webhook_url: None,
         })
     };
-    let yaml = operator.manifests_yaml(&args).expect("manifests");
+    let yaml = operator.manifests_yaml(&args, &NoArgs).expect("manifests");
     let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&yaml).expect("YAML");
     let deployment = docs
         .iter()
@@ -299,4 +309,208 @@ fn several_replicas_run_leader_elected_with_the_lease_permissions() {
                     .is_some_and(|r| r.iter().any(|x| x == "leases"))
         });
     assert!(leases, "the role grants the Lease");
+}
+
+/// An operator's own flags, for the tests below.
+#[derive(Debug, clap::Args)]
+struct ShopFlags {
+    /// Where the shop's prices come from.
+    #[arg(long, value_name = "URL")]
+    price_url: Option<String>,
+    /// Also watch ConfigMaps (and need the RBAC for them).
+    #[arg(long)]
+    with_config_maps: bool,
+}
+
+/// An operator's own subcommands, for the tests below.
+#[derive(Debug, clap::Subcommand)]
+enum ShopTools {
+    /// Print the price list.
+    Prices {
+        /// Only this item.
+        #[arg(long)]
+        item: Option<String>,
+    },
+    /// Fail on purpose.
+    Broken,
+}
+
+fn shop_operator(
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) -> Operator<ShopFlags, ShopTools> {
+    Operator::new(WEBHOOK_MANIFEST)
+        .args::<ShopFlags>()
+        .commands(move |tool: ShopTools, context| {
+            let seen = std::sync::Arc::clone(&seen);
+            async move {
+                match tool {
+                    ShopTools::Prices { item } => {
+                        seen.lock().expect("seen").push(format!(
+                            "prices {item:?} from {:?} of {}",
+                            context.args.price_url, context.manifest.app_name
+                        ));
+                        Ok(())
+                    }
+                    ShopTools::Broken => Err("the price list is gone".into()),
+                }
+            }
+        })
+}
+
+#[tokio::test]
+async fn own_flags_and_subcommands_are_parsed_listed_and_dispatched_with_the_operators_exit_codes()
+{
+    let seen = std::sync::Arc::default();
+    let operator = shop_operator(std::sync::Arc::clone(&seen));
+    assert!(parse::clashes::<ShopFlags, ShopTools>().is_empty());
+    let help = operator.command().render_help().to_string();
+    for needle in [
+        "The shop operator (group shop.example.com)",
+        "--price-url <URL>",
+        "prices",
+        "Print the price list",
+        "run",
+    ] {
+        assert!(help.contains(needle), "{needle} missing from\n{help}");
+    }
+    let mut built = operator.command();
+    built.build();
+    let run_help = built
+        .find_subcommand_mut("run")
+        .expect("run")
+        .render_help()
+        .to_string();
+    assert!(run_help.contains("--price-url"), "{run_help}");
+
+    // The flag is global: after the subcommand too.
+    let invocation = parse::parse::<ShopFlags, ShopTools>(
+        operator.command(),
+        [
+            "shop",
+            "run",
+            "--price-url",
+            "http://prices",
+            "--instance",
+            "a",
+        ],
+    )
+    .expect("parses");
+    assert_eq!(invocation.args.price_url.as_deref(), Some("http://prices"));
+    assert!(
+        matches!(&invocation.command, Chosen::Builtin(Command::Run(run)) if run.instance.as_deref() == Some("a")),
+        "{:?}",
+        invocation.command
+    );
+
+    let invocation = parse::parse::<ShopFlags, ShopTools>(
+        operator.command(),
+        ["shop", "--price-url", "http://p", "prices", "--item", "tea"],
+    )
+    .expect("parses");
+    operator.dispatch(invocation).await.expect("prices");
+    assert_eq!(
+        *seen.lock().expect("seen"),
+        ["prices Some(\"tea\") from Some(\"http://p\") of shop"]
+    );
+
+    let broken = parse::parse::<ShopFlags, ShopTools>(operator.command(), ["shop", "broken"])
+        .expect("parses");
+    let error = operator.dispatch(broken).await.expect_err("broken");
+    assert_eq!(error_chain(&error), "broken: the price list is gone");
+    assert_eq!(error.exit_code(), 1);
+
+    let unknown = parse::parse::<ShopFlags, ShopTools>(
+        operator.command(),
+        ["shop", "run", "--price-urll", "x"],
+    )
+    .expect_err("unknown flag");
+    assert_eq!(unknown.kind(), clap::error::ErrorKind::UnknownArgument);
+    assert_eq!(unknown.exit_code(), 2, "clap's usage exit code");
+    let message = unknown.render().to_string();
+    assert!(
+        message.contains("unexpected argument '--price-urll'") && message.contains("--price-url"),
+        "names the flag and suggests the right one: {message}"
+    );
+}
+
+#[test]
+fn own_flags_and_subcommands_that_take_a_common_name_are_refused() {
+    #[derive(Debug, clap::Args)]
+    struct Clashing {
+        /// Clashes with run's --namespace.
+        #[arg(long)]
+        namespace: Option<String>,
+    }
+    #[derive(Debug, clap::Subcommand)]
+    enum ClashingTools {
+        /// Clashes with the common `crd`.
+        Crd,
+    }
+    let clashes = parse::clashes::<Clashing, ClashingTools>();
+    assert_eq!(
+        clashes,
+        [
+            "the operator's own subcommand `crd` has the name of a common one",
+            "the operator's own flag --namespace is a flag of `crd`",
+        ]
+    );
+    let error = OperatorError::CommandLine(clashes);
+    assert_eq!(error.exit_code(), 1);
+}
+
+#[test]
+fn the_app_builder_gets_the_own_flags_a_registry_and_runs_defaults_in_commands_that_do_not_run() {
+    let registries = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&registries);
+    let operator = shop_operator(std::sync::Arc::default()).app_with_context(move |context| {
+        // A set of the registry given, as every app's metric set is made.
+        context
+            .metrics
+            .set::<kubeapp_operator::ControllerMetrics>()?;
+        seen.lock().expect("seen").push((
+            context.metrics.prefix().map(str::to_string),
+            context.operator.metrics_prefix.clone(),
+        ));
+        let config = AppConfig::from_manifest(context.manifest);
+        Ok(if context.args.with_config_maps {
+            config.unmanaged_kind(
+                UnmanagedKind::<ConfigMap>::new().watcher(WatcherFns::<ConfigMap>::new()),
+            )
+        } else {
+            config
+        })
+    });
+    let rbac = |with_config_maps| {
+        operator
+            .rbac_yaml(
+                &RbacArgs {
+                    namespace: "shop-system".into(),
+                    watch_namespace: None,
+                },
+                &ShopFlags {
+                    price_url: None,
+                    with_config_maps,
+                },
+            )
+            .expect("rbac")
+    };
+    assert!(!rbac(false).contains("configmaps"));
+    assert!(rbac(true).contains("configmaps"), "{}", rbac(true));
+    assert_eq!(
+        *registries.lock().expect("seen"),
+        [(None, None), (None, None)],
+        "a registry of its own and run's defaults each time"
+    );
+
+    let failing = Operator::new(WEBHOOK_MANIFEST).app_with_context(|_| Err("no price list".into()));
+    let error = failing
+        .rbac_yaml(
+            &RbacArgs {
+                namespace: "shop-system".into(),
+                watch_namespace: None,
+            },
+            &NoArgs,
+        )
+        .expect_err("the builder failed");
+    assert_eq!(error.to_string(), "building the app: no price list");
 }

@@ -1,8 +1,8 @@
 //! The collectors of finalizer patches.
 
-use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
+use prometheus::{IntCounter, IntCounterVec, Opts};
 
-use crate::metric_registration::{MetricsError, register_all};
+use crate::metric_registration::MetricsError;
 
 /// Counters of the opinionated wrappers' finalizer patches.
 ///
@@ -58,25 +58,6 @@ impl FinalizerMetrics {
         })
     }
 
-    /// Registers the collectors into `registry` ("already registered" is accepted).
-    pub(crate) fn register_into(&self, registry: &Registry) -> Result<(), MetricsError> {
-        let collectors: [(&str, Box<dyn prometheus::core::Collector>); 3] = [
-            (
-                "opinionated_finalizer_patches_total",
-                Box::new(self.patches.clone()),
-            ),
-            (
-                "opinionated_finalizer_conflicts_total",
-                Box::new(self.conflicts.clone()),
-            ),
-            (
-                "opinionated_undecodable_objects_total",
-                Box::new(self.undecodable.clone()),
-            ),
-        ];
-        register_all(registry, collectors)
-    }
-
     /// All collectors, for a registry of the caller's choosing (an app's
     /// `metric_collectors()`); clones share their counts with `self`.
     pub fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
@@ -113,4 +94,16 @@ impl FinalizerMetrics {
 #[allow(clippy::expect_used)] // Fixed, valid metric names and no prefix: construction cannot fail.
 pub(crate) fn default_metrics() -> FinalizerMetrics {
     FinalizerMetrics::unregistered(None).expect("valid metric names")
+}
+
+/// Created by a [`MetricsRegistry`](crate::MetricsRegistry) as its
+/// [`finalizer`](crate::MetricsRegistry::finalizer) set.
+impl crate::metric_registration::MetricSet for FinalizerMetrics {
+    fn create(prefix: Option<&str>) -> Result<Self, MetricsError> {
+        Self::unregistered(prefix)
+    }
+
+    fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
+        Self::collectors(self)
+    }
 }

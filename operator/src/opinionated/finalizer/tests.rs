@@ -255,9 +255,21 @@ fn conflict_backoff_doubles_up_to_the_maximum() {
 fn registering_the_finalizer_metrics_twice_is_harmless() {
     let registry = Registry::new();
     let first = FinalizerMetrics::unregistered(Some("fin_twice")).expect("metrics");
-    first.register_into(&registry).expect("first");
+    crate::metric_registration::register_all(
+        &registry,
+        crate::metric_registration::MetricSet::collectors(&first)
+            .into_iter()
+            .map(|c| ("test", c)),
+    )
+    .expect("first");
     let second = first.clone();
-    second.register_into(&registry).expect("second");
+    crate::metric_registration::register_all(
+        &registry,
+        crate::metric_registration::MetricSet::collectors(&second)
+            .into_iter()
+            .map(|c| ("test", c)),
+    )
+    .expect("second");
     first.conflicts.with_label_values(&["k"]).inc();
     second.conflicts.with_label_values(&["k"]).inc();
     assert_eq!(first.conflicts("k"), 2);
