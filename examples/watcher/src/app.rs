@@ -4,7 +4,6 @@
 //! [`StepMetrics`] (`AppConfig::metric_collector`), which is how an app gets its own metrics onto
 //! the Runner's `/metrics`.
 
-use kube::runtime::events::Reporter;
 use kubeapp::sdk::manifest::ManifestData;
 use kubeapp::simple::{AppConfig, ManagedKind};
 
@@ -13,20 +12,12 @@ use crate::metrics::StepMetrics;
 use crate::watch::ProbeWatcher;
 
 /// The operator's app from the embedded `manifest`: one managed kind, `Probe`, watched by an
-/// opinionated [`ProbeWatcher`] that reports as the manifest's `appName` (and `instance`, the
-/// replica's name, when given), and the example's own [`StepMetrics`] among the app's collectors,
-/// so the Runner serves them on `/metrics`. The namespace and the controller's grace come from
-/// the `run` flags, through the `Operator`.
-pub fn probe_app(
-    manifest: ManifestData,
-    metrics: &StepMetrics,
-    instance: Option<String>,
-) -> AppConfig {
-    let reporter = Reporter {
-        controller: manifest.app_name.clone(),
-        instance,
-    };
-    let probes = ManagedKind::<Probe>::new().watcher(ProbeWatcher::new(reporter, metrics.clone()));
+/// opinionated [`ProbeWatcher`], and the example's own [`StepMetrics`] among the app's
+/// collectors, so the Runner serves them on `/metrics`. The namespace, the controller's grace and
+/// the Events' `reportingInstance` (`--instance`) come from the `run` flags, through the
+/// `Operator`; the Events' `reportingController` is the manifest's `appName`.
+pub fn probe_app(manifest: ManifestData, metrics: &StepMetrics) -> AppConfig {
+    let probes = ManagedKind::<Probe>::new().watcher(ProbeWatcher::new(metrics.clone()));
     AppConfig::from_manifest(manifest)
         .managed_kind(probes)
         .metric_collector(metrics.counter())
@@ -48,8 +39,8 @@ mod tests {
 
     #[tokio::test]
     async fn the_app_exports_the_step_metric_with_the_controller_metrics() {
-        let manifest = crate::kind::manifest().expect("manifest");
-        let config = probe_app(manifest, &StepMetrics::new().expect("metrics"), None);
+        let manifest = ManifestData::from_yaml(crate::kind::MANIFEST_YAML).expect("manifest");
+        let config = probe_app(manifest, &StepMetrics::new().expect("metrics"));
         let app = App::new(config, offline_client()).expect("the app matches its manifest");
         assert_eq!(app.name(), "probe-watcher");
         assert_eq!(app.managed_kinds()[0].plural, "probes");

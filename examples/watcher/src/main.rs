@@ -43,13 +43,10 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    Operator::from_manifest(kind::manifest())
+    Operator::from_manifest(ManifestData::from_yaml(kind::MANIFEST_YAML))
         .name(NAME)
         .crd::<kind::Probe>()
-        .app_with_args(move |manifest, args| {
-            let instance = args.and_then(|args| args.instance.clone());
-            app::probe_app(manifest, &metrics, instance)
-        })
+        .app(move |manifest| app::probe_app(manifest, &metrics))
         .main()
         .await
 }
