@@ -68,11 +68,12 @@ pub fn converter() -> VersionConverter<v1::Template, v2::Template> {
 
 #[cfg(test)]
 mod tests {
+    use kubeapp::operator::apply::conditions;
     use kubeapp::sdk::conversion::Converter as _;
     use serde_json::json;
 
     use super::*;
-    use crate::kind::{READY, TemplateCondition, TemplateStatus};
+    use crate::kind::TemplateStatus;
 
     fn v1_template() -> v1::Template {
         let mut t = v1::Template::new(
@@ -81,27 +82,30 @@ mod tests {
                 data: [("b".into(), "2".into()), ("a".into(), "1".into())].into(),
             },
         );
-        t.status = Some(TemplateStatus {
+        let mut status = TemplateStatus {
             observed_generation: Some(2),
-            conditions: vec![TemplateCondition {
-                type_: READY.into(),
-                status: "True".into(),
-                ..TemplateCondition::default()
-            }],
-        });
+            conditions: Vec::new(),
+        };
+        conditions::set(
+            &mut status.conditions,
+            conditions::ready(true, "ConfigMapApplied", "ConfigMap t is up to date"),
+            Some(2),
+        );
+        t.status = Some(status);
         t
     }
 
     #[test]
     fn v1_to_v2_lists_entries_in_key_order_and_keeps_the_status() {
-        let v2 = to_v2(v1_template()).expect("converts");
+        let original = v1_template();
+        let v2 = to_v2(original.clone()).expect("converts");
         let keys: Vec<&str> = v2.spec.entries.iter().map(|e| e.key.as_str()).collect();
         assert_eq!(keys, ["a", "b"]);
-        assert_eq!(v2.status, v1_template().status);
+        assert_eq!(v2.status, original.status);
         let back = to_v1(v2).expect("back");
         assert_eq!(
             (back.spec, back.status),
-            (v1_template().spec, v1_template().status),
+            (original.spec, original.status),
             "round trip"
         );
     }
@@ -123,7 +127,13 @@ mod tests {
             "apiVersion": "reconciler.example.kubeapp.dev/v1",
             "kind": "Template",
             "metadata": {"name": "t", "namespace": "ns", "uid": "u", "resourceVersion": "7"},
-            "spec": {"data": {"k": "v"}}
+            "spec": {"data": {"k": "v"}},
+            // A status as earlier releases of the example wrote it: its JSON is a metav1.Condition.
+            "status": {"observedGeneration": 2, "conditions": [{
+                "type": "Ready", "status": "True", "reason": "ConfigMapApplied",
+                "message": "ConfigMap t is up to date",
+                "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 2
+            }]}
         });
         let v2 = converter()
             .convert(stored.clone(), "reconciler.example.kubeapp.dev/v2")
@@ -132,10 +142,12 @@ mod tests {
         assert_eq!(v2["apiVersion"], "reconciler.example.kubeapp.dev/v2");
         assert_eq!(v2["spec"], json!({"entries": [{"key": "k", "value": "v"}]}));
         assert_eq!(v2["metadata"], stored["metadata"]);
+        assert_eq!(v2["status"], stored["status"]);
         let back = converter()
             .convert(v2, "reconciler.example.kubeapp.dev/v1")
             .await
             .expect("to v1");
         assert_eq!(back["spec"], stored["spec"]);
+        assert_eq!(back["status"], stored["status"]);
     }
 }

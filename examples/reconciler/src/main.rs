@@ -41,7 +41,7 @@ pub const NAME: &str = "kubeapp-example-reconciler";
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    Operator::from_manifest(kind::manifest())
+    Operator::from_manifest(ManifestData::from_yaml(kind::MANIFEST_YAML))
         .name(NAME)
         .crd::<v1::Template>()
         .crd::<v2::Template>()

@@ -9,20 +9,21 @@
 //! What it does per action:
 //!
 //! - `Created`, `Updated`, `Resynced` (a triggered reconcile of an owned ConfigMap's change
-//!   arrives as `Resynced`): apply the rendered ConfigMap ([`render_config_map`]) with field
-//!   manager [`FIELD_MANAGER`] (`Context::apply`: forced on a conflict), then write `status`
-//!   ([`ready_status`]) through the status subresource when it changed (`Context::status`).
+//!   arrives as `Resynced`): apply the rendered ConfigMap ([`render_config_map`]), owned by the
+//!   `Template`, with field manager [`FIELD_MANAGER`] (`Context::apply(..).owned_by(..)`: forced
+//!   on a conflict), then write `status` ([`ready_status`]) through the status subresource when it
+//!   changed (`Context::status`).
 //! - `Deleted`: delete the ConfigMap (a missing one is fine).
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ObjectMeta};
-use kube::{Resource, ResourceExt};
+use kubeapp::operator::apply::conditions;
 use kubeapp::operator::{
     Context, ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult, Reconciler,
 };
 
-use crate::kind::{READY, Template, TemplateCondition, TemplateStatus};
+use crate::kind::{Template, TemplateStatus};
 
 /// The field manager of the server-side apply of rendered ConfigMaps.
 pub const FIELD_MANAGER: &str = "kubeapp-example-reconciler";
@@ -30,94 +31,35 @@ pub const FIELD_MANAGER: &str = "kubeapp-example-reconciler";
 /// The label put on rendered ConfigMaps, naming the `Template` they come from.
 pub const TEMPLATE_LABEL: &str = "reconciler.example.kubeapp.dev/template";
 
-/// Why a `Template` could not be rendered.
-#[derive(Debug, thiserror::Error)]
-pub enum RenderError {
-    /// The object has no name, namespace or uid (it was not read from an apiserver).
-    #[error("the Template has no metadata.{0}")]
-    MissingMetadata(&'static str),
-}
-
-/// The ConfigMap a `Template` renders to: same name and namespace, the spec's data, a label
-/// naming the template and an owner reference to it (so the garbage collector also removes it
-/// in clusters that run one).
-///
-/// # Errors
-///
-/// [`RenderError::MissingMetadata`] when the object has no name, namespace or uid.
-pub fn render_config_map(template: &Template) -> Result<ConfigMap, RenderError> {
-    let name = template
-        .metadata
-        .name
-        .clone()
-        .ok_or(RenderError::MissingMetadata("name"))?;
-    let namespace = template
-        .metadata
-        .namespace
-        .clone()
-        .ok_or(RenderError::MissingMetadata("namespace"))?;
-    let uid = template
-        .metadata
-        .uid
-        .clone()
-        .ok_or(RenderError::MissingMetadata("uid"))?;
-    let owner = OwnerReference {
-        api_version: Template::api_version(&()).into_owned(),
-        kind: Template::kind(&()).into_owned(),
-        name: name.clone(),
-        uid,
-        controller: Some(true),
-        block_owner_deletion: None,
-    };
-    Ok(ConfigMap {
+/// The ConfigMap a `Template` renders to: same name and namespace, the spec's data and a label
+/// naming the template. The reconciler applies it owned by the template (`owned_by`), so the
+/// app's `owns` maps its changes back, and the garbage collector also removes it in clusters
+/// that run one.
+pub fn render_config_map(template: &Template) -> ConfigMap {
+    ConfigMap {
         metadata: ObjectMeta {
-            name: Some(name.clone()),
-            namespace: Some(namespace),
-            labels: Some([(TEMPLATE_LABEL.to_string(), name)].into()),
-            owner_references: Some(vec![owner]),
+            name: template.metadata.name.clone(),
+            namespace: template.metadata.namespace.clone(),
+            labels: Some([(TEMPLATE_LABEL.to_string(), template.name_any())].into()),
             ..ObjectMeta::default()
         },
         data: Some(template.spec.data.clone()),
         ..ConfigMap::default()
-    })
+    }
 }
 
 /// The status after a successful reconcile of `template`: `observedGeneration` is its
-/// generation and `Ready` is `True`. The transition time of an earlier `Ready=True` is kept, so
-/// reconciling an unchanged object yields an unchanged status (and no write).
-pub fn ready_status(template: &Template, now: &str) -> TemplateStatus {
+/// generation and `Ready` is `True` (`conditions::set` keeps the transition time of an earlier
+/// `Ready=True`, so reconciling an unchanged object yields an unchanged status, and no write);
+/// other conditions are kept.
+pub fn ready_status(template: &Template) -> TemplateStatus {
     let generation = template.metadata.generation;
-    let previous = template.status.as_ref().and_then(|s| s.condition(READY));
-    let last_transition_time = match previous {
-        Some(c) if c.status == "True" => c.last_transition_time.clone(),
-        _ => now.to_string(),
-    };
-    let mut conditions: Vec<TemplateCondition> = template
-        .status
-        .as_ref()
-        .map(|s| {
-            s.conditions
-                .iter()
-                .filter(|c| c.type_ != READY)
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default();
-    conditions.push(TemplateCondition {
-        type_: READY.to_string(),
-        status: "True".to_string(),
-        reason: "ConfigMapApplied".to_string(),
-        message: format!(
-            "ConfigMap {} is up to date",
-            template.metadata.name.as_deref().unwrap_or_default()
-        ),
-        last_transition_time,
-        observed_generation: generation,
-    });
-    TemplateStatus {
-        observed_generation: generation,
-        conditions,
-    }
+    let mut status = template.status.clone().unwrap_or_default();
+    let message = format!("ConfigMap {} is up to date", template.name_any());
+    let ready = conditions::ready(true, "ConfigMapApplied", message);
+    conditions::set(&mut status.conditions, ready, generation);
+    status.observed_generation = generation;
+    status
 }
 
 /// The reconciler of `Template`s; see the [module docs](self). It holds nothing: the client, the
@@ -129,15 +71,16 @@ impl TemplateReconciler {
     async fn apply(&self, template: &Template, ctx: &Context) -> Result<(), ReconcileError> {
         let namespace = template.namespace().unwrap_or_default();
         let name = template.name_any();
-        let desired = render_config_map(template).map_err(ReconcileError::new)?;
-        ctx.apply(desired)
+        ctx.apply(render_config_map(template))
+            .owned_by(template)
+            .map_err(ReconcileError::new)?
             .field_manager(FIELD_MANAGER)
             .send()
             .await
             .map_err(ReconcileError::new)?;
         let written = ctx
             .status(template)
-            .write(ready_status(template, &now()))
+            .write(ready_status(template))
             .await
             .map_err(ReconcileError::new)?;
         tracing::info!(
@@ -187,17 +130,11 @@ impl Reconciler<Template> for TemplateReconciler {
     }
 }
 
-/// Now, as Kubernetes writes timestamps (RFC 3339, seconds).
-fn now() -> String {
-    let time = Time(k8s_openapi::jiff::Timestamp::now());
-    serde_json::to_value(time)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use kubeapp::operator::apply::Applier;
+
     use super::*;
     use crate::kind::TemplateSpec;
 
@@ -214,9 +151,23 @@ mod tests {
         t
     }
 
-    #[test]
-    fn the_config_map_has_the_spec_data_name_namespace_and_owner() {
-        let cm = render_config_map(&template()).expect("rendered");
+    /// An applier over a client for an address nothing listens on: `owned_by` sends nothing.
+    fn offline_applier() -> Applier {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+        Applier::new(
+            kube::Client::try_from(config).expect("client"),
+            FIELD_MANAGER,
+        )
+    }
+
+    #[tokio::test]
+    async fn the_config_map_has_the_spec_data_name_namespace_and_owner() {
+        let t = template();
+        let apply = offline_applier()
+            .apply(render_config_map(&t))
+            .owned_by(&t)
+            .expect("owned");
+        let cm = apply.object();
         assert_eq!(cm.metadata.name.as_deref(), Some("greeting"));
         assert_eq!(cm.metadata.namespace.as_deref(), Some("demo"));
         assert_eq!(
@@ -230,44 +181,47 @@ mod tests {
         assert_eq!(owner.kind, "Template");
         assert_eq!(owner.api_version, "reconciler.example.kubeapp.dev/v1");
         assert_eq!(owner.uid, "uid-1");
+        assert_eq!(owner.controller, Some(true));
         assert_eq!(
             cm.metadata.labels.as_ref().expect("labels")[TEMPLATE_LABEL],
             "greeting"
         );
     }
 
-    #[test]
-    fn an_object_without_uid_does_not_render() {
+    #[tokio::test]
+    async fn an_object_without_uid_is_not_applied() {
         let mut t = template();
         t.metadata.uid = None;
-        let err = render_config_map(&t).expect_err("no uid");
-        assert_eq!(err.to_string(), "the Template has no metadata.uid");
+        let err = offline_applier()
+            .apply(render_config_map(&t))
+            .owned_by(&t)
+            .err()
+            .expect("no uid");
+        assert!(err.to_string().contains("uid"), "{err}");
     }
 
     #[test]
     fn status_reports_the_generation_and_ready_and_is_stable() {
         let mut t = template();
-        let status = ready_status(&t, "2026-01-01T00:00:00Z");
+        let status = ready_status(&t);
         assert_eq!(status.observed_generation, Some(3));
-        let ready = status.condition(READY).expect("Ready");
+        let ready = conditions::find(&status.conditions, conditions::READY).expect("Ready");
         assert_eq!(ready.status, "True");
-        assert_eq!(ready.last_transition_time, "2026-01-01T00:00:00Z");
+        assert_eq!(ready.observed_generation, Some(3));
+        // An earlier transition, read back from the apiserver.
+        let earlier: Time =
+            serde_json::from_value(serde_json::json!("2026-01-01T00:00:00Z")).expect("a time");
+        let mut stored = status.clone();
+        stored.conditions[0].last_transition_time = earlier.clone();
         // Unchanged object, later: same status (no write, no event loop).
-        t.status = Some(status.clone());
-        assert_eq!(ready_status(&t, "2026-01-02T00:00:00Z"), status);
+        t.status = Some(stored.clone());
+        assert_eq!(ready_status(&t), stored);
         // New generation: observedGeneration follows, the transition time stays.
         t.metadata.generation = Some(4);
-        let next = ready_status(&t, "2026-01-02T00:00:00Z");
+        let next = ready_status(&t);
         assert_eq!(next.observed_generation, Some(4));
-        assert_eq!(
-            next.condition(READY).expect("Ready").last_transition_time,
-            "2026-01-01T00:00:00Z"
-        );
-    }
-
-    #[test]
-    fn now_is_rfc3339_seconds() {
-        let now = now();
-        assert!(now.ends_with('Z') && now.len() == 20, "{now}");
+        let ready = conditions::find(&next.conditions, conditions::READY).expect("Ready");
+        assert_eq!(ready.last_transition_time, earlier);
+        assert_eq!(ready.observed_generation, Some(4));
     }
 }

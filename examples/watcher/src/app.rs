@@ -3,7 +3,6 @@
 //! [`probe_app`] builds the config of a [`kubeapp::simple::App`] whose watcher counts into the
 //! example's [`StepMetrics`], a set taken from the Runner's registry (so on its `/metrics`).
 
-use kube::runtime::events::Reporter;
 use kubeapp::sdk::manifest::ManifestData;
 use kubeapp::simple::{AppConfig, ManagedKind};
 
@@ -12,20 +11,12 @@ use crate::metrics::StepMetrics;
 use crate::watch::ProbeWatcher;
 
 /// The operator's app from the embedded `manifest`: one managed kind, `Probe`, watched by an
-/// opinionated [`ProbeWatcher`] that reports as the manifest's `appName` (and `instance`, the
-/// replica's name, when given), counting into the example's own [`StepMetrics`] (a set of the
-/// Runner's registry, so the Runner serves it on `/metrics`). The namespace and the controller's grace come from
-/// the `run` flags, through the `Operator`.
-pub fn probe_app(
-    manifest: ManifestData,
-    metrics: &StepMetrics,
-    instance: Option<String>,
-) -> AppConfig {
-    let reporter = Reporter {
-        controller: manifest.app_name.clone(),
-        instance,
-    };
-    let probes = ManagedKind::<Probe>::new().watcher(ProbeWatcher::new(reporter, metrics.clone()));
+/// opinionated [`ProbeWatcher`] counting into the example's own [`StepMetrics`] (a set of the
+/// Runner's registry, so the Runner serves it on `/metrics`). The namespace, the controller's
+/// grace and the Events' `reportingInstance` (`--instance`) come from the `run` flags, through the
+/// `Operator`; the Events' `reportingController` is the manifest's `appName`.
+pub fn probe_app(manifest: ManifestData, metrics: &StepMetrics) -> AppConfig {
+    let probes = ManagedKind::<Probe>::new().watcher(ProbeWatcher::new(metrics.clone()));
     AppConfig::from_manifest(manifest).managed_kind(probes)
 }
 
@@ -46,10 +37,10 @@ mod tests {
 
     #[tokio::test]
     async fn the_app_exports_the_step_metric_in_the_registry_of_the_controller_metrics() {
-        let manifest = crate::kind::manifest().expect("manifest");
+        let manifest = ManifestData::from_yaml(crate::kind::MANIFEST_YAML).expect("manifest");
         let metrics = MetricsRegistry::new(Some("probe")).expect("registry");
         let steps = metrics.set::<StepMetrics>().expect("the step set");
-        let config = probe_app(manifest, &steps, None).metrics(metrics.clone());
+        let config = probe_app(manifest, &steps).metrics(metrics.clone());
         let app = App::new(config, offline_client()).expect("the app matches its manifest");
         assert_eq!(app.name(), "probe-watcher");
         assert_eq!(app.managed_kinds()[0].plural, "probes");

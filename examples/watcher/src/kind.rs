@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use kube::CustomResource;
-use kubeapp::sdk::manifest::ManifestData;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -49,24 +48,16 @@ impl ProbeSpec {
     }
 }
 
-/// The embedded manifest, parsed.
-///
-/// # Errors
-///
-/// When `manifest.yaml` does not parse (a build-time mistake; the unit tests catch it).
-pub fn manifest() -> Result<ManifestData, kubeapp::sdk::manifest::ManifestError> {
-    ManifestData::from_yaml(MANIFEST_YAML)
-}
-
 #[cfg(test)]
 mod tests {
     use kube::CustomResourceExt;
+    use kubeapp::sdk::manifest::ManifestData;
 
     use super::*;
 
     #[test]
     fn the_manifest_parses_and_names_the_kind() {
-        let manifest = manifest().expect("manifest.yaml parses");
+        let manifest = ManifestData::from_yaml(MANIFEST_YAML).expect("manifest.yaml parses");
         assert_eq!(manifest.app_name, "probe-watcher");
         assert_eq!(manifest.group, "watcher.example.kubeapp.dev");
         assert_eq!(manifest.kinds()[0].kind, "Probe");

@@ -36,13 +36,12 @@ pub const NAME: &str = "kubeapp-example-watcher";
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    Operator::from_manifest(kind::manifest())
+    Operator::from_manifest(ManifestData::from_yaml(kind::MANIFEST_YAML))
         .name(NAME)
         .crd::<kind::Probe>()
         .app_with_context(move |context| {
             let metrics = context.metrics.set::<StepMetrics>()?;
-            let instance = context.operator.instance.clone();
-            Ok(app::probe_app(context.manifest, &metrics, instance))
+            Ok(app::probe_app(context.manifest, &metrics))
         })
         .main()
         .await

@@ -14,7 +14,8 @@
 pub mod v1;
 pub mod v2;
 
-use kubeapp::sdk::manifest::ManifestData;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kubeapp::operator::apply::conditions;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -23,9 +24,6 @@ pub use v1::{Template, TemplateSpec};
 /// The app manifest, embedded from `manifest.yaml` in the crate directory.
 pub const MANIFEST_YAML: &str = include_str!("../../manifest.yaml");
 
-/// The name of the `Ready` condition.
-pub const READY: &str = "Ready";
-
 /// What the operator reports about a `Template`.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -33,59 +31,23 @@ pub struct TemplateStatus {
     /// The `metadata.generation` of the object the status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// The conditions; the operator sets `Ready`.
+    /// The conditions (`metav1.Condition`, one per type); the operator sets `Ready`, and the
+    /// conditions other writers set are kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<TemplateCondition>,
-}
-
-/// A condition in the usual Kubernetes shape.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct TemplateCondition {
-    /// The condition's name, e.g. `Ready`.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// `True`, `False` or `Unknown`.
-    pub status: String,
-    /// A machine-readable reason in CamelCase.
-    #[serde(default)]
-    pub reason: String,
-    /// A human-readable message.
-    #[serde(default)]
-    pub message: String,
-    /// When `status` last changed (RFC 3339).
-    #[serde(default)]
-    pub last_transition_time: String,
-    /// The generation the condition was computed for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-}
-
-impl TemplateStatus {
-    /// The condition of type `type_`, if any.
-    pub fn condition(&self, type_: &str) -> Option<&TemplateCondition> {
-        self.conditions.iter().find(|c| c.type_ == type_)
-    }
-}
-
-/// The embedded manifest, parsed.
-///
-/// # Errors
-///
-/// When `manifest.yaml` does not parse (a build-time mistake; the unit tests catch it).
-pub fn manifest() -> Result<ManifestData, kubeapp::sdk::manifest::ManifestError> {
-    ManifestData::from_yaml(MANIFEST_YAML)
+    #[schemars(schema_with = "conditions::schema")]
+    pub conditions: Vec<Condition>,
 }
 
 #[cfg(test)]
 mod tests {
     use kube::CustomResourceExt;
+    use kubeapp::sdk::manifest::ManifestData;
 
     use super::*;
 
     #[test]
     fn the_manifest_parses_and_names_the_kind() {
-        let manifest = manifest().expect("manifest.yaml parses");
+        let manifest = ManifestData::from_yaml(MANIFEST_YAML).expect("manifest.yaml parses");
         assert_eq!(manifest.group, "reconciler.example.kubeapp.dev");
         assert_eq!(manifest.kinds()[0].kind, "Template");
     }
@@ -101,6 +63,23 @@ mod tests {
                 .as_ref()
                 .is_some_and(|s| s.status.is_some())
         );
+    }
+
+    #[test]
+    fn the_conditions_are_a_list_map_keyed_by_type() {
+        // So a server-side status apply by another field manager keeps this operator's `Ready`,
+        // and this operator's apply keeps theirs.
+        for crd in [Template::crd(), v2::Template::crd()] {
+            let schema = serde_json::to_value(&crd.spec.versions[0].schema).expect("schema");
+            let conditions =
+                &schema["openAPIV3Schema"]["properties"]["status"]["properties"]["conditions"];
+            assert_eq!(conditions["x-kubernetes-list-type"], "map", "{conditions}");
+            assert_eq!(
+                conditions["x-kubernetes-list-map-keys"],
+                serde_json::json!(["type"]),
+                "{conditions}"
+            );
+        }
     }
 
     #[test]
