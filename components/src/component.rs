@@ -102,6 +102,10 @@ pub enum ComponentError {
     Failed(String),
 }
 
+/// A component of `K`'s graph, boxed: what a [`ComponentGraph`](crate::ComponentGraph) holds
+/// unless told otherwise.
+pub type BoxComponent<K> = Box<dyn Component<K>>;
+
 /// A component of kind `K`'s graph; see the [module docs](self).
 pub trait Component<K>: Send + Sync + 'static {
     /// Whether the component is wanted for this object (a spec toggle, say). A disabled

@@ -38,7 +38,7 @@ use serde_json::{Value, json};
 use crate::component::{Rendered, Session};
 use crate::graph::ComponentGraph;
 use crate::report::{Outcome, RunReport};
-use crate::run::{BoxComponent, Cluster, RunOptions, run_with};
+use crate::run::{Cluster, RunOptions, run_with};
 
 /// Why a dry run failed, naming the file or the components at fault.
 #[derive(Debug, thiserror::Error)]
@@ -165,11 +165,7 @@ pub struct DryRun {
 }
 
 /// Renders `graph` for `object` over a [`MemoryCluster`] holding `existing`.
-pub async fn dry_run<K>(
-    graph: &ComponentGraph<K, BoxComponent<K>>,
-    object: K,
-    existing: Vec<Value>,
-) -> DryRun
+pub async fn dry_run<K>(graph: &ComponentGraph<K>, object: K, existing: Vec<Value>) -> DryRun
 where
     K: Resource<DynamicType = ()> + Send + Sync + 'static,
 {
@@ -361,7 +357,7 @@ pub fn read_objects(dir: &Path) -> Result<Vec<Value>, DryRunError> {
 /// A file that cannot be read or parsed, a tree that cannot be written (each naming the path),
 /// or components that did not render ([`DryRunError::NotRendered`], after the tree is written).
 pub async fn from_files<K>(
-    graph: &ComponentGraph<K, BoxComponent<K>>,
+    graph: &ComponentGraph<K>,
     object_file: &Path,
     existing: Option<&Path>,
     out: &Path,

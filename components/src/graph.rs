@@ -14,6 +14,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::component::BoxComponent;
+
 /// A check on a dependency edge: it must pass (for the custom object being reconciled) before the
 /// dependent component deploys, e.g. "the database's Secret has a password".
 pub type EdgeCheck<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
@@ -209,8 +211,9 @@ impl<K, C> GraphBuilder<K, C> {
     }
 }
 
-/// A checked graph; see the [module docs](self).
-pub struct ComponentGraph<K, C> {
+/// A checked graph; see the [module docs](self). Its components are boxed [`Component`](crate::Component)s unless
+/// `C` says otherwise (`ComponentGraph<K>` is what a reconciler, `run` and `dry_run` take).
+pub struct ComponentGraph<K, C = BoxComponent<K>> {
     nodes: Vec<Node<K, C>>,
     /// For each node, the indexes of its dependencies.
     edges: Vec<Vec<usize>>,

@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
 use kube::{Client, Resource};
 use kubeapp_operator::{
-    Applier, Context, ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult,
-    Reconciler, Store,
+    Applier, Context, MetricSetError, MetricsRegistry, ReconcileAction, ReconcileError,
+    ReconcileRequest, ReconcileResult, Reconciler, Store,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -38,7 +38,7 @@ use crate::hooks::{Hooks, NoHooks, after_run};
 use crate::inventory::{PrunePlan, union};
 use crate::metrics::ComponentMetrics;
 use crate::report::{ComponentObject, Outcome, RunReport, Verified};
-use crate::run::{BoxComponent, Cluster, RunOptions, run_with};
+use crate::run::{Cluster, RunOptions, run_with};
 use crate::status::status_update;
 use crate::unchanged::unchanged;
 
@@ -123,7 +123,7 @@ where
 
 /// A component graph as a reconciler; see the [module docs](self).
 pub struct ComponentsReconciler<K, H = NoHooks> {
-    graph: Arc<ComponentGraph<K, BoxComponent<K>>>,
+    graph: Arc<ComponentGraph<K>>,
     options: RunOptions,
     not_ready_first: Duration,
     not_ready_max: Duration,
@@ -141,7 +141,7 @@ pub struct ComponentsReconciler<K, H = NoHooks> {
 impl<K: Resource<DynamicType = ()>> ComponentsReconciler<K> {
     /// Runs `graph`, at most 4 components of a level at once, re-checking a not-ready graph after
     /// 5 s.
-    pub fn new(graph: ComponentGraph<K, BoxComponent<K>>) -> Self {
+    pub fn new(graph: ComponentGraph<K>) -> Self {
         Self {
             graph: Arc::new(graph),
             options: RunOptions {
@@ -198,6 +198,19 @@ impl<K, H> ComponentsReconciler<K, H> {
     pub fn metrics(mut self, metrics: ComponentMetrics) -> Self {
         self.options.metrics = Some(metrics);
         self
+    }
+
+    /// Counts outcomes and durations into `registry`'s [`ComponentMetrics`] (a Runner's: the
+    /// `context.metrics` of `Operator::app_with_context`), under its prefix: the same series as
+    /// [`metrics`](Self::metrics) given `registry.set::<ComponentMetrics>()`, without naming the
+    /// set.
+    ///
+    /// # Errors
+    ///
+    /// [`MetricSetError`] when the set cannot be created or its names clash with collectors
+    /// registered before in `registry`.
+    pub fn metrics_in(self, registry: &MetricsRegistry) -> Result<Self, MetricSetError> {
+        Ok(self.metrics(registry.set::<ComponentMetrics>()?))
     }
 
     /// Lets components read `store` (the cache of `T` objects) through [`Session::store`].
@@ -335,7 +348,7 @@ where
 /// objects that cannot carry an owner reference (cluster-scoped children of a namespaced
 /// object).
 async fn cleanup<K, Cl>(
-    graph: &ComponentGraph<K, BoxComponent<K>>,
+    graph: &ComponentGraph<K>,
     session: &Session<K>,
     cluster: &Cl,
     previous: &[ComponentObject],
@@ -464,7 +477,7 @@ mod tests {
 
     #[test]
     fn not_ready_requeues_back_off_from_first_to_max() {
-        let graph = ComponentGraph::<ConfigMap, BoxComponent<ConfigMap>>::builder()
+        let graph = ComponentGraph::<ConfigMap>::builder()
             .build()
             .expect("empty graph");
         let reconciler = ComponentsReconciler::new(graph);
@@ -472,7 +485,7 @@ mod tests {
             .map(|streak| reconciler.not_ready_delay(streak).as_secs())
             .collect();
         assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
-        let graph = ComponentGraph::<ConfigMap, BoxComponent<ConfigMap>>::builder()
+        let graph = ComponentGraph::<ConfigMap>::builder()
             .build()
             .expect("empty graph");
         let slow = ComponentsReconciler::new(graph)
@@ -483,5 +496,40 @@ mod tests {
             "max is at least first"
         );
         assert_eq!(slow.not_ready_delay(u32::MAX), Duration::from_secs(3600));
+    }
+
+    #[test]
+    fn metrics_in_counts_into_the_registry_under_its_prefix() {
+        let registry = MetricsRegistry::new(Some("shop")).expect("valid prefix");
+        let graph = ComponentGraph::<ConfigMap>::builder()
+            .build()
+            .expect("empty graph");
+        let reconciler = ComponentsReconciler::new(graph)
+            .metrics_in(&registry)
+            .expect("a fresh registry");
+        let metrics = reconciler.options.metrics.as_ref().expect("metrics set");
+        metrics.phase("ConfigMap", "prune", Duration::from_millis(5));
+        let names: Vec<String> = registry
+            .registry()
+            .gather()
+            .iter()
+            .map(|family| family.name().to_string())
+            .collect();
+        assert!(
+            names.contains(&"shop_component_phase_duration_seconds".to_string()),
+            "{names:?}"
+        );
+        // The registry's own set: the reconciler counts into the same series.
+        let set = registry.set::<ComponentMetrics>().expect("registered once");
+        set.phase("ConfigMap", "prune", Duration::from_millis(5));
+        let text = prometheus::TextEncoder::new()
+            .encode_to_string(&registry.registry().gather())
+            .expect("text format");
+        assert!(
+            text.contains(
+                "shop_component_phase_duration_seconds_count{kind=\"ConfigMap\",phase=\"prune\"} 2"
+            ),
+            "{text}"
+        );
     }
 }

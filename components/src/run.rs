@@ -29,14 +29,12 @@ use futures::StreamExt;
 use serde_json::Value;
 use tracing::Instrument;
 
+pub use crate::component::BoxComponent;
 use crate::component::{Component, ComponentError, Rendered, Session};
 use crate::graph::ComponentGraph;
 use crate::metrics::ComponentMetrics;
 use crate::readiness::Readiness;
 use crate::report::{ComponentObject, Outcome, RunReport, Verified};
-
-/// A component of `K`'s graph, boxed.
-pub type BoxComponent<K> = Box<dyn Component<K>>;
 
 impl<K: 'static> crate::graph::GraphBuilder<K, BoxComponent<K>> {
     /// Adds `component`, boxed; the `depends_on` calls that follow apply to it.
@@ -113,7 +111,7 @@ impl Default for RunOptions {
 /// Deploys then verifies `graph` for `session`'s object through `cluster`, at most
 /// `concurrency` components of a level at once; see the [module docs](self).
 pub async fn run<K, C>(
-    graph: &ComponentGraph<K, BoxComponent<K>>,
+    graph: &ComponentGraph<K>,
     session: &Session<K>,
     cluster: &C,
     concurrency: usize,
@@ -133,7 +131,7 @@ where
 /// component (`component`, with its name and outcome), and the [metrics](crate::metrics) when
 /// given.
 pub async fn run_with<K, C>(
-    graph: &ComponentGraph<K, BoxComponent<K>>,
+    graph: &ComponentGraph<K>,
     session: &Session<K>,
     cluster: &C,
     options: &RunOptions,
@@ -214,7 +212,7 @@ fn outcome_name(outcome: &Outcome) -> &'static str {
 }
 
 async fn deploy_one<K: 'static, C: Cluster>(
-    graph: &ComponentGraph<K, BoxComponent<K>>,
+    graph: &ComponentGraph<K>,
     index: usize,
     done: &[Option<(Outcome, Vec<ComponentObject>)>],
     session: &Session<K>,
@@ -231,7 +229,7 @@ async fn deploy_one<K: 'static, C: Cluster>(
 
 /// Deploys one component, recording into `objects` what it applied.
 async fn deploy_checked<K: 'static, C: Cluster>(
-    graph: &ComponentGraph<K, BoxComponent<K>>,
+    graph: &ComponentGraph<K>,
     index: usize,
     done: &[Option<(Outcome, Vec<ComponentObject>)>],
     session: &Session<K>,
@@ -306,10 +304,7 @@ async fn deploy_checked<K: 'static, C: Cluster>(
     Outcome::Deployed(applied)
 }
 
-fn verify<K: 'static>(
-    graph: &ComponentGraph<K, BoxComponent<K>>,
-    deployed: &[Outcome],
-) -> Vec<Verified> {
+fn verify<K: 'static>(graph: &ComponentGraph<K>, deployed: &[Outcome]) -> Vec<Verified> {
     let nodes = graph.nodes();
     let mut verified = vec![Verified::Skipped; nodes.len()];
     for &index in graph.levels().iter().flatten() {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use kubeapp_operator::{Context, Kind, ReconcileError};
+use kubeapp_operator::{Context, Kind, MetricSetError, MetricsRegistry, ReconcileError};
 
 use crate::inputs::{InputKey, InputValue};
 use crate::metrics::PhaseMetrics;
@@ -208,6 +208,18 @@ where
     pub fn metrics(mut self, metrics: PhaseMetrics) -> Self {
         self.metrics = Some(metrics);
         self
+    }
+
+    /// Counts into `registry`'s [`PhaseMetrics`] (a Runner's: the `context.metrics` of
+    /// `Operator::app_with_context`), under its prefix: the same series as
+    /// [`metrics`](Self::metrics) given `registry.set::<PhaseMetrics>()`, without naming the set.
+    ///
+    /// # Errors
+    ///
+    /// [`MetricSetError`] when the set cannot be created or its names clash with collectors
+    /// registered before in `registry`.
+    pub fn metrics_in(self, registry: &MetricsRegistry) -> Result<Self, MetricSetError> {
+        Ok(self.metrics(registry.set::<PhaseMetrics>()?))
     }
 
     /// Whether the machine has a finalizer hook (then its kind needs a finalizer).

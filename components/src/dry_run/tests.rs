@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::json;
 
 use super::*;
-use crate::component::{ComponentError, component_fn};
+use crate::component::{BoxComponent, ComponentError, component_fn};
 use crate::graph::ComponentGraph;
 
 /// A component that renders one object of `kind` named after the owner, with `suffix`.

@@ -9,7 +9,6 @@ mod success_rate;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kubeapp::phases::PhaseMetrics;
 use kubeapp::prelude::*;
 
 use crate::success_rate::SuccessRateSource;
@@ -95,9 +94,9 @@ async fn main() -> std::process::ExitCode {
                 Some(url) => SuccessRateSource::Prometheus(url),
                 None => SuccessRateSource::ConfigMap,
             };
-            // Registered in the Runner's registry, under its --metrics-prefix.
-            let metrics = context.metrics.set::<PhaseMetrics>()?;
-            let machine = rollout::machine(source, metrics, context.args.evaluation_interval);
+            let machine = rollout::machine(source, context.args.evaluation_interval)
+                // Counted in the Runner's registry, under its --metrics-prefix.
+                .metrics_in(&context.metrics)?;
             let scheduler = machine.build()?;
             Ok(AppConfig::from_manifest(context.manifest).managed_kind(
                 ManagedKind::<Canary>::new()

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kubeapp::components::Rendered;
-use kubeapp::phases::{InputKey, Phase, PhaseMachine, PhaseMetrics, Transition, Work};
+use kubeapp::phases::{InputKey, Phase, PhaseMachine, Transition, Work};
 use kubeapp::prelude::*;
 use serde_json::{Value, json};
 
@@ -141,7 +141,6 @@ fn rollout(deployment: &Deployment) -> kubeapp::components::Readiness {
 /// The canary's phase machine; `source` is where success rates come from.
 pub fn machine(
     source: SuccessRateSource,
-    metrics: PhaseMetrics,
     evaluation_interval: Duration,
 ) -> PhaseMachine<Canary, Step> {
     let source = Arc::new(source);
@@ -229,5 +228,4 @@ pub fn machine(
             tracing::info!(canary = %canary.name_any(), "canary finalized");
             Ok(())
         })
-        .metrics(metrics)
 }

@@ -17,8 +17,7 @@ use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kubeapp::components::{
-    BoxComponent, ComponentGraph, ComponentMetrics, ComponentsReconciler, ComponentsSummary,
-    Rendered, Session, dry_run,
+    ComponentGraph, ComponentsReconciler, ComponentsSummary, Rendered, Session, dry_run,
 };
 use kubeapp::prelude::*;
 use serde_json::{Value, json};
@@ -71,7 +70,7 @@ fn meta(s: &Session<WebApp>, name: String) -> Value {
                       "app.kubernetes.io/instance": s.object().name_any()}})
 }
 
-fn graph() -> ComponentGraph<WebApp, BoxComponent<WebApp>> {
+fn graph() -> ComponentGraph<WebApp> {
     let graph = ComponentGraph::builder()
         .render("config", |s: &Session<WebApp>| {
             Ok(vec![Rendered::value(json!({
@@ -130,11 +129,10 @@ async fn main() -> std::process::ExitCode {
         .manifest_file("manifest.yaml")
         .crd::<WebApp>()
         .app_with_context(move |context| {
-            // Registered in the Runner's registry, under its --metrics-prefix.
-            let metrics = context.metrics.set::<ComponentMetrics>()?;
+            // Counted in the Runner's registry, under its --metrics-prefix.
             let components = ComponentsReconciler::new(graph())
                 .with_status()
-                .metrics(metrics);
+                .metrics_in(&context.metrics)?;
             Ok(AppConfig::from_manifest(context.manifest).managed_kind(
                 ManagedKind::<WebApp>::new()
                     .reconciler(components)

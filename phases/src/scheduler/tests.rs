@@ -366,3 +366,25 @@ fn an_input_name_declared_twice_on_one_phase_is_refused_at_build() {
         .build();
     assert!(two_phases.is_ok());
 }
+
+#[test]
+fn metrics_in_counts_into_the_registry_under_its_prefix() {
+    let registry = kubeapp_operator::MetricsRegistry::new(Some("canary")).expect("registry");
+    let machine = PhaseMachine::<Job, Step>::new()
+        .metrics_in(&registry)
+        .expect("a fresh registry");
+    let metrics = machine.metrics.as_ref().expect("metrics set");
+    metrics.moved("Job", None, Some("Running"));
+    // The registry's own set: the machine counts into the same series.
+    let set = registry
+        .set::<crate::PhaseMetrics>()
+        .expect("registered once");
+    set.moved("Job", None, Some("Running"));
+    let text = prometheus::TextEncoder::new()
+        .encode_to_string(&registry.registry().gather())
+        .expect("encode");
+    assert!(
+        text.contains("canary_phase_objects{kind=\"Job\",phase=\"Running\"} 2"),
+        "{text}"
+    );
+}
