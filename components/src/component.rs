@@ -24,6 +24,13 @@ pub struct Rendered {
     pub resource: ApiResource,
 }
 
+/// [`Rendered::value`]: a `json!` object is an output as it is.
+impl From<Value> for Rendered {
+    fn from(object: Value) -> Self {
+        Self::value(object)
+    }
+}
+
 impl Rendered {
     /// A typed object (a k8s-openapi type, a derived custom resource).
     ///
@@ -336,5 +343,14 @@ mod tests {
             "postgres://db"
         );
         assert!(session.get::<String>().is_none(), "results are typed");
+    }
+
+    #[test]
+    fn a_json_value_converts_as_rendered_value_does() {
+        let object = serde_json::json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+                                        "metadata": {"name": "web"}});
+        let rendered: Rendered = object.clone().into();
+        assert_eq!(rendered, Rendered::value(object));
+        assert_eq!(rendered.resource.plural, "ingresses");
     }
 }

@@ -15,6 +15,7 @@
 //! `replicas` defaults to 1 when the spec leaves it out, as Kubernetes does. A component may
 //! replace these rules with its own check.
 
+use serde::Serialize;
 use serde_json::Value;
 
 /// The outcome of a readiness check.
@@ -32,6 +33,17 @@ impl Readiness {
     /// Whether it is [`Readiness::Ready`].
     pub fn is_ready(&self) -> bool {
         matches!(self, Self::Ready)
+    }
+
+    /// The built-in readiness of a typed object (a `Deployment` read from a cache, a `Job`...):
+    /// [`readiness`] of its JSON, so a phase worker or a hook needs no conversion of its own. An
+    /// object that cannot be serialized is [`NotReady`](Self::NotReady) with the serializer's
+    /// message (it cannot be judged, and may serialize once it changes).
+    pub fn of<T: Serialize>(object: &T) -> Self {
+        serde_json::to_value(object).map_or_else(
+            |error| Self::NotReady(format!("cannot read the object: {error}")),
+            |value| readiness(&value),
+        )
     }
 }
 
@@ -327,6 +339,48 @@ mod tests {
         assert_eq!(
             readiness(&custom("False")),
             Readiness::NotReady("Ready=False (Provisioning)".into())
+        );
+    }
+
+    #[test]
+    fn of_a_typed_object_applies_the_rule_of_its_kind() {
+        use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, DeploymentStatus};
+
+        let condition = |type_: &str, status: &str, reason: &str| DeploymentCondition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: Some(reason.into()),
+            ..DeploymentCondition::default()
+        };
+        let mut stuck = Deployment::default();
+        stuck.metadata.generation = Some(1);
+        stuck.status = Some(DeploymentStatus {
+            observed_generation: Some(1),
+            conditions: Some(vec![
+                condition("Available", "False", "MinimumReplicasUnavailable"),
+                condition("Progressing", "False", "ProgressDeadlineExceeded"),
+            ]),
+            ..DeploymentStatus::default()
+        });
+        // The Deployment rule (not "anything else: present"): the typed object carries its kind.
+        assert!(
+            matches!(Readiness::of(&stuck), Readiness::Failed(why) if why.contains("ProgressDeadlineExceeded")),
+            "{:?}",
+            Readiness::of(&stuck)
+        );
+    }
+
+    #[test]
+    fn of_an_object_that_cannot_be_serialized_is_not_ready_with_the_reason() {
+        struct Broken;
+        impl Serialize for Broken {
+            fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+                Err(serde::ser::Error::custom("no JSON for this"))
+            }
+        }
+        assert_eq!(
+            Readiness::of(&Broken),
+            Readiness::NotReady("cannot read the object: no JSON for this".into())
         );
     }
 }

@@ -43,10 +43,18 @@ impl<P> Transition<P> {
         }
     }
 
-    /// Adds an output.
+    /// Adds an output: a [`Rendered`] object, or a `json!` object with its `apiVersion` and
+    /// `kind` (see [`Rendered::value`]).
     #[must_use]
-    pub fn output(mut self, output: Rendered) -> Self {
-        self.outputs.push(output);
+    pub fn output(mut self, output: impl Into<Rendered>) -> Self {
+        self.outputs.push(output.into());
+        self
+    }
+
+    /// Adds `outputs`, in order (as [`output`](Self::output) each).
+    #[must_use]
+    pub fn outputs<O: Into<Rendered>>(mut self, outputs: impl IntoIterator<Item = O>) -> Self {
+        self.outputs.extend(outputs.into_iter().map(Into::into));
         self
     }
 
@@ -71,3 +79,27 @@ pub(crate) type BoxInput<K, C> = Box<
         + Send
         + Sync,
 >;
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn outputs_take_json_objects_and_rendered_ones_in_order() {
+        let config = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "b"}});
+        let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "c"}});
+        let transition = Transition::to("Next")
+            .output(Rendered::value(config.clone()))
+            .outputs(vec![secret.clone(), service.clone()]);
+        let kinds: Vec<&str> = transition
+            .outputs
+            .iter()
+            .map(|output| output.resource.kind.as_str())
+            .collect();
+        assert_eq!(kinds, ["ConfigMap", "Secret", "Service"]);
+        assert_eq!(transition.outputs[1], Rendered::value(secret));
+    }
+}

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kubeapp::components::Rendered;
-use kubeapp::phases::{InputKey, Phase, PhaseMachine, Transition, Work};
+use kubeapp::components::Readiness;
+use kubeapp::phases::{InputKey, Phase, PhaseMachine, Transition};
 use kubeapp::prelude::*;
 use serde_json::{Value, json};
 
@@ -73,19 +73,10 @@ impl Phase for Step {
     }
 }
 
-fn render(object: Value) -> Result<Rendered, ReconcileError> {
-    Ok(Rendered::value(object))
-}
-
 /// A Deployment `name` running `image` with `replicas`, labelled for the canary.
-fn deployment(
-    canary: &Canary,
-    name: &str,
-    image: &str,
-    replicas: i32,
-) -> Result<Rendered, ReconcileError> {
+fn deployment(canary: &Canary, name: &str, image: &str, replicas: i32) -> Value {
     let app = canary.name_any();
-    render(json!({
+    json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "namespace": canary.namespace(),
                      "labels": {"app.kubernetes.io/managed-by": "canary-operator"}},
@@ -93,17 +84,17 @@ fn deployment(
                  "selector": {"matchLabels": {"app": app, "track": name}},
                  "template": {"metadata": {"labels": {"app": app, "track": name}},
                               "spec": {"containers": [{"name": "app", "image": image}]}}}
-    }))
+    })
 }
 
 /// The traffic split, as the ConfigMap a mesh or ingress controller would read.
-fn weights(canary: &Canary, canary_weight: u32) -> Result<Rendered, ReconcileError> {
-    render(json!({
+fn weights(canary: &Canary, canary_weight: u32) -> Value {
+    json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": format!("{}-traffic", canary.name_any()), "namespace": canary.namespace(),
                      "labels": {"app.kubernetes.io/managed-by": "canary-operator"}},
         "data": {"primary": (100 - canary_weight).to_string(), "canary": canary_weight.to_string()}
-    }))
+    })
 }
 
 fn primary_name(canary: &Canary) -> String {
@@ -115,27 +106,12 @@ fn canary_name(canary: &Canary) -> String {
 }
 
 /// The outputs while the canary is tried: both Deployments, 10 % to the canary.
-fn trial(canary: &Canary) -> Result<Vec<Rendered>, ReconcileError> {
-    Ok(vec![
-        deployment(canary, &primary_name(canary), &canary.spec.stable_image, 1)?,
-        deployment(canary, &canary_name(canary), &canary.spec.image, 1)?,
-        weights(canary, 10)?,
-    ])
-}
-
-fn with(next: Step, outputs: Vec<Rendered>) -> Transition<Step> {
-    outputs
-        .into_iter()
-        .fold(Transition::to(next), Transition::output)
-}
-
-/// What a Deployment reports of its rollout (the built-in readiness rule): available, failed
-/// (with the Deployment's own reason), or neither yet.
-fn rollout(deployment: &Deployment) -> kubeapp::components::Readiness {
-    serde_json::to_value(deployment).map_or_else(
-        |e| kubeapp::components::Readiness::NotReady(e.to_string()),
-        |value| kubeapp::components::readiness(&value),
-    )
+fn trial(canary: &Canary) -> Vec<Value> {
+    vec![
+        deployment(canary, &primary_name(canary), &canary.spec.stable_image, 1),
+        deployment(canary, &canary_name(canary), &canary.spec.image, 1),
+        weights(canary, 10),
+    ]
 }
 
 /// The canary's phase machine; `source` is where success rates come from.
@@ -145,20 +121,17 @@ pub fn machine(
 ) -> PhaseMachine<Canary, Step> {
     let source = Arc::new(source);
     PhaseMachine::new()
-        .worker(
-            Step::Initializing,
-            |work: Work<Canary, Step>, _ctx| async move {
-                Ok(with(Step::Waiting, trial(&work.object)?))
-            },
-        )
+        .worker(Step::Initializing, |work, _ctx| async move {
+            Ok(Transition::to(Step::Waiting).outputs(trial(&work.object)))
+        })
         .input_named(Step::Waiting, PRIMARY, primary_name)
         .input_named(Step::Waiting, CANARY, canary_name)
-        .worker(Step::Waiting, |work: Work<Canary, Step>, _ctx| async move {
-            use kubeapp::components::Readiness;
-            let primary = work.inputs.get(PRIMARY)?.as_deref().map(rollout);
-            let canary = work.inputs.get(CANARY)?.as_deref().map(rollout);
+        .worker(Step::Waiting, |work, _ctx| async move {
+            let primary = work.inputs.get(PRIMARY)?.as_deref().map(Readiness::of);
+            let canary = work.inputs.get(CANARY)?.as_deref().map(Readiness::of);
             if let Some(Readiness::Failed(why)) = canary {
-                return Ok(with(Step::RollingBack, trial(&work.object)?)
+                return Ok(Transition::to(Step::RollingBack)
+                    .outputs(trial(&work.object))
                     .details(json!({"rolloutFailed": why})));
             }
             // Both tracks serve before their traffic is compared.
@@ -170,7 +143,9 @@ pub fn machine(
                 Step::Waiting
             };
             let details = json!({"primaryAvailable": primary, "canaryAvailable": canary});
-            Ok(with(next, trial(&work.object)?).details(details))
+            Ok(Transition::to(next)
+                .outputs(trial(&work.object))
+                .details(details))
         })
         .interval(Step::Waiting, Duration::from_secs(2))
         .input(
@@ -181,48 +156,41 @@ pub fn machine(
                 async move { source.read(&canary, &ctx).await }
             },
         )
-        .worker(
-            Step::Evaluating,
-            |work: Work<Canary, Step>, _ctx| async move {
-                let canary = &work.object;
-                let outputs = trial(canary)?;
-                let Some(rate) = work.inputs.get(SUCCESS_RATE)?.0 else {
-                    let waiting = json!({"message": "no success rate measured yet"});
-                    return Ok(with(Step::Evaluating, outputs).details(waiting));
-                };
-                let threshold = canary.spec.min_success_rate;
-                let next = if rate >= threshold {
-                    Step::Promoting
-                } else {
-                    Step::RollingBack
-                };
-                let details = json!({"successRate": rate, "minSuccessRate": threshold});
-                Ok(with(next, outputs).details(details))
-            },
-        )
+        .worker(Step::Evaluating, |work, _ctx| async move {
+            let canary = &work.object;
+            let outputs = trial(canary);
+            let Some(rate) = work.inputs.get(SUCCESS_RATE)?.0 else {
+                let waiting = json!({"message": "no success rate measured yet"});
+                return Ok(Transition::to(Step::Evaluating)
+                    .outputs(outputs)
+                    .details(waiting));
+            };
+            let threshold = canary.spec.min_success_rate;
+            let next = if rate >= threshold {
+                Step::Promoting
+            } else {
+                Step::RollingBack
+            };
+            let details = json!({"successRate": rate, "minSuccessRate": threshold});
+            Ok(Transition::to(next).outputs(outputs).details(details))
+        })
         .interval(Step::Evaluating, evaluation_interval)
-        .worker(
-            Step::Promoting,
-            |work: Work<Canary, Step>, _ctx| async move {
-                let canary = &work.object;
-                let outputs = vec![
-                    deployment(canary, &primary_name(canary), &canary.spec.image, 1)?,
-                    weights(canary, 0)?,
-                ];
-                Ok(with(Step::Succeeded, outputs))
-            },
-        )
-        .worker(
-            Step::RollingBack,
-            |work: Work<Canary, Step>, _ctx| async move {
-                let canary = &work.object;
-                let outputs = vec![
-                    weights(canary, 0)?,
-                    deployment(canary, &canary_name(canary), &canary.spec.image, 0)?,
-                ];
-                Ok(with(Step::Failed, outputs))
-            },
-        )
+        .worker(Step::Promoting, |work, _ctx| async move {
+            let canary = &work.object;
+            let outputs = vec![
+                deployment(canary, &primary_name(canary), &canary.spec.image, 1),
+                weights(canary, 0),
+            ];
+            Ok(Transition::to(Step::Succeeded).outputs(outputs))
+        })
+        .worker(Step::RollingBack, |work, _ctx| async move {
+            let canary = &work.object;
+            let outputs = vec![
+                weights(canary, 0),
+                deployment(canary, &canary_name(canary), &canary.spec.image, 0),
+            ];
+            Ok(Transition::to(Step::Failed).outputs(outputs))
+        })
         .on_delete(|canary: Arc<Canary>, _ctx| async move {
             // The outputs carry owner references: the garbage collector deletes them.
             tracing::info!(canary = %canary.name_any(), "canary finalized");
