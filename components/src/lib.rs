@@ -87,4 +87,4 @@ pub use readiness::{Readiness, readiness};
 pub use reconciler::{ComponentsReconciler, ReconcileCluster};
 pub use report::{ComponentObject, Outcome, RunReport, Verified};
 pub use run::{BoxComponent, Cluster, RunOptions, run, run_with};
-pub use status::ComponentsSummary;
+pub use status::{ComponentsStatus, ComponentsSummary};

@@ -3,8 +3,10 @@
 //! only when one of them changed (condition times aside), by server-side apply under the
 //! reconcile's field manager, so conditions and fields other writers own are kept.
 //!
-//! The custom kind's status declares the fields (with `conditions` as a list map keyed by
-//! `type`: `#[schemars(schema_with = "kubeapp_operator::apply::conditions::schema")]`):
+//! The custom kind's status is [`ComponentsStatus`] (`#[kube(status = "ComponentsStatus")]`),
+//! or a struct of the operator's own that declares the same fields (with `conditions` as a list
+//! map keyed by `type`: `#[schemars(schema_with = "kubeapp_operator::apply::conditions::schema")]`)
+//! next to others:
 //!
 //! ```text
 //! pub struct WebAppStatus {
@@ -25,6 +27,24 @@ use crate::report::{ComponentObject, Outcome, RunReport, Verified};
 
 /// The condition a graph sets while components are being brought up to date.
 pub const UPDATING: &str = "Updating";
+
+/// What the components write.
+//
+// (Not a doc comment, which would go into the CRD's description:) a custom kind's whole status
+// when the components write all of it, `#[kube(status = "ComponentsStatus")]`; a kind whose
+// status holds more declares these three fields in its own struct (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ComponentsStatus {
+    /// `Ready` and `Updating`, with other writers' conditions kept.
+    #[serde(default)]
+    #[schemars(schema_with = "conditions::schema")]
+    pub conditions: Vec<Condition>,
+    /// How far the components got, and what they made.
+    pub components: Option<ComponentsSummary>,
+    /// The generation the status describes.
+    pub observed_generation: Option<i64>,
+}
 
 /// How far the components got, for `status.components`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -249,6 +269,27 @@ mod tests {
         assert_eq!(
             next["conditions"][0]["message"], "waiting for: c0 (no)",
             "a component verified not ready is named with its object's reason"
+        );
+    }
+
+    #[test]
+    fn the_ready_made_status_reads_what_a_run_writes_with_conditions_as_a_map_by_type() {
+        let ready = report(vec![Outcome::Deployed(vec![])], vec![Verified::Ready]);
+        let written = status_update(&ready, Some(3), &json!({}), &[]).expect("a first status");
+        let status: ComponentsStatus =
+            serde_json::from_value(written.clone()).expect("the status type reads it");
+        assert_eq!(status.observed_generation, Some(3));
+        assert_eq!(status.components.as_ref().map(|c| c.verified), Some(1));
+        let types: Vec<&str> = status.conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(types, [conditions::READY, UPDATING]);
+        assert_eq!(serde_json::to_value(&status).expect("serializes"), written);
+        let schema = serde_json::to_value(schemars::schema_for!(ComponentsStatus)).expect("schema");
+        let conditions = &schema["properties"]["conditions"];
+        assert_eq!(conditions["x-kubernetes-list-type"], "map", "{schema}");
+        assert_eq!(conditions["x-kubernetes-list-map-keys"], json!(["type"]));
+        assert!(
+            schema["properties"]["observedGeneration"].is_object(),
+            "{schema}"
         );
     }
 }

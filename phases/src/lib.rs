@@ -24,4 +24,5 @@ pub use machine::PhaseMachine;
 pub use metrics::PhaseMetrics;
 pub use phase::{Phase, PhaseError};
 pub use scheduler::PhaseScheduler;
+pub use status::PhaseStatus;
 pub use worker::{Transition, Work};

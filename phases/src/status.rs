@@ -2,7 +2,8 @@
 //! pruning) and, when the stored phase is not one of the kind's, a `PhaseKnown=False` condition.
 //! Written by server-side apply of the status subresource, only when a field changed.
 //!
-//! The custom kind's status declares the fields it uses:
+//! The custom kind's status is [`PhaseStatus`] (`#[kube(status = "PhaseStatus")]`), or a struct
+//! of the operator's own that declares the fields it uses next to others:
 //!
 //! ```text
 //! pub struct CanaryStatus {
@@ -23,10 +24,37 @@ use kube::api::DynamicObject;
 use kubeapp_components::ComponentObject;
 use kubeapp_operator::apply::conditions::{self, NewCondition};
 use kubeapp_operator::{Context, ReconcileError};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// The condition reporting whether `status.phase` names a phase of the kind.
 pub const PHASE_KNOWN: &str = "PhaseKnown";
+
+/// What the phase machine writes.
+//
+// (Not a doc comment, which would go into the CRD's description:) a custom kind's whole status
+// when the machine writes all of it, `#[kube(status = "PhaseStatus")]`; `outputs` is written only
+// by a machine with `prune_outputs`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PhaseStatus {
+    /// The current phase.
+    pub phase: Option<String>,
+    /// The generation the phase was worked for.
+    pub observed_generation: Option<i64>,
+    /// What the last worker reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "details_schema")]
+    pub details: Option<Value>,
+    /// `PhaseKnown` when the stored phase is not one of the kind's.
+    #[serde(default)]
+    #[schemars(schema_with = "conditions::schema")]
+    pub conditions: Vec<Condition>,
+    /// The objects the phases applied, for pruning (machines with `prune_outputs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<ComponentObject>,
+}
 
 /// The schema of `status.details`: any JSON object, kept as written.
 pub fn details_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -164,5 +192,57 @@ mod tests {
         current["observedGeneration"] = 1.into();
         let cleared = after_work(&current, "A", Some(1), None, None).expect("cleared");
         assert_eq!(cleared["conditions"][0]["status"], "True");
+    }
+
+    #[test]
+    fn the_ready_made_status_reads_what_the_machine_writes() {
+        let output = ComponentObject {
+            component: "Waiting".into(),
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            plural: "deployments".into(),
+            namespace: Some("shop".into()),
+            name: "web".into(),
+        };
+        let details = json!({"successRate": 0.99});
+        let written = after_work(
+            &Value::Null,
+            "Waiting",
+            Some(2),
+            Some(&details),
+            Some(std::slice::from_ref(&output)),
+        )
+        .expect("a first status");
+        let mut status: PhaseStatus =
+            serde_json::from_value(written.clone()).expect("the status type reads it");
+        assert_eq!(status.phase.as_deref(), Some("Waiting"));
+        assert_eq!(status.observed_generation, Some(2));
+        assert_eq!(status.details, Some(details));
+        assert_eq!(status.outputs, [output]);
+        let mut again = serde_json::to_value(&status).expect("serializes");
+        assert_eq!(
+            again["conditions"],
+            json!([]),
+            "no condition is an empty list"
+        );
+        again
+            .as_object_mut()
+            .expect("an object")
+            .remove("conditions");
+        assert_eq!(again, written);
+        let unknown = unknown_phase(&written, "Dancing", &["Waiting"], Some(2)).expect("set");
+        status.conditions = serde_json::from_value(unknown["conditions"].clone()).expect("read");
+        assert_eq!(status.conditions[0].type_, PHASE_KNOWN);
+        let schema = serde_json::to_value(schemars::schema_for!(PhaseStatus)).expect("schema");
+        let properties = &schema["properties"];
+        assert_eq!(
+            properties["conditions"]["x-kubernetes-list-type"], "map",
+            "{schema}"
+        );
+        assert_eq!(
+            properties["details"]["x-kubernetes-preserve-unknown-fields"],
+            true
+        );
+        assert!(properties["outputs"].is_object(), "{schema}");
     }
 }

@@ -9,6 +9,7 @@ mod success_rate;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
+use kubeapp::phases::PhaseStatus;
 use kubeapp::prelude::*;
 
 use crate::success_rate::SuccessRateSource;
@@ -20,7 +21,7 @@ use crate::success_rate::SuccessRateSource;
     version = "v1",
     kind = "Canary",
     namespaced,
-    status = "CanaryStatus",
+    status = "PhaseStatus",
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -46,24 +47,6 @@ impl Canary {
             )
         })
     }
-}
-
-/// What the phase machine writes.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CanaryStatus {
-    /// The current phase.
-    pub phase: Option<String>,
-    /// The generation the phase was worked for.
-    pub observed_generation: Option<i64>,
-    /// The last evaluation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "kubeapp::phases::status::details_schema")]
-    pub details: Option<serde_json::Value>,
-    /// `PhaseKnown` when the stored phase is not one of the kind's.
-    #[serde(default)]
-    #[schemars(schema_with = "conditions::schema")]
-    pub conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
 }
 
 const MANIFEST: &str = include_str!("../manifest.yaml");

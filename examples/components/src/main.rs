@@ -15,9 +15,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kubeapp::components::{
-    ComponentGraph, ComponentsReconciler, ComponentsSummary, Rendered, Session, dry_run,
+    ComponentGraph, ComponentsReconciler, ComponentsStatus, Rendered, Session, dry_run,
 };
 use kubeapp::prelude::*;
 use serde_json::{Value, json};
@@ -29,7 +28,7 @@ use serde_json::{Value, json};
     version = "v1",
     kind = "WebApp",
     namespaced,
-    status = "WebAppStatus"
+    status = "ComponentsStatus"
 )]
 #[serde(rename_all = "camelCase")]
 pub struct WebAppSpec {
@@ -44,20 +43,6 @@ pub struct WebAppSpec {
     pub host: Option<String>,
     /// Pods kept during voluntary disruptions, if any.
     pub min_available: Option<i32>,
-}
-
-/// What the components write.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct WebAppStatus {
-    /// `Ready` and `Updating`, with other writers' conditions kept.
-    #[serde(default)]
-    #[schemars(schema_with = "conditions::schema")]
-    pub conditions: Vec<Condition>,
-    /// How far the components got, and what they made.
-    pub components: Option<ComponentsSummary>,
-    /// The generation the status describes.
-    pub observed_generation: Option<i64>,
 }
 
 const MANIFEST: &str = include_str!("../manifest.yaml");
