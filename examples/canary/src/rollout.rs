@@ -120,7 +120,7 @@ pub fn machine(
     evaluation_interval: Duration,
 ) -> PhaseMachine<Canary, Step> {
     let source = Arc::new(source);
-    PhaseMachine::new()
+    PhaseMachine::<Canary, Step>::new()
         .worker(Step::Initializing, |work, _ctx| async move {
             Ok(Transition::to(Step::Waiting).outputs(trial(&work.object)))
         })
@@ -148,14 +148,10 @@ pub fn machine(
                 .details(details))
         })
         .interval(Step::Waiting, Duration::from_secs(2))
-        .input(
-            Step::Evaluating,
-            SUCCESS_RATE,
-            move |canary: Arc<Canary>, ctx: Context| {
-                let source = Arc::clone(&source);
-                async move { source.read(&canary, &ctx).await }
-            },
-        )
+        .input(Step::Evaluating, SUCCESS_RATE, move |canary, ctx| {
+            let source = Arc::clone(&source);
+            async move { source.read(&canary, ctx.client()).await }
+        })
         .worker(Step::Evaluating, |work, _ctx| async move {
             let canary = &work.object;
             let outputs = trial(canary);

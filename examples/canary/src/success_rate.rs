@@ -45,7 +45,7 @@ fn failed(what: impl std::fmt::Display) -> ReconcileError {
 }
 
 impl SuccessRateSource {
-    /// The canary's current success rate.
+    /// The canary's current success rate (`client` reads the ConfigMap).
     ///
     /// # Errors
     ///
@@ -53,14 +53,12 @@ impl SuccessRateSource {
     pub async fn read(
         &self,
         canary: &Canary,
-        ctx: &Context,
+        client: &kube::Client,
     ) -> Result<SuccessRate, ReconcileError> {
         match self {
             Self::ConfigMap => {
-                let api: Api<ConfigMap> = Api::namespaced(
-                    ctx.client().clone(),
-                    &canary.namespace().unwrap_or_default(),
-                );
+                let api: Api<ConfigMap> =
+                    Api::namespaced(client.clone(), &canary.namespace().unwrap_or_default());
                 let name = format!("{}-success-rate", canary.name_any());
                 let Some(map) = api.get_opt(&name).await.map_err(failed)? else {
                     return Ok(SuccessRate(None));
