@@ -11,7 +11,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kubeapp::operator::informer::InformerOptions;
-use kubeapp::operator::reconciler::ReconcilerFn;
+use kubeapp::operator::reconciler::DynReconcilerFn;
 use kubeapp::operator::watcher::DynWatcherFns;
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, ReconcileError,
@@ -78,7 +78,7 @@ async fn a_kept_retry_and_the_retry_of_the_newer_failed_event_both_run() {
     let log = reconciled.clone();
     controller.add_reconciler(
         KIND,
-        ReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
+        DynReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
             log.push(format!(
                 "{} v{} a{}",
                 request.action,

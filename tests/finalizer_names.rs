@@ -15,7 +15,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResource, Resource, ResourceExt};
 use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::opinionated::{FinalizerNameError, OpinionatedOptions};
-use kubeapp::operator::reconciler::ReconcilerFn;
+use kubeapp::operator::reconciler::DynReconcilerFn;
 use kubeapp::operator::watcher::DynWatcherFns;
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, OpinionatedReconciler,
@@ -82,7 +82,7 @@ where
     K: Resource + serde::Serialize + Send + Sync + std::fmt::Debug + 'static,
 {
     let log = log.clone();
-    ReconcilerFn::<K, _>::new(move |_ctx, request| {
+    DynReconcilerFn::<K, _>::new(move |_ctx, request| {
         let name = request.object.meta().name.clone().unwrap_or_default();
         log.push(format!("{} {name}", request.action));
         async { Ok(ReconcileResult::done()) }

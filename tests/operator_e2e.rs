@@ -10,7 +10,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::{CustomResource, CustomResourceExt};
 use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::object::as_undecodable;
-use kubeapp::operator::reconciler::ReconcilerFn;
+use kubeapp::operator::reconciler::DynReconcilerFn;
 use kubeapp::operator::watcher::DynWatcherFns;
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, DynReconciler, HandlerContext, Informer,
@@ -136,7 +136,7 @@ fn add_logging_handlers(controller: &InformerController, log: &Log) {
     let log = log.clone();
     controller.add_reconciler(
         KIND,
-        ReconcilerFn::<Gadget, _>::new(move |_, request| {
+        DynReconcilerFn::<Gadget, _>::new(move |_, request| {
             log.push(format!(
                 "r {} {} {}",
                 request.action,
@@ -212,7 +212,7 @@ async fn lifecycle_reaches_watchers_and_reconcilers_in_order_requeues_and_is_cou
     let first_call = Arc::new(Mutex::new(None::<Instant>));
     controller.add_reconciler(
         KIND,
-        ReconcilerFn::<Gadget, _>::new(move |_, request| {
+        DynReconcilerFn::<Gadget, _>::new(move |_, request| {
             let mut result = ReconcileResult::done();
             if name_of(&request.object) == "requeue-me" {
                 let mut first = first_call.lock().expect("lock");

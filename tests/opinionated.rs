@@ -22,7 +22,7 @@ use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::opinionated::{
     ConflictRetry, FinalizerMetrics, OpinionatedOptions, opinionated_dequeue_policy,
 };
-use kubeapp::operator::reconciler::ReconcilerFn;
+use kubeapp::operator::reconciler::DynReconcilerFn;
 use kubeapp::operator::watcher::DynWatcherFns;
 use kubeapp::operator::{
     BoxError, CancellationToken, ControllerConfig, Informer, InformerController,
@@ -804,7 +804,7 @@ async fn reconciling(
     let (log, fail_created) = (log.clone(), fail_created.clone());
     let writer = env.api();
     let touched = Arc::new(Mutex::new(Vec::<String>::new()));
-    let reconciler = ReconcilerFn::<Widget, _>::new(move |_ctx, request| {
+    let reconciler = DynReconcilerFn::<Widget, _>::new(move |_ctx, request| {
         let name = name_of(&request.object);
         let action = request.action;
         let (log, fail_created, writer, touched) = (
@@ -940,7 +940,7 @@ async fn a_reconciler_writing_status_on_created_meets_no_finalizer_conflict() {
     let log = Log::new();
     let metrics = FinalizerMetrics::unregistered(Some("e2e_no_conflict")).expect("metrics");
     let writer = env.api();
-    let reconciler = ReconcilerFn::<Widget, _>::new({
+    let reconciler = DynReconcilerFn::<Widget, _>::new({
         let log = log.clone();
         move |_ctx, request| {
             let (log, writer) = (log.clone(), writer.clone());

@@ -28,7 +28,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{CustomResource, ResourceExt};
 use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::opinionated::{OpinionatedOptions, opinionated_dequeue_policy};
-use kubeapp::operator::reconciler::ReconcilerFn;
+use kubeapp::operator::reconciler::DynReconcilerFn;
 use kubeapp::operator::watcher::DynWatcherFns;
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, OpinionatedReconciler,
@@ -293,7 +293,7 @@ async fn spec_changes_made_while_created_runs_or_after_it_failed_reach_the_recon
     // "in-created-*": the spec changes inside the successful `Created`. "failed-created": the
     // first `Created` changes the spec and fails; its retry (after 3 s) holds the older copy.
     let failed_once = Arc::new(Mutex::new(false));
-    let reconciler = ReconcilerFn::<Widget, _>::new({
+    let reconciler = DynReconcilerFn::<Widget, _>::new({
         let (api, log) = (env.widgets(), log.clone());
         move |_ctx, request| {
             let (api, log, failed_once) = (api.clone(), log.clone(), failed_once.clone());
@@ -449,7 +449,7 @@ async fn every_config_map_change_after_the_add_reaches_the_watcher_and_the_recon
         .in_progress_finalizer(CM_WIP);
     let watcher = OpinionatedWatcher::for_kind::<ConfigMap>(env.client(), watcher, options)
         .expect("valid finalizer names");
-    let reconciler = ReconcilerFn::<ConfigMap, _>::new({
+    let reconciler = DynReconcilerFn::<ConfigMap, _>::new({
         let log = log.clone();
         move |_ctx, request| {
             log.push(format!(

@@ -17,7 +17,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostP
 use kube::{CustomResource, ResourceExt};
 use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::opinionated::{FinalizerMetrics, OpinionatedOptions};
-use kubeapp::operator::reconciler::ReconcilerFn;
+use kubeapp::operator::reconciler::DynReconcilerFn;
 use kubeapp::operator::watcher::DynWatcherFns;
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, OpinionatedReconciler,
@@ -110,7 +110,7 @@ fn add_handlers(
     assert_eq!(watcher.finalizers().finalizer(), WATCHER_FINALIZER);
     controller.add_watcher(key, watcher);
     let reconcile_log = log.clone();
-    let reconciler = ReconcilerFn::<Thing, _>::new(move |_ctx, request| {
+    let reconciler = DynReconcilerFn::<Thing, _>::new(move |_ctx, request| {
         reconcile_log.push(format!("{} {}", request.action, request.object.name_any()));
         async { Ok(ReconcileResult::done()) }
     });

@@ -17,9 +17,9 @@
 //! Underneath, the type-erased layer the typed one is built on stays available for custom sources
 //! and tests, outside the crate root: [`Informer`] (including synthetic streams), [`DynWatcher`],
 //! [`DynReconciler`], [`InformerController::add_informer`] with handlers keyed by a kind name,
-//! and in their modules the shared objects and downcasts ([`object::SharedObject`]), the
-//! downcasting adapters ([`watcher::TypedWatcher`], [`reconciler::TypedReconciler`]) and the
-//! closure watcher over erased objects ([`watcher::DynWatcherFns`]).
+//! and in their modules the shared objects and downcasts ([`object::SharedObject`]) and the
+//! closure forms over one concrete type ([`watcher::DynWatcherFns`],
+//! [`reconciler::DynReconcilerFn`]).
 //!
 //! The modules are layered, and each imports only its own layer (without a cycle) and those
 //! below (`layers.toml` at the workspace root states it, `tests/layers.rs` enforces it,

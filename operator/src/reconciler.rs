@@ -9,8 +9,9 @@
 //! Because a reconciler only needs the newest object, requests of one object still waiting in the
 //! controller's queue may merge into the newest one (see [`controller`](crate::controller)).
 //!
-//! For a concrete type implement [`TypedReconciler`] and register [`typed_reconciler`]`(r)`; for a
-//! closure use [`ReconcilerFn`]. Neither passes an [`Undecodable`](crate::object::Undecodable)
+//! Typed reconcilers implement [`Reconciler<K, C>`](crate::Reconciler) and are attached through a
+//! [`KindHandle`](crate::KindHandle); on the erased layer, a closure over one concrete type is a
+//! [`DynReconcilerFn`]. Neither passes an [`Undecodable`](crate::object::Undecodable)
 //! object to the user: a request for one runs with the object's last decodable state (same
 //! action), and one for an object that never decoded is done without calling the user. Together
 //! with the informer's rules, a typed reconciler gets `Deleted(last decodable)` for an object
@@ -210,100 +211,32 @@ impl<R: DynReconciler + ?Sized> DynReconciler for Box<R> {
     }
 }
 
-/// A [`ReconcileRequest`] with the object as its concrete type.
-#[derive(Clone, Debug)]
-pub struct TypedReconcileRequest<K> {
-    /// What happened.
-    pub action: ReconcileAction,
-    /// The newest object.
-    pub object: Arc<K>,
-    /// The state returned by the latest attempt.
-    pub state: ReconcileState,
-}
-
-impl<K: KubeObject> TypedReconcileRequest<K> {
-    /// The typed request, with the last decodable state of an undecodable object; `None` for an
-    /// object without one, which typed reconcilers skip (see [`view`](crate::view)).
-    fn from_request(request: ReconcileRequest) -> Result<Option<Self>, ReconcileError> {
-        Ok(view(&request.object)?.map(|object| Self {
-            action: request.action,
-            object,
-            state: request.state,
-        }))
-    }
-}
-
-/// A reconciler of objects of type `K`; register it through [`typed_reconciler`].
-#[async_trait]
-pub trait TypedReconciler<K: KubeObject>: Send + Sync + 'static {
-    /// See [`DynReconciler::reconcile`].
-    async fn reconcile(
-        &self,
-        ctx: &HandlerContext,
-        request: TypedReconcileRequest<K>,
-    ) -> Result<ReconcileResult, ReconcileError>;
-}
-
-/// Makes a [`DynReconciler`] of a [`TypedReconciler`].
-pub fn typed_reconciler<K: KubeObject, R: TypedReconciler<K>>(
-    reconciler: R,
-) -> TypedReconcilerAdapter<K, R> {
-    TypedReconcilerAdapter {
-        inner: reconciler,
-        _kind: PhantomData,
-    }
-}
-
-/// A [`TypedReconciler`] seen as a [`DynReconciler`]; made by [`typed_reconciler`].
-pub struct TypedReconcilerAdapter<K, R> {
-    inner: R,
-    _kind: PhantomData<fn() -> K>,
-}
-
-impl<K, R> TypedReconcilerAdapter<K, R> {
-    /// The wrapped reconciler.
-    pub fn inner(&self) -> &R {
-        &self.inner
-    }
-}
-
-#[async_trait]
-impl<K: KubeObject, R: TypedReconciler<K>> DynReconciler for TypedReconcilerAdapter<K, R> {
-    async fn reconcile(
-        &self,
-        ctx: &HandlerContext,
-        request: ReconcileRequest,
-    ) -> Result<ReconcileResult, ReconcileError> {
-        match TypedReconcileRequest::from_request(request)? {
-            Some(request) => self.inner.reconcile(ctx, request).await,
-            None => Ok(ReconcileResult::done()),
-        }
-    }
-}
-
-/// A reconciler made of one closure over [`TypedReconcileRequest<K>`] (`K = DynamicObject` for
-/// untyped kinds).
+/// A reconciler made of one closure over [`ReconcileRequest<K>`]: the erased layer's
+/// counterpart of [`DynWatcherFns`](crate::watcher::DynWatcherFns), for controllers fed by
+/// [`add_informer`](crate::InformerController::add_informer) (`K = DynamicObject` for untyped
+/// kinds). Typed reconcilers are written against [`Reconciler<K, C>`](crate::Reconciler) and
+/// attached through a [`KindHandle`](crate::KindHandle).
 ///
 /// ```
 /// use std::time::Duration;
-/// use kubeapp_operator::reconciler::{ReconcileResult, ReconcilerFn};
+/// use kubeapp_operator::reconciler::{DynReconcilerFn, ReconcileResult};
 /// use k8s_openapi::api::core::v1::ConfigMap;
 ///
-/// let reconciler = ReconcilerFn::<ConfigMap, _>::new(|_ctx, request| async move {
+/// let reconciler = DynReconcilerFn::<ConfigMap, _>::new(|_ctx, request| async move {
 ///     tracing::info!(action = %request.action, name = ?request.object.metadata.name, "reconcile");
 ///     Ok(ReconcileResult::requeue_after(Duration::from_secs(60)))
 /// });
 /// # let _ = reconciler;
 /// ```
-pub struct ReconcilerFn<K, F> {
+pub struct DynReconcilerFn<K, F> {
     f: F,
     _kind: PhantomData<fn() -> K>,
 }
 
-impl<K, F, Fut> ReconcilerFn<K, F>
+impl<K, F, Fut> DynReconcilerFn<K, F>
 where
     K: KubeObject,
-    F: Fn(HandlerContext, TypedReconcileRequest<K>) -> Fut + Send + Sync + 'static,
+    F: Fn(HandlerContext, ReconcileRequest<K>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<ReconcileResult, ReconcileError>> + Send + 'static,
 {
     /// Wraps `f`.
@@ -316,10 +249,10 @@ where
 }
 
 #[async_trait]
-impl<K, F, Fut> DynReconciler for ReconcilerFn<K, F>
+impl<K, F, Fut> DynReconciler for DynReconcilerFn<K, F>
 where
     K: KubeObject,
-    F: Fn(HandlerContext, TypedReconcileRequest<K>) -> Fut + Send + Sync + 'static,
+    F: Fn(HandlerContext, ReconcileRequest<K>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<ReconcileResult, ReconcileError>> + Send + 'static,
 {
     async fn reconcile(
@@ -327,10 +260,17 @@ where
         ctx: &HandlerContext,
         request: ReconcileRequest,
     ) -> Result<ReconcileResult, ReconcileError> {
-        match TypedReconcileRequest::from_request(request)? {
-            Some(request) => (self.f)(ctx.clone(), request).await,
-            None => Ok(ReconcileResult::done()),
-        }
+        // The last decodable state of an undecodable object; none: skipped (see `view`).
+        let Some(object) = view::<K>(&request.object)? else {
+            return Ok(ReconcileResult::done());
+        };
+        let typed = ReconcileRequest {
+            action: request.action,
+            object,
+            state: request.state,
+            cause: request.cause,
+        };
+        (self.f)(ctx.clone(), typed).await
     }
 }
 

@@ -7,16 +7,17 @@
 //! changed while the operator was down.
 //!
 //! The trait is object safe and works on [`SharedObject`]s, so one controller can mix kinds and
-//! wrappers can wrap any watcher. For a concrete type implement [`TypedWatcher`] and register
-//! [`typed_watcher`]`(w)`; for a few closures use [`DynWatcherFns`]. Both downcast without copying;
-//! an object of another type is an error for that call (and is retried by policy, then given up).
+//! wrappers can wrap any watcher. For closures over one concrete type use [`DynWatcherFns`]: it
+//! downcasts without copying; an object of another type is an error for that call (and is retried
+//! by policy, then given up). Typed handlers are written against
+//! [`Watcher<K, C>`](crate::Watcher) and attached through a [`KindHandle`](crate::KindHandle).
 //!
 //! # Objects that do not decode
 //!
 //! A typed informer delivers an object that does not deserialize into its type as an
 //! [`Undecodable`](crate::object::Undecodable) (see [`object`](crate::object)), carrying the
-//! object's last decodable state. The typed adapters ([`typed_watcher`], [`DynWatcherFns`])
-//! never pass an undecodable state to the user: they deliver the object as the sequence of its
+//! object's last decodable state. [`DynWatcherFns`] (like the typed handlers of a
+//! [`KindHandle`](crate::KindHandle)) never passes an undecodable state to the user: they deliver the object as the sequence of its
 //! decodable states ([`view`](crate::view) has the table), so
 //!
 //! - an `update` into an undecodable state, or between two, calls nothing (the view is
@@ -29,7 +30,6 @@
 //!   raw hook).
 
 use std::future::Future;
-use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -101,77 +101,6 @@ impl<W: DynWatcher + ?Sized> DynWatcher for Box<W> {
     }
     async fn sync(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
         (**self).sync(ctx, object).await
-    }
-}
-
-/// A watcher of objects of type `K`; register it through [`typed_watcher`].
-#[async_trait]
-pub trait TypedWatcher<K: KubeObject>: Send + Sync + 'static {
-    /// See [`DynWatcher::add`].
-    async fn add(&self, ctx: &HandlerContext, object: Arc<K>) -> Result<(), BoxError>;
-    /// See [`DynWatcher::update`].
-    async fn update(&self, ctx: &HandlerContext, old: Arc<K>, new: Arc<K>) -> Result<(), BoxError>;
-    /// See [`DynWatcher::delete`].
-    async fn delete(&self, ctx: &HandlerContext, object: Arc<K>) -> Result<(), BoxError>;
-    /// See [`DynWatcher::sync`]; the default does nothing.
-    async fn sync(&self, ctx: &HandlerContext, object: Arc<K>) -> Result<(), BoxError> {
-        let _ = (ctx, object);
-        Ok(())
-    }
-}
-
-/// Makes a [`DynWatcher`] of a [`TypedWatcher`].
-pub fn typed_watcher<K: KubeObject, W: TypedWatcher<K>>(watcher: W) -> TypedWatcherAdapter<K, W> {
-    TypedWatcherAdapter {
-        inner: watcher,
-        _kind: PhantomData,
-    }
-}
-
-/// A [`TypedWatcher`] seen as a [`DynWatcher`]; made by [`typed_watcher`].
-pub struct TypedWatcherAdapter<K, W> {
-    inner: W,
-    _kind: PhantomData<fn() -> K>,
-}
-
-impl<K, W> TypedWatcherAdapter<K, W> {
-    /// The wrapped watcher.
-    pub fn inner(&self) -> &W {
-        &self.inner
-    }
-}
-
-#[async_trait]
-impl<K: KubeObject, W: TypedWatcher<K>> DynWatcher for TypedWatcherAdapter<K, W> {
-    async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        match view(&object)? {
-            Some(object) => self.inner.add(ctx, object).await,
-            None => Ok(()),
-        }
-    }
-    async fn update(
-        &self,
-        ctx: &HandlerContext,
-        old: SharedObject,
-        new: SharedObject,
-    ) -> Result<(), BoxError> {
-        match view_change(&old, &new)? {
-            ViewChange::Update(old, new) => self.inner.update(ctx, old, new).await,
-            ViewChange::Add(new) => self.inner.add(ctx, new).await,
-            ViewChange::Unchanged => Ok(()),
-        }
-    }
-    async fn delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        match view(&object)? {
-            Some(object) => self.inner.delete(ctx, object).await,
-            None => Ok(()),
-        }
-    }
-    async fn sync(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        match view(&object)? {
-            Some(object) => self.inner.sync(ctx, object).await,
-            None => Ok(()),
-        }
     }
 }
 

@@ -360,7 +360,7 @@ struct Shared {
 /// use std::sync::{Arc, Mutex};
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// use kubeapp_operator::object::share;
-/// use kubeapp_operator::reconciler::ReconcilerFn;
+/// use kubeapp_operator::reconciler::DynReconcilerFn;
 /// use kubeapp_operator::watcher::DynWatcherFns;
 /// use kubeapp_operator::{
 ///     ControllerConfig, Informer, InformerController, InformerEvent, KindInfo, ReconcileResult,
@@ -389,7 +389,7 @@ struct Shared {
 /// let done_tx = Mutex::new(Some(done_tx));
 /// controller.add_reconciler(
 ///     "configmaps",
-///     ReconcilerFn::<ConfigMap, _>::new(move |_ctx, request| {
+///     DynReconcilerFn::<ConfigMap, _>::new(move |_ctx, request| {
 ///         if let Some(tx) = done_tx.lock().unwrap().take() {
 ///             let _ = tx.send(request.action);
 ///         }

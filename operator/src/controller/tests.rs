@@ -19,7 +19,7 @@ use super::*;
 use crate::action::ReconcileAction;
 use crate::informer::KindInfo;
 use crate::object::{SharedObject, share};
-use crate::reconciler::{ReconcileError, ReconcileResult, ReconcilerFn, TypedReconcileRequest};
+use crate::reconciler::{DynReconcilerFn, ReconcileError, ReconcileRequest, ReconcileResult};
 use crate::store::InformerEvent;
 use crate::watcher::DynWatcherFns;
 use crate::{BoxError, HandlerError};
@@ -187,13 +187,13 @@ fn logging_watcher(
 fn logging_reconciler(
     tag: &'static str,
     log: &Log,
-    behave: impl Fn(&TypedReconcileRequest<ConfigMap>, u32) -> Result<ReconcileResult, ReconcileError>
+    behave: impl Fn(&ReconcileRequest<ConfigMap>, u32) -> Result<ReconcileResult, ReconcileError>
     + Send
     + Sync
     + 'static,
 ) -> impl DynReconciler {
     let log = log.clone();
-    ReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
+    DynReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
         log.push(format!(
             "{tag} {} {} rv{} a{}",
             request.action,
@@ -351,7 +351,7 @@ async fn per_object_order_holds_for_100_objects_with_random_delays() {
         );
         c.add_reconciler(
             KIND,
-            ReconcilerFn::<ConfigMap, _>::new(move |_, request| {
+            DynReconcilerFn::<ConfigMap, _>::new(move |_, request| {
                 let run = on_reconcile("reconcile", request.object.clone());
                 async move {
                     run.await?;
@@ -727,7 +727,7 @@ async fn a_kind_without_watchers_never_pauses_intake_and_its_waiting_requests_me
     let (l, r) = (log.clone(), release.clone());
     controller.add_reconciler(
         KIND,
-        ReconcilerFn::<ConfigMap, _>::new(move |_, request| {
+        DynReconcilerFn::<ConfigMap, _>::new(move |_, request| {
             let (log, release) = (l.clone(), r.clone());
             async move {
                 if name(&request.object) == "blocker" {
@@ -921,7 +921,7 @@ async fn run_twice_is_an_error() {
 fn timed_reconciler(log: &Log, started: Instant, succeed_at: Option<u32>) -> impl DynReconciler {
     logging_reconciler("r", log, |_, _| Ok(ReconcileResult::done()));
     let log = log.clone();
-    ReconcilerFn::<ConfigMap, _>::new(move |ctx, _| {
+    DynReconcilerFn::<ConfigMap, _>::new(move |ctx, _| {
         log.push(format!("{}ms", started.elapsed().as_millis()));
         let ok = succeed_at.is_some_and(|n| ctx.attempt() >= n);
         async move {
@@ -993,7 +993,7 @@ async fn retries_of_different_objects_run_in_parallel() {
         let log = log.clone();
         c.add_reconciler(
             KIND,
-            ReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
+            DynReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
                 let log = log.clone();
                 async move {
                     if ctx.attempt() == 0 {
@@ -1068,7 +1068,7 @@ async fn requeue_after_runs_the_same_request_again() {
         let log = log.clone();
         c.add_reconciler(
             KIND,
-            ReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
+            DynReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
                 log.push(format!(
                     "{} {} a{} at {}ms",
                     request.action,
@@ -1114,7 +1114,7 @@ async fn requeue_with_an_error_keeps_the_requeue_timing_and_counts_the_error() {
         let log = log.clone();
         c.add_reconciler(
             KIND,
-            ReconcilerFn::<ConfigMap, _>::new(move |ctx, _| {
+            DynReconcilerFn::<ConfigMap, _>::new(move |ctx, _| {
                 log.push(format!(
                     "a{} at {}ms",
                     ctx.attempt(),
@@ -1157,7 +1157,7 @@ async fn the_state_of_the_latest_attempt_is_carried_into_the_next() {
         let log = log.clone();
         c.add_reconciler(
             KIND,
-            ReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
+            DynReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
                 let seen = request
                     .state
                     .get("attempt")
@@ -1519,7 +1519,7 @@ async fn the_echo_of_an_own_write_reaches_watchers_but_no_reconciler_unless_merg
         let log = log.clone();
         c.add_reconciler(
             KIND,
-            ReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
+            DynReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
                 log.push(format!(
                     "r {} {} rv{}",
                     request.action,

@@ -74,7 +74,7 @@ pub use self::traits::{
     ApplyCleanup, ApplyCleanupFns, ApplyCleanupReconciler, ReconcileFn, Reconciler, Watcher,
     apply_cleanup, reconciler_fn,
 };
-use self::traits::{Erased, ErasedReconciler};
+pub(crate) use self::traits::{Erased, ErasedReconciler};
 
 /// A kind registered with one controller; see the [module docs](self). Cheap to clone. `C` is the
 /// user data handlers attached through it get in their [`Context`](crate::Context).

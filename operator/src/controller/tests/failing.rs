@@ -13,7 +13,7 @@ fn dependent_reconciler(
     healthy: &Arc<AtomicBool>,
 ) -> impl DynReconciler {
     let (log, healthy) = (log.clone(), Arc::clone(healthy));
-    ReconcilerFn::<ConfigMap, _>::new(move |_, _| {
+    DynReconcilerFn::<ConfigMap, _>::new(move |_, _| {
         log.push(format!("{}s", started.elapsed().as_secs()));
         let ok = healthy.load(Ordering::SeqCst);
         async move {

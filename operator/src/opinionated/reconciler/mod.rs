@@ -19,10 +19,9 @@ use super::undecodable::UndecodableHandler;
 use super::{OpinionatedOptions, mark_error};
 use crate::action::ReconcileAction;
 use crate::handler::HandlerContext;
-use crate::object::{KubeObject, Undecodable, as_undecodable};
+use crate::object::{Undecodable, as_undecodable};
 use crate::reconciler::{
     DynReconciler, ReconcileError, ReconcileRequest, ReconcileResult, ReconcileState,
-    TypedReconciler, TypedReconcilerAdapter, typed_reconciler,
 };
 
 /// The key under which the wrapper keeps its own note in a request's state: which finalizer
@@ -213,22 +212,6 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
     /// The wrapped reconciler.
     pub fn inner(&self) -> &R {
         &self.inner
-    }
-}
-
-impl<K, T> OpinionatedReconciler<TypedReconcilerAdapter<K, T>>
-where
-    K: KubeObject + kube::Resource,
-    K::DynamicType: Default,
-    T: TypedReconciler<K>,
-{
-    /// Wraps a [`TypedReconciler`] of `K`.
-    pub fn typed(
-        client: Client,
-        reconciler: T,
-        options: OpinionatedOptions,
-    ) -> Result<Self, FinalizerNameError> {
-        Self::for_kind::<K>(client, typed_reconciler(reconciler), options)
     }
 }
 

@@ -21,8 +21,8 @@ use super::progress::{Progress, ProgressMap, incarnation};
 use super::undecodable::UndecodableHandler;
 use super::{OpinionatedOptions, mark_error};
 use crate::handler::{BoxError, HandlerContext};
-use crate::object::{KubeObject, SharedObject, Undecodable, as_undecodable};
-use crate::watcher::{DynWatcher, TypedWatcher, TypedWatcherAdapter, typed_watcher};
+use crate::object::{SharedObject, Undecodable, as_undecodable};
+use crate::watcher::DynWatcher;
 
 /// A [`DynWatcher`] wrapper that makes downtime safe with finalizers; see the [module docs](super).
 ///
@@ -84,22 +84,6 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
     /// The wrapped watcher.
     pub fn inner(&self) -> &W {
         &self.inner
-    }
-}
-
-impl<K, T> OpinionatedWatcher<TypedWatcherAdapter<K, T>>
-where
-    K: KubeObject + kube::Resource,
-    K::DynamicType: Default,
-    T: TypedWatcher<K>,
-{
-    /// Wraps a [`TypedWatcher`] of `K`.
-    pub fn typed(
-        client: Client,
-        watcher: T,
-        options: OpinionatedOptions,
-    ) -> Result<Self, FinalizerNameError> {
-        Self::for_kind::<K>(client, typed_watcher(watcher), options)
     }
 }
 
