@@ -178,14 +178,16 @@ impl fmt::Display for ReconcileError {
     }
 }
 
-/// A level-triggered handler for one kind; see the [module docs](self).
+/// A level-triggered handler for one kind, on the erased layer (see [`erased`](crate::erased)): it
+/// gets the newest object of a request, requests waiting for one object merge, and a
+/// [`ReconcileError`] may carry a requeue and a state of its own.
 #[async_trait]
 pub trait DynReconciler: Send + Sync + 'static {
     /// Brings the world in line with `request.object`.
     async fn reconcile(
         &self,
-        ctx: &HandlerContext,
         request: ReconcileRequest,
+        ctx: &HandlerContext,
     ) -> Result<ReconcileResult, ReconcileError>;
 }
 
@@ -193,10 +195,10 @@ pub trait DynReconciler: Send + Sync + 'static {
 impl<R: DynReconciler + ?Sized> DynReconciler for Arc<R> {
     async fn reconcile(
         &self,
-        ctx: &HandlerContext,
         request: ReconcileRequest,
+        ctx: &HandlerContext,
     ) -> Result<ReconcileResult, ReconcileError> {
-        (**self).reconcile(ctx, request).await
+        (**self).reconcile(request, ctx).await
     }
 }
 
@@ -204,25 +206,26 @@ impl<R: DynReconciler + ?Sized> DynReconciler for Arc<R> {
 impl<R: DynReconciler + ?Sized> DynReconciler for Box<R> {
     async fn reconcile(
         &self,
-        ctx: &HandlerContext,
         request: ReconcileRequest,
+        ctx: &HandlerContext,
     ) -> Result<ReconcileResult, ReconcileError> {
-        (**self).reconcile(ctx, request).await
+        (**self).reconcile(request, ctx).await
     }
 }
 
 /// A reconciler made of one closure over [`ReconcileRequest<K>`]: the erased layer's
-/// counterpart of [`DynWatcherFns`](crate::watcher::DynWatcherFns), for controllers fed by
-/// [`add_informer`](crate::InformerController::add_informer) (`K = DynamicObject` for untyped
+/// counterpart of [`DynWatcherFns`](crate::erased::DynWatcherFns), for controllers fed by
+/// [`add_informer`](crate::erased::ErasedHandlers::add_informer) (`K = DynamicObject` for untyped
 /// kinds). Typed reconcilers are written against [`Reconciler<K, C>`](crate::Reconciler) and
 /// attached through a [`KindHandle`](crate::KindHandle).
 ///
 /// ```
 /// use std::time::Duration;
-/// use kubeapp_operator::reconciler::{DynReconcilerFn, ReconcileResult};
+/// use kubeapp_operator::ReconcileResult;
+/// use kubeapp_operator::erased::DynReconcilerFn;
 /// use k8s_openapi::api::core::v1::ConfigMap;
 ///
-/// let reconciler = DynReconcilerFn::<ConfigMap, _>::new(|_ctx, request| async move {
+/// let reconciler = DynReconcilerFn::<ConfigMap, _>::new(|request, _ctx| async move {
 ///     tracing::info!(action = %request.action, name = ?request.object.metadata.name, "reconcile");
 ///     Ok(ReconcileResult::requeue_after(Duration::from_secs(60)))
 /// });
@@ -236,7 +239,7 @@ pub struct DynReconcilerFn<K, F> {
 impl<K, F, Fut> DynReconcilerFn<K, F>
 where
     K: KubeObject,
-    F: Fn(HandlerContext, ReconcileRequest<K>) -> Fut + Send + Sync + 'static,
+    F: Fn(ReconcileRequest<K>, HandlerContext) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<ReconcileResult, ReconcileError>> + Send + 'static,
 {
     /// Wraps `f`.
@@ -252,13 +255,13 @@ where
 impl<K, F, Fut> DynReconciler for DynReconcilerFn<K, F>
 where
     K: KubeObject,
-    F: Fn(HandlerContext, ReconcileRequest<K>) -> Fut + Send + Sync + 'static,
+    F: Fn(ReconcileRequest<K>, HandlerContext) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<ReconcileResult, ReconcileError>> + Send + 'static,
 {
     async fn reconcile(
         &self,
-        ctx: &HandlerContext,
         request: ReconcileRequest,
+        ctx: &HandlerContext,
     ) -> Result<ReconcileResult, ReconcileError> {
         // The last decodable state of an undecodable object; none: skipped (see `view`).
         let Some(object) = view::<K>(&request.object)? else {
@@ -270,7 +273,7 @@ where
             state: request.state,
             cause: request.cause,
         };
-        (self.f)(ctx.clone(), typed).await
+        (self.f)(typed, ctx.clone()).await
     }
 }
 

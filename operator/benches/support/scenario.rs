@@ -25,9 +25,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube_runtime::controller::{Action, Config as KubeConfig, Controller};
 use kube_runtime::reflector::{self, store::Writer};
 use kube_runtime::watcher;
+use kubeapp_operator::erased::DynReconcilerFn;
+use kubeapp_operator::erased::DynWatcherFns;
 use kubeapp_operator::object::{SharedObject, share};
-use kubeapp_operator::reconciler::DynReconcilerFn;
-use kubeapp_operator::watcher::DynWatcherFns;
 use kubeapp_operator::{
     BoxError, CancellationToken, Context, ControllerConfig, Informer, InformerController,
     InformerEvent, KindInfo, ReconcileError, ReconcileRequest, ReconcileResult, Reconciler,
@@ -228,17 +228,21 @@ pub async fn run_kubeapp(s: &Scenario, input: Input) -> Duration {
     let (progress, done) = Progress::new(s.events() * s.watchers + s.objects * s.reconcilers);
     let controller =
         InformerController::new(ControllerConfig::default().max_concurrent_workers(s.workers));
-    controller.add_informer("configmaps", input.informer());
+    controller
+        .erased()
+        .add_informer("configmaps", input.informer());
     for _ in 0..s.watchers {
-        controller.add_watcher("configmaps", tick_watcher(&progress, s.delay));
+        controller
+            .erased()
+            .add_watcher("configmaps", tick_watcher(&progress, s.delay));
     }
     let last_generation = i64::try_from(s.per_object).unwrap_or(i64::MAX);
     for _ in 0..s.reconcilers {
         let progress = progress.clone();
         let delay = s.delay;
-        controller.add_reconciler(
+        controller.erased().add_reconciler(
             "configmaps",
-            DynReconcilerFn::<ConfigMap, _>::new(move |_, request| {
+            DynReconcilerFn::<ConfigMap, _>::new(move |request, _| {
                 let last = request.object.metadata.generation == Some(last_generation);
                 let progress = progress.clone();
                 async move {

@@ -102,22 +102,22 @@ impl Watcher<ConfigMap> for Watching {
 fn closures(log: &Log) -> DynWatcherFns<ConfigMap> {
     let (add, update, delete, sync) = (log.clone(), log.clone(), log.clone(), log.clone());
     DynWatcherFns::new()
-        .on_add(move |_, o| {
+        .on_add(move |o, _| {
             push(&add, format!("add {}", label(&o)));
             async { Ok(()) }
         })
-        .on_update(move |_, old, new| {
+        .on_update(move |old, new, _| {
             push(
                 &update,
                 format!("update {} -> {}", label(&old), label(&new)),
             );
             async { Ok(()) }
         })
-        .on_delete(move |_, o| {
+        .on_delete(move |o, _| {
             push(&delete, format!("delete {}", label(&o)));
             async { Ok(()) }
         })
-        .on_sync(move |_, o| {
+        .on_sync(move |o, _| {
             push(&sync, format!("sync {}", label(&o)));
             async { Ok(()) }
         })
@@ -169,10 +169,10 @@ async fn informer_events_of(
 
 async fn dispatch(watcher: &dyn DynWatcher, ctx: &HandlerContext, event: &InformerEvent) {
     let result = match event {
-        InformerEvent::Add(object) => watcher.add(ctx, object.clone()).await,
-        InformerEvent::Update { old, new } => watcher.update(ctx, old.clone(), new.clone()).await,
-        InformerEvent::Delete(object) => watcher.delete(ctx, object.clone()).await,
-        InformerEvent::Resync(object) => watcher.update(ctx, object.clone(), object.clone()).await,
+        InformerEvent::Add(object) => watcher.add(object.clone(), ctx).await,
+        InformerEvent::Update { old, new } => watcher.update(old.clone(), new.clone(), ctx).await,
+        InformerEvent::Delete(object) => watcher.delete(object.clone(), ctx).await,
+        InformerEvent::Resync(object) => watcher.update(object.clone(), object.clone(), ctx).await,
     };
     result.expect("a typed watcher call");
 }
@@ -279,7 +279,7 @@ async fn typed_handlers_see_every_transition_between_decodable_states_and_nothin
             )))
         } else {
             let log = log.clone();
-            Box::new(DynReconcilerFn::<ConfigMap, _>::new(move |_, request| {
+            Box::new(DynReconcilerFn::<ConfigMap, _>::new(move |request, _| {
                 push(
                     &log,
                     format!("{} {}", request.action, label(&request.object)),
@@ -294,7 +294,7 @@ async fn typed_handlers_see_every_transition_between_decodable_states_and_nothin
                 state: Default::default(),
                 cause: None,
             };
-            assert!(reconciler.reconcile(&ctx, request).await.is_ok(), "{name}");
+            assert!(reconciler.reconcile(request, &ctx).await.is_ok(), "{name}");
         }
         assert_eq!(*log.lock().expect("lock"), reconciled, "{name}");
     }

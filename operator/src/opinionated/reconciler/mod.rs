@@ -382,7 +382,7 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
                     tracing::debug!("Deleted was delivered at deletionTimestamp");
                     return Ok(ReconcileResult::done());
                 }
-                self.inner.reconcile(ctx, request).await
+                self.inner.reconcile(request, ctx).await
             }
             ReconcileDecision::Delete => {
                 let mut result = ReconcileResult::done();
@@ -391,7 +391,7 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
                         action: ReconcileAction::Deleted,
                         ..request.clone()
                     };
-                    result = self.inner.reconcile(ctx, downstream).await?;
+                    result = self.inner.reconcile(downstream, ctx).await?;
                     if result.requeue_after.is_some() {
                         // Not done yet: asked to run again; the finalizer stays until a
                         // Deleted call succeeds without a requeue.
@@ -410,7 +410,7 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
                     action: ReconcileAction::Resynced,
                     ..request.clone()
                 };
-                let result = self.inner.reconcile(ctx, downstream).await?;
+                let result = self.inner.reconcile(downstream, ctx).await?;
                 self.delivered.set(&id, Progress::ADDED);
                 if !self.names.carries_legacy(request.object.metadata()) {
                     return Ok(result);
@@ -447,7 +447,7 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
                     action: ReconcileAction::Created,
                     ..request
                 };
-                let result = self.inner.reconcile(ctx, downstream).await?;
+                let result = self.inner.reconcile(downstream, ctx).await?;
                 self.delivered.set(&id, Progress::ADDED);
                 Ok(result)
             }
@@ -477,7 +477,7 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
                     .apply(ctx, request.object.metadata(), false, add)
                     .await
                     .map_err(ReconcileError::new)?;
-                self.inner.reconcile(ctx, request).await
+                self.inner.reconcile(request, ctx).await
             }
             ReconcileDecision::Pass => {
                 // Seen with our finalizer (a reconciler registered after the object's Created):
@@ -485,7 +485,7 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
                 if self.delivered.get(&id).is_none() {
                     self.delivered.set(&id, Progress::ADDED);
                 }
-                self.inner.reconcile(ctx, request).await
+                self.inner.reconcile(request, ctx).await
             }
         }
     }
@@ -495,8 +495,8 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
 impl<R: DynReconciler> DynReconciler for OpinionatedReconciler<R> {
     async fn reconcile(
         &self,
-        ctx: &HandlerContext,
         request: ReconcileRequest,
+        ctx: &HandlerContext,
     ) -> Result<ReconcileResult, ReconcileError> {
         if let Some(undecodable) = as_undecodable(&request.object) {
             match undecodable.last_decodable() {
