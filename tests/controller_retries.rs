@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kubeapp::operator::erased::DynReconcilerFn;
 use kubeapp::operator::erased::DynWatcherFns;
-use kubeapp::operator::informer::InformerOptions;
+use kubeapp::operator::informer::ListWatchOptions;
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, ReconcileError,
     ReconcileResult, RetryPolicy,
@@ -45,7 +45,7 @@ async fn a_kept_retry_and_the_retry_of_the_newer_failed_event_both_run() {
     let controller = InformerController::new(config);
     controller.erased().add_informer(
         KIND,
-        Informer::new::<ConfigMap>(env.client(), InformerOptions::default().namespace(&ns)),
+        Informer::new::<ConfigMap>(env.client(), ListWatchOptions::default().namespace(&ns)),
     );
     let (watched, reconciled) = (CallLog::new(), CallLog::new());
     let (on_add, on_update) = (watched.clone(), watched.clone());

@@ -15,7 +15,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResource, Resource, ResourceExt};
 use kubeapp::operator::erased::DynReconcilerFn;
 use kubeapp::operator::erased::DynWatcherFns;
-use kubeapp::operator::informer::InformerOptions;
+use kubeapp::operator::informer::ListWatchOptions;
 use kubeapp::operator::opinionated::{FinalizerNameError, OpinionatedOptions};
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, OpinionatedReconciler,
@@ -176,7 +176,7 @@ async fn default_names_let_an_opinionated_watcher_and_reconciler_add_and_delete_
 
     let controller = InformerController::new(config());
     for (key, ns) in [("watched", &watched), ("reconciled", &reconciled)] {
-        let options = InformerOptions::default().namespace(ns);
+        let options = ListWatchOptions::default().namespace(ns);
         controller
             .erased()
             .add_informer(key, Informer::new::<ConfigMap>(client.clone(), options));
@@ -289,7 +289,7 @@ async fn objects_with_the_old_default_names_are_synced_upgraded_and_their_delete
     // The upgraded operator, with the new (default) names.
     let controller = InformerController::new(config());
     for (key, ns) in [("watched", &watched), ("reconciled", &reconciled)] {
-        let options = InformerOptions::default().namespace(ns);
+        let options = ListWatchOptions::default().namespace(ns);
         controller
             .erased()
             .add_informer(key, Informer::new::<Gizmo>(client.clone(), options));

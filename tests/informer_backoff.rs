@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{Api, PostParams};
 use kubeapp::operator::erased::DynWatcherFns;
-use kubeapp::operator::informer::InformerOptions;
+use kubeapp::operator::informer::ListWatchOptions;
 use kubeapp::operator::{CancellationToken, ControllerConfig, Informer, InformerController};
 use kubeapp::sdk::testenv::TestEnv;
 use tokio::sync::mpsc;
@@ -87,7 +87,7 @@ async fn a_forbidden_list_is_retried_with_growing_gaps_and_syncs_once_rbac_allow
         KIND,
         Informer::new::<ConfigMap>(
             identity.client.clone(),
-            InformerOptions::default().namespace(&ns),
+            ListWatchOptions::default().namespace(&ns),
         ),
     );
     let (added, mut added_rx) = mpsc::unbounded_channel();

@@ -9,7 +9,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{CustomResource, CustomResourceExt};
 use kubeapp::operator::erased::{DynReconciler, DynReconcilerFn, DynWatcherFns};
-use kubeapp::operator::informer::InformerOptions;
+use kubeapp::operator::informer::ListWatchOptions;
 use kubeapp::operator::object::as_undecodable;
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, HandlerContext, Informer, InformerController,
@@ -201,7 +201,7 @@ async fn lifecycle_reaches_watchers_and_reconcilers_in_order_requeues_and_is_cou
     let controller = InformerController::new(ControllerConfig::default().metrics(metrics));
     controller.erased().add_informer(
         KIND,
-        Informer::new::<Gadget>(env.client(), InformerOptions::default().namespace(&ns)),
+        Informer::new::<Gadget>(env.client(), ListWatchOptions::default().namespace(&ns)),
     );
     let log = Log::new();
     add_logging_handlers(&controller, &log);
@@ -374,7 +374,7 @@ async fn apiserver_restart_midstream_delivers_final_states_and_missed_deletes() 
     let controller = InformerController::new(ControllerConfig::default());
     controller.erased().add_informer(
         KIND,
-        Informer::new::<Gadget>(env.client(), InformerOptions::default().namespace(&ns)),
+        Informer::new::<Gadget>(env.client(), ListWatchOptions::default().namespace(&ns)),
     );
     let log = Log::new();
     add_logging_handlers(&controller, &log);
@@ -483,7 +483,7 @@ async fn an_object_that_fails_to_deserialize_does_not_stop_the_others() {
     let controller = InformerController::new(ControllerConfig::default().metrics(metrics));
     controller.erased().add_informer(
         KIND,
-        Informer::new::<Gadget>(env.client(), InformerOptions::default().namespace(&ns)),
+        Informer::new::<Gadget>(env.client(), ListWatchOptions::default().namespace(&ns)),
     );
     let log = Log::new();
     add_logging_handlers(&controller, &log);
@@ -495,7 +495,7 @@ async fn an_object_that_fails_to_deserialize_does_not_stop_the_others() {
         Informer::dynamic(
             env.client(),
             resource.clone(),
-            InformerOptions::default().namespace(&ns),
+            ListWatchOptions::default().namespace(&ns),
         ),
     );
     controller.erased().add_watcher(

@@ -20,7 +20,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResource, ResourceExt};
 use kubeapp::operator::erased::DynReconcilerFn;
 use kubeapp::operator::erased::DynWatcherFns;
-use kubeapp::operator::informer::InformerOptions;
+use kubeapp::operator::informer::ListWatchOptions;
 use kubeapp::operator::opinionated::{
     ConflictRetry, FinalizerMetrics, OpinionatedOptions, opinionated_dequeue_policy,
 };
@@ -277,7 +277,7 @@ impl Operator {
         let controller = InformerController::new(config);
         controller.erased().add_informer(
             KIND,
-            Informer::new::<Widget>(env.client(), InformerOptions::default().namespace(&env.ns)),
+            Informer::new::<Widget>(env.client(), ListWatchOptions::default().namespace(&env.ns)),
         );
         add(&controller);
         let stop = CancellationToken::new();

@@ -28,7 +28,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{CustomResource, ResourceExt};
 use kubeapp::operator::erased::DynReconcilerFn;
 use kubeapp::operator::erased::DynWatcherFns;
-use kubeapp::operator::informer::InformerOptions;
+use kubeapp::operator::informer::ListWatchOptions;
 use kubeapp::operator::opinionated::{OpinionatedOptions, opinionated_dequeue_policy};
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, OpinionatedReconciler,
@@ -112,7 +112,7 @@ impl Operator {
         );
         controller.erased().add_informer(
             kind,
-            Informer::new::<K>(env.client(), InformerOptions::default().namespace(&env.ns)),
+            Informer::new::<K>(env.client(), ListWatchOptions::default().namespace(&env.ns)),
         );
         add(&controller);
         let stop = CancellationToken::new();

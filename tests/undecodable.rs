@@ -17,7 +17,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostP
 use kube::{CustomResource, ResourceExt};
 use kubeapp::operator::erased::DynReconcilerFn;
 use kubeapp::operator::erased::DynWatcherFns;
-use kubeapp::operator::informer::InformerOptions;
+use kubeapp::operator::informer::ListWatchOptions;
 use kubeapp::operator::opinionated::{FinalizerMetrics, OpinionatedOptions};
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, OpinionatedReconciler,
@@ -177,7 +177,7 @@ async fn an_object_that_never_decoded_is_handed_to_the_hook_held_with_a_warning_
             FinalizerMetrics::unregistered(None).expect("metrics"),
         );
         let informer =
-            Informer::new::<Thing>(client.clone(), InformerOptions::default().namespace(&ns));
+            Informer::new::<Thing>(client.clone(), ListWatchOptions::default().namespace(&ns));
         controller.erased().add_informer(&ns, informer);
         add_handlers(&controller, &client, &ns, setup, &log, &metrics);
         scenarios.push((setup, ns, log, metrics));

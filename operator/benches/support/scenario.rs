@@ -138,7 +138,7 @@ impl Input {
             Self::Watch(events) => Informer::from_watch_stream::<ConfigMap>(
                 KindInfo::default(),
                 futures::stream::iter(events.into_iter().map(Ok)),
-                kubeapp_operator::informer::InformerOptions::default(),
+                kubeapp_operator::informer::ListWatchOptions::default(),
             ),
         }
     }

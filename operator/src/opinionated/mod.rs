@@ -211,13 +211,13 @@
 //! use kubeapp_operator::opinionated::{OpinionatedOptions, OpinionatedWatcher, opinionated_dequeue_policy};
 //! use kubeapp_operator::erased::DynWatcherFns;
 //! use kubeapp_operator::{ControllerConfig, Informer, InformerController};
-//! use kubeapp_operator::informer::InformerOptions;
+//! use kubeapp_operator::informer::ListWatchOptions;
 //!
 //! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! let controller = InformerController::new(
 //!     ControllerConfig::default().dequeue_policy(Some(opinionated_dequeue_policy())),
 //! );
-//! controller.erased().add_informer("configmaps", Informer::new::<ConfigMap>(client.clone(), InformerOptions::default()));
+//! controller.erased().add_informer("configmaps", Informer::new::<ConfigMap>(client.clone(), ListWatchOptions::default()));
 //! let watcher = DynWatcherFns::<ConfigMap>::new()
 //!     .on_add(|cm, _ctx| async move { tracing::info!(name = ?cm.metadata.name, "add"); Ok(()) })
 //!     .on_delete(|cm, _ctx| async move { tracing::info!(name = ?cm.metadata.name, "delete"); Ok(()) });

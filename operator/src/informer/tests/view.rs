@@ -153,7 +153,7 @@ async fn informer_events_of(
         .boxed();
     let events = informer_events(
         raw,
-        InformerOptions::default().resync_interval(Duration::from_secs(30)),
+        ListWatchOptions::default().resync_interval(Duration::from_secs(30)),
         typed_decoder::<ConfigMap>(),
         "ConfigMap".into(),
         SyncedFlag::new(false),
