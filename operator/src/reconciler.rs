@@ -26,14 +26,93 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::action::{ReconcileAction, TriggerCause};
 use crate::handler::{BoxError, HandlerContext};
 use crate::object::KubeObject;
 use crate::view::view;
 
-/// Free-form state a reconciler carries from one attempt of a request to the next.
-pub type ReconcileState = BTreeMap<String, serde_json::Value>;
+/// State a reconciler carries from one attempt of a request to the next: one value of the
+/// reconciler's own type, kept serialized (so requests of any kind share one queue).
+///
+/// A reconciler stores it with [`ReconcileResult::with_state`] or [`ReconcileError::with_state`]
+/// and reads it back, typed, from the next attempt's request:
+///
+/// ```
+/// use kubeapp_operator::ReconcileState;
+///
+/// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+/// struct Progress { step: u32 }
+///
+/// let state = ReconcileState::of(&Progress { step: 2 }).expect("serializes");
+/// assert_eq!(state.get::<Progress>().expect("decodes"), Some(Progress { step: 2 }));
+/// assert_eq!(ReconcileState::new().get::<Progress>().expect("nothing to decode"), None);
+/// ```
+///
+/// kubeapp's own wrappers (the [opinionated reconciler](crate::OpinionatedReconciler)) keep their
+/// notes in the same state, apart from the reconciler's value and out of its reach.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReconcileState {
+    /// The reconciler's value, serialized.
+    value: Option<serde_json::Value>,
+    /// Notes of kubeapp's wrappers, by the wrapper's key.
+    notes: BTreeMap<&'static str, String>,
+}
+
+impl ReconcileState {
+    /// No state: what the first attempt of a request gets.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A state holding `value`.
+    ///
+    /// # Errors
+    ///
+    /// When `value` does not serialize to JSON (a map with non-string keys, say).
+    pub fn of<S: Serialize>(value: &S) -> Result<Self, serde_json::Error> {
+        Ok(Self {
+            value: Some(serde_json::to_value(value)?),
+            notes: BTreeMap::new(),
+        })
+    }
+
+    /// The reconciler's value as an `S`, or `None` when no attempt stored one.
+    ///
+    /// # Errors
+    ///
+    /// When the stored value is not an `S` (another type was stored).
+    pub fn get<S: DeserializeOwned>(&self) -> Result<Option<S>, serde_json::Error> {
+        self.value
+            .as_ref()
+            .map(|value| S::deserialize(value))
+            .transpose()
+    }
+
+    /// True when it holds neither a value nor a wrapper's note.
+    pub fn is_empty(&self) -> bool {
+        self.value.is_none() && self.notes.is_empty()
+    }
+
+    /// The note of the wrapper keyed `key`.
+    pub(crate) fn note(&self, key: &'static str) -> Option<&str> {
+        self.notes.get(key).map(String::as_str)
+    }
+
+    /// Sets (or with `None` removes) the note of the wrapper keyed `key`.
+    pub(crate) fn set_note(&mut self, key: &'static str, note: Option<&str>) {
+        match note {
+            Some(note) => {
+                self.notes.insert(key, note.to_string());
+            }
+            None => {
+                self.notes.remove(key);
+            }
+        }
+    }
+}
 
 /// One call of a reconciler: `ReconcileRequest<Widget>` for a typed [`Reconciler`], plain
 /// `ReconcileRequest` (the object type-erased) for a [`DynReconciler`].

@@ -2,7 +2,7 @@
 //! and 4. Time is paused (`start_paused`), so backoff schedules are checked to the millisecond and
 //! waits for conditions that never come fail within a virtual timeout.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,7 +19,9 @@ use super::*;
 use crate::action::ReconcileAction;
 use crate::informer::KindInfo;
 use crate::object::{SharedObject, share};
-use crate::reconciler::{DynReconcilerFn, ReconcileError, ReconcileRequest, ReconcileResult};
+use crate::reconciler::{
+    DynReconcilerFn, ReconcileError, ReconcileRequest, ReconcileResult, ReconcileState,
+};
 use crate::store::InformerEvent;
 use crate::watcher::DynWatcherFns;
 use crate::{BoxError, HandlerError};
@@ -1174,10 +1176,11 @@ async fn the_state_of_the_latest_attempt_is_carried_into_the_next() {
             DynReconcilerFn::<ConfigMap, _>::new(move |request, ctx| {
                 let seen = request
                     .state
-                    .get("attempt")
-                    .map_or_else(|| "none".to_string(), ToString::to_string);
+                    .get::<u32>()
+                    .expect("the state is a u32")
+                    .map_or_else(|| "none".to_string(), |attempt| attempt.to_string());
                 log.push(format!("a{} saw {seen}", ctx.attempt()));
-                let state = BTreeMap::from([("attempt".to_string(), ctx.attempt().into())]);
+                let state = ReconcileState::of(&ctx.attempt()).expect("a u32 serializes");
                 async move {
                     match ctx.attempt() {
                         0 | 1 => Err(ReconcileError::new(fail("again")).with_state(state)),

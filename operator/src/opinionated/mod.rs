@@ -92,7 +92,8 @@
 //!
 //! One finalizer, no in-progress one. Checked in this order:
 //! - a retry whose downstream call already succeeded only re-tries the finalizer patch that
-//!   failed (noted in the request's state under [`STATE_KEY`]);
+//!   failed (noted in the request's [`ReconcileState`](crate::ReconcileState), out of the wrapped
+//!   reconciler's reach);
 //! - the watch's Delete event: dropped when `Deleted` was delivered at `deletionTimestamp`,
 //!   otherwise delivered as `Deleted` once;
 //! - being deleted with our finalizer: downstream `Deleted`, then the finalizer is removed (a
@@ -259,7 +260,7 @@ pub use self::finalizer::{
     default_finalizer, default_in_progress_finalizer, finalizer_prefix, legacy_finalizers,
     validate_finalizer,
 };
-pub use self::reconciler::{OpinionatedReconciler, STATE_KEY};
+pub use self::reconciler::OpinionatedReconciler;
 pub use self::watcher::OpinionatedWatcher;
 
 use self::finalizer::FinalizerPatcher;

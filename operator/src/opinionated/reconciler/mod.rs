@@ -26,7 +26,7 @@ use crate::reconciler::{
 
 /// The key under which the wrapper keeps its own note in a request's state: which finalizer
 /// patch is left to retry after the downstream call already succeeded.
-pub const STATE_KEY: &str = "kubeapp.dev/opinionated-finalizer";
+pub(crate) const STATE_KEY: &str = "kubeapp.dev/opinionated-finalizer";
 
 /// The longest `Created` waits, after the finalizer patch that precedes it, for the cache to see
 /// that patch: it normally takes milliseconds, and `Created` is correct either way (a write it
@@ -117,7 +117,7 @@ pub(crate) fn decide(
 ) -> ReconcileDecision {
     // Legacy names count as ours; the next patch replaces them.
     let ours = names.is_handled(meta);
-    match state.get(STATE_KEY).and_then(|v| v.as_str()) {
+    match state.note(STATE_KEY) {
         Some(PENDING_REMOVAL) if action != ReconcileAction::Deleted => {
             return ReconcileDecision::RetryPatch { removal: true };
         }
@@ -226,14 +226,7 @@ impl<R> fmt::Debug for OpinionatedReconciler<R> {
 
 /// `state` with the wrapper's note set to `note` (or removed).
 fn noted(mut state: ReconcileState, note: Option<&str>) -> ReconcileState {
-    match note {
-        Some(note) => {
-            state.insert(STATE_KEY.to_string(), serde_json::Value::from(note));
-        }
-        None => {
-            state.remove(STATE_KEY);
-        }
-    }
+    state.set_note(STATE_KEY, note);
     state
 }
 
