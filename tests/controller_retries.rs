@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kubeapp::operator::informer::InformerOptions;
-use kubeapp::operator::reconciler::ReconcilerFn;
-use kubeapp::operator::watcher::DynWatcherFns;
+use kubeapp::operator::erased::DynReconcilerFn;
+use kubeapp::operator::erased::DynWatcherFns;
+use kubeapp::operator::informer::ListWatchOptions;
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, ReconcileError,
     ReconcileResult, RetryPolicy,
@@ -43,16 +43,16 @@ async fn a_kept_retry_and_the_retry_of_the_newer_failed_event_both_run() {
     let config = ControllerConfig::default()
         .retry_policy(RetryPolicy::exponential(Duration::from_secs(5), 2));
     let controller = InformerController::new(config);
-    controller.add_informer(
+    controller.erased().add_informer(
         KIND,
-        Informer::new::<ConfigMap>(env.client(), InformerOptions::default().namespace(&ns)),
+        Informer::new::<ConfigMap>(env.client(), ListWatchOptions::default().namespace(&ns)),
     );
     let (watched, reconciled) = (CallLog::new(), CallLog::new());
     let (on_add, on_update) = (watched.clone(), watched.clone());
-    controller.add_watcher(
+    controller.erased().add_watcher(
         KIND,
         DynWatcherFns::<ConfigMap>::new()
-            .on_add(move |ctx, cm| {
+            .on_add(move |cm, ctx| {
                 on_add.push(format!("add v{}", value(&cm)));
                 let first = ctx.attempt() == 0;
                 async move {
@@ -63,7 +63,7 @@ async fn a_kept_retry_and_the_retry_of_the_newer_failed_event_both_run() {
                     }
                 }
             })
-            .on_update(move |ctx, _old, new| {
+            .on_update(move |_old, new, ctx| {
                 on_update.push(format!("update v{}", value(&new)));
                 let first = ctx.attempt() == 0;
                 async move {
@@ -76,9 +76,9 @@ async fn a_kept_retry_and_the_retry_of_the_newer_failed_event_both_run() {
             }),
     );
     let log = reconciled.clone();
-    controller.add_reconciler(
+    controller.erased().add_reconciler(
         KIND,
-        ReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
+        DynReconcilerFn::<ConfigMap, _>::new(move |request, ctx| {
             log.push(format!(
                 "{} v{} a{}",
                 request.action,

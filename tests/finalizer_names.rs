@@ -13,10 +13,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResource, Resource, ResourceExt};
-use kubeapp::operator::informer::InformerOptions;
+use kubeapp::operator::erased::DynReconcilerFn;
+use kubeapp::operator::erased::DynWatcherFns;
+use kubeapp::operator::informer::ListWatchOptions;
 use kubeapp::operator::opinionated::{FinalizerNameError, OpinionatedOptions};
-use kubeapp::operator::reconciler::ReconcilerFn;
-use kubeapp::operator::watcher::DynWatcherFns;
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, OpinionatedReconciler,
     OpinionatedWatcher, ReconcileResult, RetryPolicy,
@@ -49,25 +49,25 @@ fn logging_watcher<K: Resource + serde::Serialize + Send + Sync + std::fmt::Debu
 ) -> DynWatcherFns<K> {
     let (add, update, delete, sync) = (log.clone(), log.clone(), log.clone(), log.clone());
     DynWatcherFns::new()
-        .on_add(move |_, o: Arc<K>| {
+        .on_add(move |o: Arc<K>, _| {
             add.push(format!("add {}", o.meta().name.clone().unwrap_or_default()));
             async { Ok(()) }
         })
-        .on_update(move |_, _, o: Arc<K>| {
+        .on_update(move |_, o: Arc<K>, _| {
             update.push(format!(
                 "update {}",
                 o.meta().name.clone().unwrap_or_default()
             ));
             async { Ok(()) }
         })
-        .on_delete(move |_, o: Arc<K>| {
+        .on_delete(move |o: Arc<K>, _| {
             delete.push(format!(
                 "delete {}",
                 o.meta().name.clone().unwrap_or_default()
             ));
             async { Ok(()) }
         })
-        .on_sync(move |_, o: Arc<K>| {
+        .on_sync(move |o: Arc<K>, _| {
             sync.push(format!(
                 "sync {}",
                 o.meta().name.clone().unwrap_or_default()
@@ -77,12 +77,12 @@ fn logging_watcher<K: Resource + serde::Serialize + Send + Sync + std::fmt::Debu
 }
 
 /// A reconciler of `K` that logs `{action} {name}`.
-fn logging_reconciler<K>(log: &CallLog) -> impl kubeapp::operator::DynReconciler
+fn logging_reconciler<K>(log: &CallLog) -> impl kubeapp::operator::erased::DynReconciler
 where
     K: Resource + serde::Serialize + Send + Sync + std::fmt::Debug + 'static,
 {
     let log = log.clone();
-    ReconcilerFn::<K, _>::new(move |_ctx, request| {
+    DynReconcilerFn::<K, _>::new(move |request, _ctx| {
         let name = request.object.meta().name.clone().unwrap_or_default();
         log.push(format!("{} {name}", request.action));
         async { Ok(ReconcileResult::done()) }
@@ -176,8 +176,10 @@ async fn default_names_let_an_opinionated_watcher_and_reconciler_add_and_delete_
 
     let controller = InformerController::new(config());
     for (key, ns) in [("watched", &watched), ("reconciled", &reconciled)] {
-        let options = InformerOptions::default().namespace(ns);
-        controller.add_informer(key, Informer::new::<ConfigMap>(client.clone(), options));
+        let options = ListWatchOptions::default().namespace(ns);
+        controller
+            .erased()
+            .add_informer(key, Informer::new::<ConfigMap>(client.clone(), options));
     }
     let watcher = OpinionatedWatcher::for_kind::<ConfigMap>(
         client.clone(),
@@ -186,7 +188,7 @@ async fn default_names_let_an_opinionated_watcher_and_reconciler_add_and_delete_
     )
     .expect("the default names are valid");
     assert_eq!(watcher.finalizers().finalizer(), CM_OURS);
-    controller.add_watcher("watched", watcher);
+    controller.erased().add_watcher("watched", watcher);
     let reconciler = OpinionatedReconciler::for_kind::<ConfigMap>(
         client.clone(),
         logging_reconciler::<ConfigMap>(&reconcile_log),
@@ -194,7 +196,7 @@ async fn default_names_let_an_opinionated_watcher_and_reconciler_add_and_delete_
     )
     .expect("the default names are valid");
     assert_eq!(reconciler.finalizer(), CM_OURS);
-    controller.add_reconciler("reconciled", reconciler);
+    controller.erased().add_reconciler("reconciled", reconciler);
     let operator = Operator::start(controller).await;
 
     for (ns, log) in [(&watched, &watch_log), (&reconciled, &reconcile_log)] {
@@ -287,8 +289,10 @@ async fn objects_with_the_old_default_names_are_synced_upgraded_and_their_delete
     // The upgraded operator, with the new (default) names.
     let controller = InformerController::new(config());
     for (key, ns) in [("watched", &watched), ("reconciled", &reconciled)] {
-        let options = InformerOptions::default().namespace(ns);
-        controller.add_informer(key, Informer::new::<Gizmo>(client.clone(), options));
+        let options = ListWatchOptions::default().namespace(ns);
+        controller
+            .erased()
+            .add_informer(key, Informer::new::<Gizmo>(client.clone(), options));
     }
     let watcher = OpinionatedWatcher::for_kind::<Gizmo>(
         client.clone(),
@@ -296,14 +300,14 @@ async fn objects_with_the_old_default_names_are_synced_upgraded_and_their_delete
         OpinionatedOptions::default(),
     )
     .expect("valid names");
-    controller.add_watcher("watched", watcher);
+    controller.erased().add_watcher("watched", watcher);
     let reconciler = OpinionatedReconciler::for_kind::<Gizmo>(
         client.clone(),
         logging_reconciler::<Gizmo>(&reconcile_log),
         OpinionatedOptions::default(),
     )
     .expect("valid names");
-    controller.add_reconciler("reconciled", reconciler);
+    controller.erased().add_reconciler("reconciled", reconciler);
     let operator = Operator::start(controller).await;
 
     // Deletions held by the old names are handled and released.

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{Api, PostParams};
-use kubeapp::operator::informer::InformerOptions;
-use kubeapp::operator::watcher::DynWatcherFns;
+use kubeapp::operator::erased::DynWatcherFns;
+use kubeapp::operator::informer::ListWatchOptions;
 use kubeapp::operator::{CancellationToken, ControllerConfig, Informer, InformerController};
 use kubeapp::sdk::testenv::TestEnv;
 use tokio::sync::mpsc;
@@ -83,17 +83,17 @@ async fn a_forbidden_list_is_retried_with_growing_gaps_and_syncs_once_rbac_allow
     let registry = served.registry().clone();
     let metrics = served.controller();
     let controller = InformerController::new(ControllerConfig::default().metrics(metrics));
-    controller.add_informer(
+    controller.erased().add_informer(
         KIND,
         Informer::new::<ConfigMap>(
             identity.client.clone(),
-            InformerOptions::default().namespace(&ns),
+            ListWatchOptions::default().namespace(&ns),
         ),
     );
     let (added, mut added_rx) = mpsc::unbounded_channel();
-    controller.add_watcher(
+    controller.erased().add_watcher(
         KIND,
-        DynWatcherFns::<ConfigMap>::new().on_add(move |_ctx, cm| {
+        DynWatcherFns::<ConfigMap>::new().on_add(move |cm, _ctx| {
             let _ = added.send(cm.metadata.name.clone().unwrap_or_default());
             async { Ok(()) }
         }),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
-use kubeapp::operator::informer::InformerOptions;
+use kubeapp::operator::informer::ListWatchOptions;
 use kubeapp::operator::{Informer, InformerEvent};
 use kubeapp::sdk::testenv::TestEnv;
 use tokio::sync::mpsc;
@@ -72,7 +72,7 @@ async fn namespace_label_and_field_selectors_paging_streaming_transform_and_resy
 
     // Namespace + label selector, listed one object per page: exactly m1..m3, then a marker
     // created afterwards proves nothing else was (or will be) delivered before it.
-    let paged = InformerOptions::default()
+    let paged = ListWatchOptions::default()
         .namespace(ns_a.clone())
         .labels("app=x")
         .page_size(1);
@@ -87,7 +87,7 @@ async fn namespace_label_and_field_selectors_paging_streaming_transform_and_resy
     assert_eq!(listed, ["m1", "m2"], "objects besides m3 and the marker");
 
     // Field selector: only the named object.
-    let by_name = InformerOptions::default()
+    let by_name = ListWatchOptions::default()
         .namespace(ns_a.clone())
         .fields("metadata.name=m2");
     let mut rx = run(Informer::new::<ConfigMap>(env.client(), by_name));
@@ -100,7 +100,7 @@ async fn namespace_label_and_field_selectors_paging_streaming_transform_and_resy
     // managedFields are dropped before caching by default.
     assert!(event.object().metadata().managed_fields.is_none());
     // keep_managed_fields keeps them; streaming lists deliver the same objects.
-    let streaming = InformerOptions::default()
+    let streaming = ListWatchOptions::default()
         .namespace(ns_a.clone())
         .labels("app=x")
         .streaming_list()
@@ -113,7 +113,7 @@ async fn namespace_label_and_field_selectors_paging_streaming_transform_and_resy
     );
 
     // A resync re-delivers cached objects as Resync events.
-    let resyncing = InformerOptions::default()
+    let resyncing = ListWatchOptions::default()
         .namespace(ns_b.clone())
         .resync_interval(Duration::from_secs(1));
     let mut rx = run(Informer::new::<ConfigMap>(env.client(), resyncing));

@@ -8,13 +8,12 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{CustomResource, CustomResourceExt};
-use kubeapp::operator::informer::InformerOptions;
+use kubeapp::operator::erased::{DynReconciler, DynReconcilerFn, DynWatcherFns};
+use kubeapp::operator::informer::ListWatchOptions;
 use kubeapp::operator::object::as_undecodable;
-use kubeapp::operator::reconciler::ReconcilerFn;
-use kubeapp::operator::watcher::DynWatcherFns;
 use kubeapp::operator::{
-    CancellationToken, ControllerConfig, DynReconciler, HandlerContext, Informer,
-    InformerController, ReconcileError, ReconcileRequest, ReconcileResult,
+    CancellationToken, ControllerConfig, HandlerContext, Informer, InformerController,
+    ReconcileError, ReconcileRequest, ReconcileResult,
 };
 use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;
@@ -94,8 +93,8 @@ struct LogsUndecodable(Log);
 impl DynReconciler for LogsUndecodable {
     async fn reconcile(
         &self,
-        _: &HandlerContext,
         request: ReconcileRequest,
+        _: &HandlerContext,
     ) -> Result<ReconcileResult, ReconcileError> {
         if let Some(object) = as_undecodable(&request.object) {
             let name = object.raw().metadata.name.clone().unwrap_or_default();
@@ -108,14 +107,14 @@ impl DynReconciler for LogsUndecodable {
 /// Registers a watcher and a reconciler that log into `log` as `w ...` and `r ...`.
 fn add_logging_handlers(controller: &InformerController, log: &Log) {
     let (add, update, delete, sync) = (log.clone(), log.clone(), log.clone(), log.clone());
-    controller.add_watcher(
+    controller.erased().add_watcher(
         KIND,
         DynWatcherFns::<Gadget>::new()
-            .on_add(move |_, g| {
+            .on_add(move |g, _| {
                 add.push(format!("w add {} {}", name_of(&g), g.spec.size));
                 async { Ok(()) }
             })
-            .on_update(move |_, old, new| {
+            .on_update(move |old, new, _| {
                 update.push(format!(
                     "w update {} {}->{}",
                     name_of(&new),
@@ -124,19 +123,19 @@ fn add_logging_handlers(controller: &InformerController, log: &Log) {
                 ));
                 async { Ok(()) }
             })
-            .on_delete(move |_, g| {
+            .on_delete(move |g, _| {
                 delete.push(format!("w delete {} {}", name_of(&g), g.spec.size));
                 async { Ok(()) }
             })
-            .on_sync(move |_, g| {
+            .on_sync(move |g, _| {
                 sync.push(format!("w sync {} {}", name_of(&g), g.spec.size));
                 async { Ok(()) }
             }),
     );
     let log = log.clone();
-    controller.add_reconciler(
+    controller.erased().add_reconciler(
         KIND,
-        ReconcilerFn::<Gadget, _>::new(move |_, request| {
+        DynReconcilerFn::<Gadget, _>::new(move |request, _| {
             log.push(format!(
                 "r {} {} {}",
                 request.action,
@@ -200,9 +199,9 @@ async fn lifecycle_reaches_watchers_and_reconcilers_in_order_requeues_and_is_cou
         ));
     }
     let controller = InformerController::new(ControllerConfig::default().metrics(metrics));
-    controller.add_informer(
+    controller.erased().add_informer(
         KIND,
-        Informer::new::<Gadget>(env.client(), InformerOptions::default().namespace(&ns)),
+        Informer::new::<Gadget>(env.client(), ListWatchOptions::default().namespace(&ns)),
     );
     let log = Log::new();
     add_logging_handlers(&controller, &log);
@@ -210,9 +209,9 @@ async fn lifecycle_reaches_watchers_and_reconcilers_in_order_requeues_and_is_cou
     let requeues = Log::new();
     let requeue_log = requeues.clone();
     let first_call = Arc::new(Mutex::new(None::<Instant>));
-    controller.add_reconciler(
+    controller.erased().add_reconciler(
         KIND,
-        ReconcilerFn::<Gadget, _>::new(move |_, request| {
+        DynReconcilerFn::<Gadget, _>::new(move |request, _| {
             let mut result = ReconcileResult::done();
             if name_of(&request.object) == "requeue-me" {
                 let mut first = first_call.lock().expect("lock");
@@ -373,9 +372,9 @@ async fn apiserver_restart_midstream_delivers_final_states_and_missed_deletes() 
     }
 
     let controller = InformerController::new(ControllerConfig::default());
-    controller.add_informer(
+    controller.erased().add_informer(
         KIND,
-        Informer::new::<Gadget>(env.client(), InformerOptions::default().namespace(&ns)),
+        Informer::new::<Gadget>(env.client(), ListWatchOptions::default().namespace(&ns)),
     );
     let log = Log::new();
     add_logging_handlers(&controller, &log);
@@ -482,26 +481,26 @@ async fn an_object_that_fails_to_deserialize_does_not_stop_the_others() {
     let registry = served.registry().clone();
     let metrics = served.controller();
     let controller = InformerController::new(ControllerConfig::default().metrics(metrics));
-    controller.add_informer(
+    controller.erased().add_informer(
         KIND,
-        Informer::new::<Gadget>(env.client(), InformerOptions::default().namespace(&ns)),
+        Informer::new::<Gadget>(env.client(), ListWatchOptions::default().namespace(&ns)),
     );
     let log = Log::new();
     add_logging_handlers(&controller, &log);
     // The same objects untyped: every one of them is readable as a DynamicObject.
     let untyped = Log::new();
     let untyped_log = untyped.clone();
-    controller.add_informer(
+    controller.erased().add_informer(
         "gadgets-untyped",
         Informer::dynamic(
             env.client(),
             resource.clone(),
-            InformerOptions::default().namespace(&ns),
+            ListWatchOptions::default().namespace(&ns),
         ),
     );
-    controller.add_watcher(
+    controller.erased().add_watcher(
         "gadgets-untyped",
-        DynWatcherFns::<DynamicObject>::new().on_add(move |_, object| {
+        DynWatcherFns::<DynamicObject>::new().on_add(move |object, _| {
             untyped_log.push(format!(
                 "add {}",
                 object.metadata.name.as_deref().unwrap_or("")
@@ -512,7 +511,9 @@ async fn an_object_that_fails_to_deserialize_does_not_stop_the_others() {
     // An untyped reconciler after the typed one: it gets the undecodable objects the typed one
     // skips, which tells the test when bad-2's add has been through the typed reconciler too.
     let unreadable = Log::new();
-    controller.add_reconciler(KIND, LogsUndecodable(unreadable.clone()));
+    controller
+        .erased()
+        .add_reconciler(KIND, LogsUndecodable(unreadable.clone()));
     let (stop_token, running) = spawn_run(&controller);
     wait_synced(&controller).await;
 

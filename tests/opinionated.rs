@@ -18,12 +18,12 @@ use futures::future::BoxFuture;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResource, ResourceExt};
-use kubeapp::operator::informer::InformerOptions;
+use kubeapp::operator::erased::DynReconcilerFn;
+use kubeapp::operator::erased::DynWatcherFns;
+use kubeapp::operator::informer::ListWatchOptions;
 use kubeapp::operator::opinionated::{
     ConflictRetry, FinalizerMetrics, OpinionatedOptions, opinionated_dequeue_policy,
 };
-use kubeapp::operator::reconciler::ReconcilerFn;
-use kubeapp::operator::watcher::DynWatcherFns;
 use kubeapp::operator::{
     BoxError, CancellationToken, ControllerConfig, Informer, InformerController,
     OpinionatedReconciler, OpinionatedWatcher, ReconcileResult, RetryPolicy,
@@ -202,11 +202,11 @@ impl Recorder {
     fn watcher(&self) -> DynWatcherFns<Widget> {
         let (add, update, delete, sync) = (self.clone(), self.clone(), self.clone(), self.clone());
         DynWatcherFns::new()
-            .on_add(move |_, w| {
+            .on_add(move |w, _| {
                 let recorder = add.clone();
                 async move { recorder.add(w).await }
             })
-            .on_update(move |_, old, new| {
+            .on_update(move |old, new, _| {
                 update.push(format!(
                     "update {} {}->{}",
                     name_of(&new),
@@ -215,11 +215,11 @@ impl Recorder {
                 ));
                 async { Ok(()) }
             })
-            .on_delete(move |_, w| {
+            .on_delete(move |w, _| {
                 let recorder = delete.clone();
                 async move { recorder.delete(w).await }
             })
-            .on_sync(move |_, w| {
+            .on_sync(move |w, _| {
                 sync.push(format!("sync {} {}", name_of(&w), w.spec.size));
                 async { Ok(()) }
             })
@@ -275,9 +275,9 @@ impl Operator {
         add: impl FnOnce(&InformerController),
     ) -> Self {
         let controller = InformerController::new(config);
-        controller.add_informer(
+        controller.erased().add_informer(
             KIND,
-            Informer::new::<Widget>(env.client(), InformerOptions::default().namespace(&env.ns)),
+            Informer::new::<Widget>(env.client(), ListWatchOptions::default().namespace(&env.ns)),
         );
         add(&controller);
         let stop = CancellationToken::new();
@@ -319,7 +319,7 @@ impl Operator {
         assert_eq!(watcher.finalizers().finalizer(), OURS);
         assert_eq!(watcher.finalizers().in_progress(), WIP);
         Self::start(env, config, |controller| {
-            controller.add_watcher(KIND, watcher)
+            controller.erased().add_watcher(KIND, watcher)
         })
         .await
     }
@@ -804,7 +804,7 @@ async fn reconciling(
     let (log, fail_created) = (log.clone(), fail_created.clone());
     let writer = env.api();
     let touched = Arc::new(Mutex::new(Vec::<String>::new()));
-    let reconciler = ReconcilerFn::<Widget, _>::new(move |_ctx, request| {
+    let reconciler = DynReconcilerFn::<Widget, _>::new(move |request, _ctx| {
         let name = name_of(&request.object);
         let action = request.action;
         let (log, fail_created, writer, touched) = (
@@ -846,7 +846,7 @@ async fn reconciling(
         .expect("valid finalizer");
     assert_eq!(reconciler.finalizer(), OURS);
     Operator::start(env, config(Duration::from_millis(100)), |controller| {
-        controller.add_reconciler(KIND, reconciler);
+        controller.erased().add_reconciler(KIND, reconciler);
     })
     .await
 }
@@ -940,9 +940,9 @@ async fn a_reconciler_writing_status_on_created_meets_no_finalizer_conflict() {
     let log = Log::new();
     let metrics = FinalizerMetrics::unregistered(Some("e2e_no_conflict")).expect("metrics");
     let writer = env.api();
-    let reconciler = ReconcilerFn::<Widget, _>::new({
+    let reconciler = DynReconcilerFn::<Widget, _>::new({
         let log = log.clone();
-        move |_ctx, request| {
+        move |request, _ctx| {
             let (log, writer) = (log.clone(), writer.clone());
             let name = name_of(&request.object);
             let size = request.object.spec.size;
@@ -966,7 +966,7 @@ async fn a_reconciler_writing_status_on_created_meets_no_finalizer_conflict() {
     let reconciler = OpinionatedReconciler::for_kind::<Widget>(env.client(), reconciler, options)
         .expect("valid finalizer");
     let op = Operator::start(&env, config(Duration::from_millis(100)), |controller| {
-        controller.add_reconciler(KIND, reconciler);
+        controller.erased().add_reconciler(KIND, reconciler);
     })
     .await;
 

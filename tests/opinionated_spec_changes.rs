@@ -26,10 +26,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{CustomResource, ResourceExt};
-use kubeapp::operator::informer::InformerOptions;
+use kubeapp::operator::erased::DynReconcilerFn;
+use kubeapp::operator::erased::DynWatcherFns;
+use kubeapp::operator::informer::ListWatchOptions;
 use kubeapp::operator::opinionated::{OpinionatedOptions, opinionated_dequeue_policy};
-use kubeapp::operator::reconciler::ReconcilerFn;
-use kubeapp::operator::watcher::DynWatcherFns;
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, OpinionatedReconciler,
     OpinionatedWatcher, ReconcileAction, ReconcileResult, RetryPolicy,
@@ -110,9 +110,9 @@ impl Operator {
                 .dequeue_policy(Some(opinionated_dequeue_policy()))
                 .shutdown_grace(Duration::from_secs(5)),
         );
-        controller.add_informer(
+        controller.erased().add_informer(
             kind,
-            Informer::new::<K>(env.client(), InformerOptions::default().namespace(&env.ns)),
+            Informer::new::<K>(env.client(), ListWatchOptions::default().namespace(&env.ns)),
         );
         add(&controller);
         let stop = CancellationToken::new();
@@ -163,7 +163,7 @@ async fn spec_changes_made_while_the_watchers_add_runs_reach_update_from_what_th
     let in_add = names("in-add-", 5);
     let changer = (env.widgets(), log.clone());
     let inner = DynWatcherFns::<Widget>::new()
-        .on_add(move |_, w| {
+        .on_add(move |w, _| {
             let (api, log) = changer.clone();
             async move {
                 let name = w.name_any();
@@ -191,7 +191,7 @@ async fn spec_changes_made_while_the_watchers_add_runs_reach_update_from_what_th
         })
         .on_update({
             let log = log.clone();
-            move |_, old, new| {
+            move |old, new, _| {
                 log.push(format!(
                     "update {} {}->{}",
                     new.name_any(),
@@ -203,7 +203,7 @@ async fn spec_changes_made_while_the_watchers_add_runs_reach_update_from_what_th
         });
     let first = DynWatcherFns::<Widget>::new().on_add({
         let api = env.widgets();
-        move |_, w| {
+        move |w, _| {
             let api = api.clone();
             async move {
                 if w.name_any() == "before-wip" {
@@ -217,8 +217,8 @@ async fn spec_changes_made_while_the_watchers_add_runs_reach_update_from_what_th
         OpinionatedWatcher::for_kind::<Widget>(env.client(), inner, OpinionatedOptions::default())
             .expect("valid finalizer names");
     let op = Operator::start::<Widget>(&env, KIND, |controller| {
-        controller.add_watcher(KIND, first);
-        controller.add_watcher(KIND, wrapped);
+        controller.erased().add_watcher(KIND, first);
+        controller.erased().add_watcher(KIND, wrapped);
     })
     .await;
 
@@ -293,9 +293,9 @@ async fn spec_changes_made_while_created_runs_or_after_it_failed_reach_the_recon
     // "in-created-*": the spec changes inside the successful `Created`. "failed-created": the
     // first `Created` changes the spec and fails; its retry (after 3 s) holds the older copy.
     let failed_once = Arc::new(Mutex::new(false));
-    let reconciler = ReconcilerFn::<Widget, _>::new({
+    let reconciler = DynReconcilerFn::<Widget, _>::new({
         let (api, log) = (env.widgets(), log.clone());
-        move |_ctx, request| {
+        move |request, _ctx| {
             let (api, log, failed_once) = (api.clone(), log.clone(), failed_once.clone());
             async move {
                 let w = &request.object;
@@ -324,7 +324,7 @@ async fn spec_changes_made_while_created_runs_or_after_it_failed_reach_the_recon
     )
     .expect("valid finalizer");
     let op = Operator::start::<Widget>(&env, KIND, |controller| {
-        controller.add_reconciler(KIND, wrapped);
+        controller.erased().add_reconciler(KIND, wrapped);
     })
     .await;
 
@@ -427,14 +427,14 @@ async fn every_config_map_change_after_the_add_reaches_the_watcher_and_the_recon
     let watcher = DynWatcherFns::<ConfigMap>::new()
         .on_add({
             let log = log.clone();
-            move |_, cm| {
+            move |cm, _| {
                 log.push(format!("add {} {}", cm.name_any(), value(&cm)));
                 async { Ok(()) }
             }
         })
         .on_update({
             let log = log.clone();
-            move |_, old, new| {
+            move |old, new, _| {
                 log.push(format!(
                     "update {} {}->{}",
                     new.name_any(),
@@ -449,9 +449,9 @@ async fn every_config_map_change_after_the_add_reaches_the_watcher_and_the_recon
         .in_progress_finalizer(CM_WIP);
     let watcher = OpinionatedWatcher::for_kind::<ConfigMap>(env.client(), watcher, options)
         .expect("valid finalizer names");
-    let reconciler = ReconcilerFn::<ConfigMap, _>::new({
+    let reconciler = DynReconcilerFn::<ConfigMap, _>::new({
         let log = log.clone();
-        move |_ctx, request| {
+        move |request, _ctx| {
             log.push(format!(
                 "{} {} {}",
                 request.action,
@@ -470,8 +470,12 @@ async fn every_config_map_change_after_the_add_reaches_the_watcher_and_the_recon
     // The watcher gets "w", the reconciler "r": one wrapper's finalizer is another controller's
     // finalizer to the other, and each would rightly see it as a change.
     let op = Operator::start::<ConfigMap>(&env, "configmaps", |controller| {
-        controller.add_watcher("configmaps", FilterByName("w", watcher));
-        controller.add_reconciler("configmaps", FilterByName("r", reconciler));
+        controller
+            .erased()
+            .add_watcher("configmaps", FilterByName("w", watcher));
+        controller
+            .erased()
+            .add_reconciler("configmaps", FilterByName("r", reconciler));
     })
     .await;
 
@@ -509,52 +513,56 @@ async fn every_config_map_change_after_the_add_reaches_the_watcher_and_the_recon
 struct FilterByName<H>(&'static str, H);
 
 #[async_trait::async_trait]
-impl<H: kubeapp::operator::DynWatcher> kubeapp::operator::DynWatcher for FilterByName<H> {
+impl<H: kubeapp::operator::erased::DynWatcher> kubeapp::operator::erased::DynWatcher
+    for FilterByName<H>
+{
     async fn add(
         &self,
-        ctx: &kubeapp::operator::HandlerContext,
         object: kubeapp::operator::object::SharedObject,
+        ctx: &kubeapp::operator::HandlerContext,
     ) -> Result<(), kubeapp::operator::BoxError> {
         if object.metadata().name.as_deref() != Some(self.0) {
             return Ok(());
         }
-        self.1.add(ctx, object).await
+        self.1.add(object, ctx).await
     }
 
     async fn update(
         &self,
-        ctx: &kubeapp::operator::HandlerContext,
         old: kubeapp::operator::object::SharedObject,
         new: kubeapp::operator::object::SharedObject,
+        ctx: &kubeapp::operator::HandlerContext,
     ) -> Result<(), kubeapp::operator::BoxError> {
         if new.metadata().name.as_deref() != Some(self.0) {
             return Ok(());
         }
-        self.1.update(ctx, old, new).await
+        self.1.update(old, new, ctx).await
     }
 
     async fn delete(
         &self,
-        ctx: &kubeapp::operator::HandlerContext,
         object: kubeapp::operator::object::SharedObject,
+        ctx: &kubeapp::operator::HandlerContext,
     ) -> Result<(), kubeapp::operator::BoxError> {
         if object.metadata().name.as_deref() != Some(self.0) {
             return Ok(());
         }
-        self.1.delete(ctx, object).await
+        self.1.delete(object, ctx).await
     }
 }
 
 #[async_trait::async_trait]
-impl<R: kubeapp::operator::DynReconciler> kubeapp::operator::DynReconciler for FilterByName<R> {
+impl<R: kubeapp::operator::erased::DynReconciler> kubeapp::operator::erased::DynReconciler
+    for FilterByName<R>
+{
     async fn reconcile(
         &self,
-        ctx: &kubeapp::operator::HandlerContext,
         request: kubeapp::operator::ReconcileRequest,
+        ctx: &kubeapp::operator::HandlerContext,
     ) -> Result<ReconcileResult, kubeapp::operator::ReconcileError> {
         if request.object.metadata().name.as_deref() != Some(self.0) {
             return Ok(ReconcileResult::done());
         }
-        self.1.reconcile(ctx, request).await
+        self.1.reconcile(request, ctx).await
     }
 }

@@ -15,10 +15,10 @@ use std::time::Duration;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::{CustomResource, ResourceExt};
-use kubeapp::operator::informer::InformerOptions;
+use kubeapp::operator::erased::DynReconcilerFn;
+use kubeapp::operator::erased::DynWatcherFns;
+use kubeapp::operator::informer::ListWatchOptions;
 use kubeapp::operator::opinionated::{FinalizerMetrics, OpinionatedOptions};
-use kubeapp::operator::reconciler::ReconcilerFn;
-use kubeapp::operator::watcher::DynWatcherFns;
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, OpinionatedReconciler,
     OpinionatedWatcher, ReconcileResult, RetryPolicy,
@@ -85,19 +85,19 @@ fn add_handlers(
 ) {
     let (add, update, delete, sync) = (log.clone(), log.clone(), log.clone(), log.clone());
     let typed = DynWatcherFns::<Thing>::new()
-        .on_add(move |_, t| {
+        .on_add(move |t, _| {
             add.push(format!("add {}", t.name_any()));
             async { Ok(()) }
         })
-        .on_update(move |_, _, t| {
+        .on_update(move |_, t, _| {
             update.push(format!("update {}", t.name_any()));
             async { Ok(()) }
         })
-        .on_delete(move |_, t| {
+        .on_delete(move |t, _| {
             delete.push(format!("delete {}", t.name_any()));
             async { Ok(()) }
         })
-        .on_sync(move |_, t| {
+        .on_sync(move |t, _| {
             sync.push(format!("sync {}", t.name_any()));
             async { Ok(()) }
         });
@@ -108,9 +108,9 @@ fn add_handlers(
     )
     .expect("valid names");
     assert_eq!(watcher.finalizers().finalizer(), WATCHER_FINALIZER);
-    controller.add_watcher(key, watcher);
+    controller.erased().add_watcher(key, watcher);
     let reconcile_log = log.clone();
-    let reconciler = ReconcilerFn::<Thing, _>::new(move |_ctx, request| {
+    let reconciler = DynReconcilerFn::<Thing, _>::new(move |request, _ctx| {
         reconcile_log.push(format!("{} {}", request.action, request.object.name_any()));
         async { Ok(ReconcileResult::done()) }
     });
@@ -120,7 +120,7 @@ fn add_handlers(
         options(setup, log, "reconciler", metrics).finalizer(RECONCILER_FINALIZER),
     )
     .expect("valid names");
-    controller.add_reconciler(key, reconciler);
+    controller.erased().add_reconciler(key, reconciler);
 }
 
 /// Polls `check` (events and counters cannot be subscribed to here) until it holds.
@@ -177,8 +177,8 @@ async fn an_object_that_never_decoded_is_handed_to_the_hook_held_with_a_warning_
             FinalizerMetrics::unregistered(None).expect("metrics"),
         );
         let informer =
-            Informer::new::<Thing>(client.clone(), InformerOptions::default().namespace(&ns));
-        controller.add_informer(&ns, informer);
+            Informer::new::<Thing>(client.clone(), ListWatchOptions::default().namespace(&ns));
+        controller.erased().add_informer(&ns, informer);
         add_handlers(&controller, &client, &ns, setup, &log, &metrics);
         scenarios.push((setup, ns, log, metrics));
     }

@@ -12,16 +12,13 @@ mod call_log;
 
 use call_log::{CallLog, WAIT, logs};
 
-use async_trait::async_trait;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
 use kube::{CustomResource, ResourceExt};
-use kubeapp::operator::informer::InformerOptions;
 use kubeapp::operator::opinionated::FinalizerMetrics;
-use kubeapp::operator::reconciler::ReconcilerFn;
-use kubeapp::operator::watcher::{TypedWatcher, typed_watcher};
 use kubeapp::operator::{
-    BoxError, CancellationToken, ControllerConfig, HandlerContext, Informer, InformerController,
-    OpinionatedOptions, OpinionatedReconciler, OpinionatedWatcher, ReconcileResult,
+    BoxError, CancellationToken, Context, ControllerConfig, InformerController, InformerOptions,
+    OpinionatedOptions, ReconcileRequest, ReconcileResult, Watcher, reconciler_fn,
 };
 use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;
@@ -62,26 +59,20 @@ impl Logging {
     }
 }
 
-#[async_trait]
-impl TypedWatcher<Dial> for Logging {
-    async fn add(&self, _: &HandlerContext, dial: Arc<Dial>) -> Result<(), BoxError> {
+impl Watcher<Dial> for Logging {
+    async fn add(&self, dial: Arc<Dial>, _: &Context) -> Result<(), BoxError> {
         self.push("add", &dial, "");
         Ok(())
     }
-    async fn update(
-        &self,
-        _: &HandlerContext,
-        old: Arc<Dial>,
-        new: Arc<Dial>,
-    ) -> Result<(), BoxError> {
+    async fn update(&self, old: Arc<Dial>, new: Arc<Dial>, _: &Context) -> Result<(), BoxError> {
         self.push("update", &new, &format!(" from {}", old.spec.count));
         Ok(())
     }
-    async fn delete(&self, _: &HandlerContext, dial: Arc<Dial>) -> Result<(), BoxError> {
+    async fn delete(&self, dial: Arc<Dial>, _: &Context) -> Result<(), BoxError> {
         self.push("delete", &dial, "");
         Ok(())
     }
-    async fn sync(&self, _: &HandlerContext, dial: Arc<Dial>) -> Result<(), BoxError> {
+    async fn sync(&self, dial: Arc<Dial>, _: &Context) -> Result<(), BoxError> {
         self.push("sync", &dial, "");
         Ok(())
     }
@@ -90,7 +81,7 @@ impl TypedWatcher<Dial> for Logging {
 /// The handlers under test in one namespace.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Handlers {
-    /// `typed_watcher` and `ReconcilerFn`.
+    /// A `Watcher<Dial>` and a `reconciler_fn` on a `KindHandle<Dial>`.
     Plain,
     /// The same wrapped in `OpinionatedWatcher` and `OpinionatedReconciler` (default options:
     /// no hook, no release).
@@ -105,16 +96,17 @@ fn register(
     log: &CallLog,
     metrics: &FinalizerMetrics,
 ) {
-    controller.add_informer(
-        ns,
-        Informer::new::<Dial>(client.clone(), InformerOptions::default().namespace(ns)),
+    let dials = controller.kind(
+        Api::<Dial>::namespaced(client.clone(), ns),
+        watcher::Config::default(),
+        InformerOptions::default(),
     );
     let watcher = Logging {
         log: log.clone(),
         prefix: "w ",
     };
     let reconcile_log = log.clone();
-    let reconciler = ReconcilerFn::<Dial, _>::new(move |_ctx, request| {
+    let reconciler = reconciler_fn(move |request: ReconcileRequest<Dial>, _ctx: Context| {
         reconcile_log.push(format!(
             "r {} {} {}",
             request.action,
@@ -125,28 +117,21 @@ fn register(
     });
     match handlers {
         Handlers::Plain => {
-            controller.add_watcher(ns, typed_watcher(watcher));
-            controller.add_reconciler(ns, reconciler);
+            let _watcher = dials.watch(watcher);
+            let _reconciler = dials.reconcile(reconciler);
         }
         Handlers::Opinionated => {
-            let watcher = OpinionatedWatcher::typed(
-                client.clone(),
-                watcher,
+            let options = |finalizer: &str| {
                 OpinionatedOptions::default()
                     .metrics(metrics.clone())
-                    .finalizer("transitions.kubeapp.dev/watcher"),
-            )
-            .expect("valid names");
-            controller.add_watcher(ns, watcher);
-            let reconciler = OpinionatedReconciler::for_kind::<Dial>(
-                client.clone(),
-                reconciler,
-                OpinionatedOptions::default()
-                    .metrics(metrics.clone())
-                    .finalizer("transitions.kubeapp.dev/reconciler"),
-            )
-            .expect("valid names");
-            controller.add_reconciler(ns, reconciler);
+                    .finalizer(finalizer)
+            };
+            let _watcher = dials
+                .watch_opinionated(watcher, options("transitions.kubeapp.dev/watcher"))
+                .expect("valid names");
+            let _reconciler = dials
+                .reconcile_opinionated(reconciler, options("transitions.kubeapp.dev/reconciler"))
+                .expect("valid names");
         }
     }
 }

@@ -12,9 +12,9 @@
 //! - kubeapp with 1 watcher (`1w`), 1 reconciler (`1r`), 3 watchers + 2 reconcilers (`3w+2r`),
 //!   each twice: through the erased path (`kubeapp`: `add_informer` and closures over erased
 //!   objects) and through the typed one (`kubeapp-typed`: `kind_from_stream`, a
-//!   `KindHandle<ConfigMap>`, the shared informer's cache and fan-out, `Watcher<ConfigMap>`), and
-//!   (no-op and informer groups) through the typed API as it was before `KindHandle`
-//!   (`kubeapp-typed-before`: `add_informer`, `typed_watcher(TypedWatcher)`);
+//!   `KindHandle<ConfigMap>`, the shared informer's cache and fan-out, `Watcher<ConfigMap>`).
+//!   The third kubeapp case of earlier reports, `kubeapp-typed-before` (`add_informer` with the
+//!   `typed_watcher` adapters), went with those adapters (issue #39, one generation of the API);
 //! - kube-runtime's `Controller::for_stream` with its one reconciler (`1r`), its store filled by
 //!   hand with every object.
 //!
@@ -47,13 +47,11 @@ const HANDLERS: [(usize, usize); 3] = [(1, 0), (0, 1), (3, 2)];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum System {
-    /// The erased path: `add_informer` + `DynWatcherFns` / `ReconcilerFn` by kind name.
+    /// The erased path: `add_informer` + `DynWatcherFns` / `DynReconcilerFn` by kind name.
     Kubeapp,
     /// The typed path: `kind_from_stream` -> `KindHandle<ConfigMap>` + `Watcher<ConfigMap>` /
     /// `reconcile_fn`, through the shared informer's cache and fan-out.
     KubeappTyped,
-    /// The typed path before `KindHandle`: `add_informer` + `typed_watcher(TypedWatcher)`.
-    KubeappTypedBefore,
     KubeRuntime,
 }
 
@@ -62,7 +60,6 @@ impl System {
         match self {
             Self::Kubeapp => "kubeapp",
             Self::KubeappTyped => "kubeapp-typed",
-            Self::KubeappTypedBefore => "kubeapp-typed-before",
             Self::KubeRuntime => "kube-runtime",
         }
     }
@@ -121,7 +118,7 @@ fn bench_case(
     let events = u64::try_from(s.events()).unwrap_or(u64::MAX);
     group.throughput(Throughput::Elements(events));
     let label = match system {
-        System::Kubeapp | System::KubeappTyped | System::KubeappTypedBefore => {
+        System::Kubeapp | System::KubeappTyped => {
             format!("{}/{}", system.name(), s.handlers_label())
         }
         System::KubeRuntime => format!("{}/1r", system.name()),
@@ -138,10 +135,6 @@ fn bench_case(
                     System::KubeappTyped => {
                         let input = input_of(group_name, s);
                         runtime.block_on(scenario::run_kubeapp_typed(s, input))
-                    }
-                    System::KubeappTypedBefore => {
-                        let input = input_of(group_name, s);
-                        runtime.block_on(scenario::run_kubeapp_typed_before(s, input))
                     }
                     System::KubeRuntime => {
                         let input = scenario::kube_runtime_input(s);
@@ -182,9 +175,6 @@ fn run_group(c: &mut Criterion, name: &'static str, size: impl Fn(usize) -> (usi
             };
             bench_case(&mut group, name, System::Kubeapp, s);
             bench_case(&mut group, name, System::KubeappTyped, s);
-            if name != "dispatch-1ms" {
-                bench_case(&mut group, name, System::KubeappTypedBefore, s);
-            }
         }
         if name != INFORMER_GROUP {
             bench_case(&mut group, name, System::KubeRuntime, base);
@@ -215,9 +205,9 @@ fn print_table() {
         "Dispatch on one core: median events/s over all iterations (Criterion's warm-up included)"
     );
     println!(
-        "| group | handlers | workers | events/iter | kubeapp ev/s | typed ev/s | typed / erased | typed before ev/s | typed / typed before | kube-runtime 1r ev/s | kubeapp / kube-runtime |"
+        "| group | handlers | workers | events/iter | kubeapp ev/s | typed ev/s | typed / erased | kube-runtime 1r ev/s | kubeapp / kube-runtime |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let mut cases: Vec<(&'static str, Scenario)> = records
         .iter()
         .filter(|r| r.system == System::Kubeapp)
@@ -240,19 +230,6 @@ fn print_table() {
             Some(typed) => (format!("{typed:.0}"), format!("{:.2}x", typed / ours)),
             None => ("-".to_string(), "-".to_string()),
         };
-        let before: Vec<&Record> = records
-            .iter()
-            .filter(|r| {
-                r.group == group && r.system == System::KubeappTypedBefore && r.scenario == s
-            })
-            .collect();
-        let (before_text, before_ratio) = match (median_rate(&before), median_rate(&typed)) {
-            (Some(before), Some(typed)) => {
-                (format!("{before:.0}"), format!("{:.2}x", typed / before))
-            }
-            (Some(before), None) => (format!("{before:.0}"), "-".to_string()),
-            _ => ("-".to_string(), "-".to_string()),
-        };
         let theirs: Vec<&Record> = records
             .iter()
             .filter(|r| {
@@ -267,7 +244,7 @@ fn print_table() {
             (_, None) => ("-".to_string(), "-".to_string()),
         };
         println!(
-            "| {group} | {} | {} | {} | {ours:.0} | {typed_text} | {typed_ratio} | {before_text} | {before_ratio} | {theirs_text} | {ratio} |",
+            "| {group} | {} | {} | {} | {ours:.0} | {typed_text} | {typed_ratio} | {theirs_text} | {ratio} |",
             s.handlers_label(),
             s.workers,
             s.events(),

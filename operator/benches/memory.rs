@@ -28,7 +28,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::DynamicObject;
 use kube_runtime::{reflector, watcher};
-use kubeapp_operator::informer::InformerOptions;
+use kubeapp_operator::informer::ListWatchOptions;
 use kubeapp_operator::{Informer, KindInfo};
 
 /// Counts live heap bytes and allocations; delegates the work to the system allocator.
@@ -197,7 +197,7 @@ fn per_object(before: (isize, isize), after: (isize, isize)) -> Held {
 /// kubeapp's informer cache after one list of every object; the cache lives in the stream, which
 /// is measured before it is dropped. The events are dropped as they come: handlers share the
 /// cached objects, they do not copy them.
-fn kubeapp(runtime: &tokio::runtime::Runtime, options: InformerOptions) -> Held {
+fn kubeapp(runtime: &tokio::runtime::Runtime, options: ListWatchOptions) -> Held {
     runtime.block_on(async {
         let (tx, rx) = futures::channel::mpsc::unbounded();
         let informer = Informer::from_watch_stream::<ConfigMap>(KindInfo::default(), rx, options);
@@ -273,8 +273,8 @@ fn main() {
         "Memory per cached object, {OBJECTS} ConfigMaps (about {sample} bytes of JSON each), \
          requested heap bytes (allocations in parentheses)"
     );
-    let ours = kubeapp(&runtime, InformerOptions::default());
-    let ours_kept = kubeapp(&runtime, InformerOptions::default().keep_managed_fields());
+    let ours = kubeapp(&runtime, ListWatchOptions::default());
+    let ours_kept = kubeapp(&runtime, ListWatchOptions::default().keep_managed_fields());
     let theirs = kube_runtime(false);
     let theirs_stripped = kube_runtime(true);
     println!("| cache | managedFields | bytes/object | allocations/object |");

@@ -7,12 +7,11 @@
 //! cargo run --release -p kubeapp-operator --example dispatch_throughput -- \
 //!     [objects] [events-per-object] [workers] \
 //!     [--threads N] [--watchers N] [--reconcilers N] [--delay-ms N] \
-//!     [--kube-runtime | --typed | --typed-before] [--informer]
+//!     [--kube-runtime | --typed] [--informer]
 //! ```
 //!
 //! `--typed` runs the typed path (`KindHandle<ConfigMap>` over the stream: the shared informer's
-//! cache and fan-out, typed handlers), `--typed-before` the typed API before `KindHandle`
-//! (`typed_watcher` / `typed_reconciler` on `add_informer`); see `benches/dispatch.rs`.
+//! cache and fan-out, typed handlers); see `benches/dispatch.rs`.
 //! `--informer` feeds kubeapp the stream as raw watch events through the informer (decode, cache,
 //! diff), as the bench's `dispatch-informer` group does.
 //!
@@ -29,7 +28,6 @@ use scenario::Scenario;
 enum System {
     Erased,
     Typed,
-    TypedBefore,
     KubeRuntime,
 }
 
@@ -71,7 +69,6 @@ fn parse_args() -> Result<Args, String> {
             }
             "--kube-runtime" => system = System::KubeRuntime,
             "--typed" => system = System::Typed,
-            "--typed-before" => system = System::TypedBefore,
             "--informer" => informer = true,
             _ => {
                 let value = number(&format!("argument {}", positional + 1), Some(arg))?;
@@ -150,11 +147,6 @@ fn main() {
             let input = input();
             let elapsed = runtime.block_on(scenario::run_kubeapp_typed(&s, input));
             ("kubeapp KindHandle (typed)", elapsed, None)
-        }
-        System::TypedBefore => {
-            let input = input();
-            let elapsed = runtime.block_on(scenario::run_kubeapp_typed_before(&s, input));
-            ("kubeapp typed_watcher (typed before)", elapsed, None)
         }
     };
     #[allow(clippy::cast_precision_loss)]

@@ -29,6 +29,25 @@ pub(crate) struct HandlerEnv {
     pub(crate) related: RelatedCaches,
 }
 
+impl HandlerEnv {
+    /// An environment outside any controller: applies and Events under `field_manager`, no
+    /// related caches.
+    pub(crate) fn detached(client: kube::Client, field_manager: &str) -> Self {
+        Self {
+            applier: Applier::new(client.clone(), field_manager),
+            recorder: EventRecorder::new(
+                client.clone(),
+                crate::events::Reporter {
+                    controller: field_manager.to_string(),
+                    instance: None,
+                },
+            ),
+            client,
+            related: RelatedCaches::default(),
+        }
+    }
+}
+
 /// What every call of the handlers attached with one user data shares: the data and the
 /// environment, behind one reference count (a context is made for every handler call).
 pub(crate) struct ContextShared<C> {
@@ -76,20 +95,8 @@ impl<C> Context<C> {
         field_manager: &str,
         call: HandlerContext,
     ) -> Self {
-        let env = HandlerEnv {
-            applier: Applier::new(client.clone(), field_manager),
-            recorder: EventRecorder::new(
-                client.clone(),
-                crate::events::Reporter {
-                    controller: field_manager.to_string(),
-                    instance: None,
-                },
-            ),
-            client,
-            related: RelatedCaches::default(),
-        };
         Self {
-            shared: ContextShared::new(data, Arc::new(env)),
+            shared: ContextShared::new(data, Arc::new(HandlerEnv::detached(client, field_manager))),
             call,
         }
     }

@@ -1,6 +1,6 @@
 //! What every handler call gets and what a failed call becomes.
 //!
-//! Handlers ([`DynWatcher`](crate::DynWatcher), [`DynReconciler`](crate::DynReconciler)) receive a
+//! Handlers ([`DynWatcher`](crate::erased::DynWatcher), [`DynReconciler`](crate::erased::DynReconciler)) receive a
 //! [`HandlerContext`] and return their own errors as [`BoxError`], so `?` works on any error type.
 //! The controller turns each failed call into a [`HandlerError`]: the handler's error, a caught
 //! panic, or a timeout. That is what retry and dequeue policies look at.

@@ -15,11 +15,11 @@
 //! API's decisions.
 //!
 //! Underneath, the type-erased layer the typed one is built on stays available for custom sources
-//! and tests, outside the crate root: [`Informer`] (including synthetic streams), [`DynWatcher`],
-//! [`DynReconciler`], [`InformerController::add_informer`] with handlers keyed by a kind name,
-//! and in their modules the shared objects and downcasts ([`object::SharedObject`]), the
-//! downcasting adapters ([`watcher::TypedWatcher`], [`reconciler::TypedReconciler`]) and the
-//! closure watcher over erased objects ([`watcher::DynWatcherFns`]).
+//! and multi-kind handlers in one module, [`erased`]: [`erased::DynWatcher`],
+//! [`erased::DynReconciler`], their closure forms over one concrete type, and informers and
+//! handlers keyed by a kind name through [`InformerController::erased`]; with [`Informer`]
+//! (including synthetic streams) and the shared objects and downcasts of [`object`]
+//! ([`object::SharedObject`]).
 //!
 //! The modules are layered, and each imports only its own layer (without a cycle) and those
 //! below (`layers.toml` at the workspace root states it, `tests/layers.rs` enforces it,
@@ -29,19 +29,20 @@
 //!    [`TriggerCause`]), metric plumbing;
 //! 1. the cache: [`store`] ([`Store<K>`], the shared cache, [`InformerEvent`]s), [`own_writes`];
 //! 2. leases and shard slots: [`election`], [`sharding`];
-//! 3. the erased handler layer and what handlers write with: [`handler`], [`view`], [`watcher`],
-//!    [`reconciler`], [`failures`], [`apply`], [`events`];
+//! 3. the erased handler traits and what handlers write with: [`handler`], [`view`], `watcher`
+//!    and `reconciler` (the `Dyn*` traits, public through [`erased`]; the reconcile request,
+//!    result and error at the crate root), [`failures`], [`apply`], [`events`];
 //! 4. the metric sets: [`metrics`], [`client_metrics`];
 //! 5. [`informer`] (list+watch, decode, re-list diff) and [`informers`] (the shared registry,
 //!    whose fan-out hands events to subscribers through a trait it owns);
 //! 6. [`controller`] (per-object lanes, dispatch, retries);
-//! 7. [`opinionated`] (finalizer wrappers);
+//! 7. [`opinionated`] (finalizer wrappers) and [`erased`] (the erased layer's public face);
 //! 8. the typed handle: [`kind`], [`context`], [`trigger`];
 //! 9. running apps: [`runner`], [`webhook`], [`metrics_registry`].
 //!
 //! An event's path goes up the layers: [`informer`] -> [`informers`] (the cache first, then the
-//! subscribers) -> [`controller`] (per-object lanes, retries) -> [`watcher`] / [`reconciler`]
-//! (the typed handlers of [`kind`] behind them) -> [`metrics`] and `tracing` spans
+//! subscribers) -> [`controller`] (per-object lanes, retries) -> [`erased::DynWatcher`] /
+//! [`erased::DynReconciler`] (the typed handlers of [`kind`] behind them) -> [`metrics`] and `tracing` spans
 //! (`informer-event-add|update|delete`, `controller-event-watch`, `controller-event-reconcile`,
 //! `controller-retry`; failures set `otel.status_code = "ERROR"`).
 //!
@@ -69,6 +70,7 @@ pub mod client_metrics;
 pub mod context;
 pub mod controller;
 pub mod election;
+pub mod erased;
 pub mod events;
 mod failing_objects;
 pub mod failures;
@@ -83,14 +85,14 @@ pub mod metrics_registry;
 pub mod object;
 pub mod opinionated;
 pub mod own_writes;
-pub mod reconciler;
+mod reconciler;
 mod related;
 pub mod runner;
 pub mod sharding;
 pub mod store;
 pub mod trigger;
 pub mod view;
-pub mod watcher;
+mod watcher;
 pub mod webhook;
 
 pub use action::{ReconcileAction, TriggerCause};
@@ -112,12 +114,9 @@ pub use metrics_registry::{MetricSetError, MetricsRegistry, MetricsRegistryError
 pub use object::{Kind, KubeObject, ObjectKey};
 pub use opinionated::{OpinionatedOptions, OpinionatedReconciler, OpinionatedWatcher};
 pub use own_writes::WrittenPart;
-pub use reconciler::{
-    DynReconciler, ReconcileError, ReconcileRequest, ReconcileResult, ReconcileState,
-};
+pub use reconciler::{ReconcileError, ReconcileRequest, ReconcileResult, ReconcileState};
 pub use runner::{Runner, RunnerConfig, RunnerError};
 pub use store::{InformerEvent, Store, StoreError, SyncedFlag};
 /// The token that stops an [`InformerController`] and cancels handler contexts.
 pub use tokio_util::sync::CancellationToken;
 pub use trigger::Trigger;
-pub use watcher::DynWatcher;

@@ -3,8 +3,8 @@
 //! One [`InformerController`](crate::InformerController) serves typed kinds (`#[derive(CustomResource)]`
 //! types, k8s-openapi types) and untyped kinds (`DynamicObject`) side by side, so events carry a
 //! [`SharedObject`], an `Arc<dyn KubeObject>`. Handlers that know their type get the concrete
-//! `Arc<K>` back without a copy ([`downcast_shared`]); the typed adapters in
-//! [`watcher`](crate::watcher) and [`reconciler`](crate::reconciler) do that for them.
+//! `Arc<K>` back without a copy ([`downcast_shared`]); the typed handlers of [`kind`](crate::kind)
+//! and the closure forms of [`erased`](crate::erased) do that for them.
 //!
 //! # Objects that do not decode
 //!

@@ -9,8 +9,9 @@
 //! Because a reconciler only needs the newest object, requests of one object still waiting in the
 //! controller's queue may merge into the newest one (see [`controller`](crate::controller)).
 //!
-//! For a concrete type implement [`TypedReconciler`] and register [`typed_reconciler`]`(r)`; for a
-//! closure use [`ReconcilerFn`]. Neither passes an [`Undecodable`](crate::object::Undecodable)
+//! Typed reconcilers implement [`Reconciler<K, C>`](crate::Reconciler) and are attached through a
+//! [`KindHandle`](crate::KindHandle); on the erased layer, a closure over one concrete type is a
+//! [`DynReconcilerFn`]. Neither passes an [`Undecodable`](crate::object::Undecodable)
 //! object to the user: a request for one runs with the object's last decodable state (same
 //! action), and one for an object that never decoded is done without calling the user. Together
 //! with the informer's rules, a typed reconciler gets `Deleted(last decodable)` for an object
@@ -25,14 +26,93 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::action::{ReconcileAction, TriggerCause};
 use crate::handler::{BoxError, HandlerContext};
 use crate::object::KubeObject;
 use crate::view::view;
 
-/// Free-form state a reconciler carries from one attempt of a request to the next.
-pub type ReconcileState = BTreeMap<String, serde_json::Value>;
+/// State a reconciler carries from one attempt of a request to the next: one value of the
+/// reconciler's own type, kept serialized (so requests of any kind share one queue).
+///
+/// A reconciler stores it with [`ReconcileResult::with_state`] or [`ReconcileError::with_state`]
+/// and reads it back, typed, from the next attempt's request:
+///
+/// ```
+/// use kubeapp_operator::ReconcileState;
+///
+/// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+/// struct Progress { step: u32 }
+///
+/// let state = ReconcileState::of(&Progress { step: 2 }).expect("serializes");
+/// assert_eq!(state.get::<Progress>().expect("decodes"), Some(Progress { step: 2 }));
+/// assert_eq!(ReconcileState::new().get::<Progress>().expect("nothing to decode"), None);
+/// ```
+///
+/// kubeapp's own wrappers (the [opinionated reconciler](crate::OpinionatedReconciler)) keep their
+/// notes in the same state, apart from the reconciler's value and out of its reach.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReconcileState {
+    /// The reconciler's value, serialized.
+    value: Option<serde_json::Value>,
+    /// Notes of kubeapp's wrappers, by the wrapper's key.
+    notes: BTreeMap<&'static str, String>,
+}
+
+impl ReconcileState {
+    /// No state: what the first attempt of a request gets.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A state holding `value`.
+    ///
+    /// # Errors
+    ///
+    /// When `value` does not serialize to JSON (a map with non-string keys, say).
+    pub fn of<S: Serialize>(value: &S) -> Result<Self, serde_json::Error> {
+        Ok(Self {
+            value: Some(serde_json::to_value(value)?),
+            notes: BTreeMap::new(),
+        })
+    }
+
+    /// The reconciler's value as an `S`, or `None` when no attempt stored one.
+    ///
+    /// # Errors
+    ///
+    /// When the stored value is not an `S` (another type was stored).
+    pub fn get<S: DeserializeOwned>(&self) -> Result<Option<S>, serde_json::Error> {
+        self.value
+            .as_ref()
+            .map(|value| S::deserialize(value))
+            .transpose()
+    }
+
+    /// True when it holds neither a value nor a wrapper's note.
+    pub fn is_empty(&self) -> bool {
+        self.value.is_none() && self.notes.is_empty()
+    }
+
+    /// The note of the wrapper keyed `key`.
+    pub(crate) fn note(&self, key: &'static str) -> Option<&str> {
+        self.notes.get(key).map(String::as_str)
+    }
+
+    /// Sets (or with `None` removes) the note of the wrapper keyed `key`.
+    pub(crate) fn set_note(&mut self, key: &'static str, note: Option<&str>) {
+        match note {
+            Some(note) => {
+                self.notes.insert(key, note.to_string());
+            }
+            None => {
+                self.notes.remove(key);
+            }
+        }
+    }
+}
 
 /// One call of a reconciler: `ReconcileRequest<Widget>` for a typed [`Reconciler`], plain
 /// `ReconcileRequest` (the object type-erased) for a [`DynReconciler`].
@@ -177,14 +257,16 @@ impl fmt::Display for ReconcileError {
     }
 }
 
-/// A level-triggered handler for one kind; see the [module docs](self).
+/// A level-triggered handler for one kind, on the erased layer (see [`erased`](crate::erased)): it
+/// gets the newest object of a request, requests waiting for one object merge, and a
+/// [`ReconcileError`] may carry a requeue and a state of its own.
 #[async_trait]
 pub trait DynReconciler: Send + Sync + 'static {
     /// Brings the world in line with `request.object`.
     async fn reconcile(
         &self,
-        ctx: &HandlerContext,
         request: ReconcileRequest,
+        ctx: &HandlerContext,
     ) -> Result<ReconcileResult, ReconcileError>;
 }
 
@@ -192,10 +274,10 @@ pub trait DynReconciler: Send + Sync + 'static {
 impl<R: DynReconciler + ?Sized> DynReconciler for Arc<R> {
     async fn reconcile(
         &self,
-        ctx: &HandlerContext,
         request: ReconcileRequest,
+        ctx: &HandlerContext,
     ) -> Result<ReconcileResult, ReconcileError> {
-        (**self).reconcile(ctx, request).await
+        (**self).reconcile(request, ctx).await
     }
 }
 
@@ -203,107 +285,40 @@ impl<R: DynReconciler + ?Sized> DynReconciler for Arc<R> {
 impl<R: DynReconciler + ?Sized> DynReconciler for Box<R> {
     async fn reconcile(
         &self,
-        ctx: &HandlerContext,
         request: ReconcileRequest,
-    ) -> Result<ReconcileResult, ReconcileError> {
-        (**self).reconcile(ctx, request).await
-    }
-}
-
-/// A [`ReconcileRequest`] with the object as its concrete type.
-#[derive(Clone, Debug)]
-pub struct TypedReconcileRequest<K> {
-    /// What happened.
-    pub action: ReconcileAction,
-    /// The newest object.
-    pub object: Arc<K>,
-    /// The state returned by the latest attempt.
-    pub state: ReconcileState,
-}
-
-impl<K: KubeObject> TypedReconcileRequest<K> {
-    /// The typed request, with the last decodable state of an undecodable object; `None` for an
-    /// object without one, which typed reconcilers skip (see [`view`](crate::view)).
-    fn from_request(request: ReconcileRequest) -> Result<Option<Self>, ReconcileError> {
-        Ok(view(&request.object)?.map(|object| Self {
-            action: request.action,
-            object,
-            state: request.state,
-        }))
-    }
-}
-
-/// A reconciler of objects of type `K`; register it through [`typed_reconciler`].
-#[async_trait]
-pub trait TypedReconciler<K: KubeObject>: Send + Sync + 'static {
-    /// See [`DynReconciler::reconcile`].
-    async fn reconcile(
-        &self,
         ctx: &HandlerContext,
-        request: TypedReconcileRequest<K>,
-    ) -> Result<ReconcileResult, ReconcileError>;
-}
-
-/// Makes a [`DynReconciler`] of a [`TypedReconciler`].
-pub fn typed_reconciler<K: KubeObject, R: TypedReconciler<K>>(
-    reconciler: R,
-) -> TypedReconcilerAdapter<K, R> {
-    TypedReconcilerAdapter {
-        inner: reconciler,
-        _kind: PhantomData,
-    }
-}
-
-/// A [`TypedReconciler`] seen as a [`DynReconciler`]; made by [`typed_reconciler`].
-pub struct TypedReconcilerAdapter<K, R> {
-    inner: R,
-    _kind: PhantomData<fn() -> K>,
-}
-
-impl<K, R> TypedReconcilerAdapter<K, R> {
-    /// The wrapped reconciler.
-    pub fn inner(&self) -> &R {
-        &self.inner
-    }
-}
-
-#[async_trait]
-impl<K: KubeObject, R: TypedReconciler<K>> DynReconciler for TypedReconcilerAdapter<K, R> {
-    async fn reconcile(
-        &self,
-        ctx: &HandlerContext,
-        request: ReconcileRequest,
     ) -> Result<ReconcileResult, ReconcileError> {
-        match TypedReconcileRequest::from_request(request)? {
-            Some(request) => self.inner.reconcile(ctx, request).await,
-            None => Ok(ReconcileResult::done()),
-        }
+        (**self).reconcile(request, ctx).await
     }
 }
 
-/// A reconciler made of one closure over [`TypedReconcileRequest<K>`] (`K = DynamicObject` for
-/// untyped kinds).
+/// A reconciler made of one closure over [`ReconcileRequest<K>`]: the erased layer's
+/// counterpart of [`DynWatcherFns`](crate::erased::DynWatcherFns), for controllers fed by
+/// [`add_informer`](crate::erased::ErasedHandlers::add_informer) (`K = DynamicObject` for untyped
+/// kinds). Typed reconcilers are written against [`Reconciler<K, C>`](crate::Reconciler) and
+/// attached through a [`KindHandle`](crate::KindHandle).
 ///
 /// ```
 /// use std::time::Duration;
-/// use kubeapp_operator::reconciler::{ReconcileResult, ReconcilerFn};
+/// use kubeapp_operator::ReconcileResult;
+/// use kubeapp_operator::erased::DynReconcilerFn;
 /// use k8s_openapi::api::core::v1::ConfigMap;
 ///
-/// let reconciler = ReconcilerFn::<ConfigMap, _>::new(|_ctx, request| async move {
+/// let reconciler = DynReconcilerFn::<ConfigMap, _>::new(|request, _ctx| async move {
 ///     tracing::info!(action = %request.action, name = ?request.object.metadata.name, "reconcile");
 ///     Ok(ReconcileResult::requeue_after(Duration::from_secs(60)))
 /// });
 /// # let _ = reconciler;
 /// ```
-pub struct ReconcilerFn<K, F> {
+pub struct DynReconcilerFn<K, F> {
     f: F,
     _kind: PhantomData<fn() -> K>,
 }
 
-impl<K, F, Fut> ReconcilerFn<K, F>
+impl<K, F, Fut> DynReconcilerFn<K, F>
 where
     K: KubeObject,
-    F: Fn(HandlerContext, TypedReconcileRequest<K>) -> Fut + Send + Sync + 'static,
+    F: Fn(ReconcileRequest<K>, HandlerContext) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<ReconcileResult, ReconcileError>> + Send + 'static,
 {
     /// Wraps `f`.
@@ -316,21 +331,28 @@ where
 }
 
 #[async_trait]
-impl<K, F, Fut> DynReconciler for ReconcilerFn<K, F>
+impl<K, F, Fut> DynReconciler for DynReconcilerFn<K, F>
 where
     K: KubeObject,
-    F: Fn(HandlerContext, TypedReconcileRequest<K>) -> Fut + Send + Sync + 'static,
+    F: Fn(ReconcileRequest<K>, HandlerContext) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<ReconcileResult, ReconcileError>> + Send + 'static,
 {
     async fn reconcile(
         &self,
-        ctx: &HandlerContext,
         request: ReconcileRequest,
+        ctx: &HandlerContext,
     ) -> Result<ReconcileResult, ReconcileError> {
-        match TypedReconcileRequest::from_request(request)? {
-            Some(request) => (self.f)(ctx.clone(), request).await,
-            None => Ok(ReconcileResult::done()),
-        }
+        // The last decodable state of an undecodable object; none: skipped (see `view`).
+        let Some(object) = view::<K>(&request.object)? else {
+            return Ok(ReconcileResult::done());
+        };
+        let typed = ReconcileRequest {
+            action: request.action,
+            object,
+            state: request.state,
+            cause: request.cause,
+        };
+        (self.f)(typed, ctx.clone()).await
     }
 }
 

@@ -4,8 +4,8 @@
 //! [`Undecodable`](crate::object::Undecodable) (see [`object`](crate::object)), and keeps in it
 //! the incarnation's last state that did decode
 //! ([`Undecodable::last_decodable`](crate::object::Undecodable::last_decodable)). A typed
-//! handler (`typed_watcher`, `DynWatcherFns`, `typed_reconciler`, `ReconcilerFn`, the handlers of
-//! a [`KindHandle`](crate::KindHandle)) never gets an undecodable state; it sees the object as
+//! handler (the handlers of a [`KindHandle`](crate::KindHandle), and on the erased layer
+//! `DynWatcherFns` and `DynReconcilerFn`) never gets an undecodable state; it sees the object as
 //! the sequence of its decodable states, and every transition of that view is delivered:
 //!
 //! | what the object did | typed watcher | typed reconciler |

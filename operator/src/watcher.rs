@@ -7,16 +7,17 @@
 //! changed while the operator was down.
 //!
 //! The trait is object safe and works on [`SharedObject`]s, so one controller can mix kinds and
-//! wrappers can wrap any watcher. For a concrete type implement [`TypedWatcher`] and register
-//! [`typed_watcher`]`(w)`; for a few closures use [`DynWatcherFns`]. Both downcast without copying;
-//! an object of another type is an error for that call (and is retried by policy, then given up).
+//! wrappers can wrap any watcher. For closures over one concrete type use [`DynWatcherFns`]: it
+//! downcasts without copying; an object of another type is an error for that call (and is retried
+//! by policy, then given up). Typed handlers are written against
+//! [`Watcher<K, C>`](crate::Watcher) and attached through a [`KindHandle`](crate::KindHandle).
 //!
 //! # Objects that do not decode
 //!
 //! A typed informer delivers an object that does not deserialize into its type as an
 //! [`Undecodable`](crate::object::Undecodable) (see [`object`](crate::object)), carrying the
-//! object's last decodable state. The typed adapters ([`typed_watcher`], [`DynWatcherFns`])
-//! never pass an undecodable state to the user: they deliver the object as the sequence of its
+//! object's last decodable state. [`DynWatcherFns`] (like the typed handlers of a
+//! [`KindHandle`](crate::KindHandle)) never passes an undecodable state to the user: they deliver the object as the sequence of its
 //! decodable states ([`view`](crate::view) has the table), so
 //!
 //! - an `update` into an undecodable state, or between two, calls nothing (the view is
@@ -29,7 +30,6 @@
 //!   raw hook).
 
 use std::future::Future;
-use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -39,24 +39,25 @@ use crate::handler::{BoxError, HandlerContext};
 use crate::object::{KubeObject, SharedObject};
 use crate::view::{ViewChange, view, view_change};
 
-/// An edge-triggered handler for one kind; see the [module docs](self).
+/// An edge-triggered handler for one kind, on the erased layer (see [`erased`](crate::erased)):
+/// every event of the kind, in order per object; `sync` only from wrappers.
 #[async_trait]
 pub trait DynWatcher: Send + Sync + 'static {
     /// An object appeared (initial list, creation, or re-list after a disconnect).
-    async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError>;
+    async fn add(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError>;
     /// An object changed; `old` is the last state the informer saw. A periodic resync calls this
     /// with `old` and `new` being the same object.
     async fn update(
         &self,
-        ctx: &HandlerContext,
         old: SharedObject,
         new: SharedObject,
+        ctx: &HandlerContext,
     ) -> Result<(), BoxError>;
     /// An object is gone; `object` is its last known state.
-    async fn delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError>;
+    async fn delete(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError>;
     /// The object may have changed while nobody watched. Only wrappers call this; the default
     /// does nothing.
-    async fn sync(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+    async fn sync(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
         let _ = (ctx, object);
         Ok(())
     }
@@ -64,135 +65,64 @@ pub trait DynWatcher: Send + Sync + 'static {
 
 #[async_trait]
 impl<W: DynWatcher + ?Sized> DynWatcher for Arc<W> {
-    async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        (**self).add(ctx, object).await
+    async fn add(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
+        (**self).add(object, ctx).await
     }
     async fn update(
         &self,
-        ctx: &HandlerContext,
         old: SharedObject,
         new: SharedObject,
+        ctx: &HandlerContext,
     ) -> Result<(), BoxError> {
-        (**self).update(ctx, old, new).await
+        (**self).update(old, new, ctx).await
     }
-    async fn delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        (**self).delete(ctx, object).await
+    async fn delete(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
+        (**self).delete(object, ctx).await
     }
-    async fn sync(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        (**self).sync(ctx, object).await
+    async fn sync(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
+        (**self).sync(object, ctx).await
     }
 }
 
 #[async_trait]
 impl<W: DynWatcher + ?Sized> DynWatcher for Box<W> {
-    async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        (**self).add(ctx, object).await
+    async fn add(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
+        (**self).add(object, ctx).await
     }
     async fn update(
         &self,
-        ctx: &HandlerContext,
         old: SharedObject,
         new: SharedObject,
-    ) -> Result<(), BoxError> {
-        (**self).update(ctx, old, new).await
-    }
-    async fn delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        (**self).delete(ctx, object).await
-    }
-    async fn sync(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        (**self).sync(ctx, object).await
-    }
-}
-
-/// A watcher of objects of type `K`; register it through [`typed_watcher`].
-#[async_trait]
-pub trait TypedWatcher<K: KubeObject>: Send + Sync + 'static {
-    /// See [`DynWatcher::add`].
-    async fn add(&self, ctx: &HandlerContext, object: Arc<K>) -> Result<(), BoxError>;
-    /// See [`DynWatcher::update`].
-    async fn update(&self, ctx: &HandlerContext, old: Arc<K>, new: Arc<K>) -> Result<(), BoxError>;
-    /// See [`DynWatcher::delete`].
-    async fn delete(&self, ctx: &HandlerContext, object: Arc<K>) -> Result<(), BoxError>;
-    /// See [`DynWatcher::sync`]; the default does nothing.
-    async fn sync(&self, ctx: &HandlerContext, object: Arc<K>) -> Result<(), BoxError> {
-        let _ = (ctx, object);
-        Ok(())
-    }
-}
-
-/// Makes a [`DynWatcher`] of a [`TypedWatcher`].
-pub fn typed_watcher<K: KubeObject, W: TypedWatcher<K>>(watcher: W) -> TypedWatcherAdapter<K, W> {
-    TypedWatcherAdapter {
-        inner: watcher,
-        _kind: PhantomData,
-    }
-}
-
-/// A [`TypedWatcher`] seen as a [`DynWatcher`]; made by [`typed_watcher`].
-pub struct TypedWatcherAdapter<K, W> {
-    inner: W,
-    _kind: PhantomData<fn() -> K>,
-}
-
-impl<K, W> TypedWatcherAdapter<K, W> {
-    /// The wrapped watcher.
-    pub fn inner(&self) -> &W {
-        &self.inner
-    }
-}
-
-#[async_trait]
-impl<K: KubeObject, W: TypedWatcher<K>> DynWatcher for TypedWatcherAdapter<K, W> {
-    async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        match view(&object)? {
-            Some(object) => self.inner.add(ctx, object).await,
-            None => Ok(()),
-        }
-    }
-    async fn update(
-        &self,
         ctx: &HandlerContext,
-        old: SharedObject,
-        new: SharedObject,
     ) -> Result<(), BoxError> {
-        match view_change(&old, &new)? {
-            ViewChange::Update(old, new) => self.inner.update(ctx, old, new).await,
-            ViewChange::Add(new) => self.inner.add(ctx, new).await,
-            ViewChange::Unchanged => Ok(()),
-        }
+        (**self).update(old, new, ctx).await
     }
-    async fn delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        match view(&object)? {
-            Some(object) => self.inner.delete(ctx, object).await,
-            None => Ok(()),
-        }
+    async fn delete(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
+        (**self).delete(object, ctx).await
     }
-    async fn sync(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        match view(&object)? {
-            Some(object) => self.inner.sync(ctx, object).await,
-            None => Ok(()),
-        }
+    async fn sync(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
+        (**self).sync(object, ctx).await
     }
 }
 
 type BoxFuture = futures::future::BoxFuture<'static, Result<(), BoxError>>;
-type OneFn<K> = Arc<dyn Fn(HandlerContext, Arc<K>) -> BoxFuture + Send + Sync>;
-type TwoFn<K> = Arc<dyn Fn(HandlerContext, Arc<K>, Arc<K>) -> BoxFuture + Send + Sync>;
+type OneFn<K> = Arc<dyn Fn(Arc<K>, HandlerContext) -> BoxFuture + Send + Sync>;
+type TwoFn<K> = Arc<dyn Fn(Arc<K>, Arc<K>, HandlerContext) -> BoxFuture + Send + Sync>;
 
 /// A watcher made of closures, one per event type; events without a closure succeed untouched.
 ///
 /// `K` is the object type (`DynamicObject` for untyped kinds).
 ///
 /// ```
-/// use kubeapp_operator::watcher::DynWatcherFns;
+/// use kubeapp_operator::erased::DynWatcherFns;
 /// use k8s_openapi::api::core::v1::ConfigMap;
 ///
 /// let watcher = DynWatcherFns::<ConfigMap>::new()
-///     .on_add(|_ctx, cm| async move {
+///     .on_add(|cm, _ctx| async move {
 ///         tracing::info!(name = ?cm.metadata.name, "added");
 ///         Ok(())
 ///     })
-///     .on_delete(|_ctx, _cm| async move { Ok(()) });
+///     .on_delete(|_cm, _ctx| async move { Ok(()) });
 /// # let _ = watcher;
 /// ```
 pub struct DynWatcherFns<K> {
@@ -215,10 +145,10 @@ impl<K> Default for DynWatcherFns<K> {
 
 fn one<K, F, Fut>(f: F) -> OneFn<K>
 where
-    F: Fn(HandlerContext, Arc<K>) -> Fut + Send + Sync + 'static,
+    F: Fn(Arc<K>, HandlerContext) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
 {
-    Arc::new(move |ctx, obj| Box::pin(f(ctx, obj)))
+    Arc::new(move |obj, ctx| Box::pin(f(obj, ctx)))
 }
 
 impl<K: KubeObject> DynWatcherFns<K> {
@@ -231,7 +161,7 @@ impl<K: KubeObject> DynWatcherFns<K> {
     #[must_use]
     pub fn on_add<F, Fut>(mut self, f: F) -> Self
     where
-        F: Fn(HandlerContext, Arc<K>) -> Fut + Send + Sync + 'static,
+        F: Fn(Arc<K>, HandlerContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
     {
         self.add = Some(one(f));
@@ -242,10 +172,10 @@ impl<K: KubeObject> DynWatcherFns<K> {
     #[must_use]
     pub fn on_update<F, Fut>(mut self, f: F) -> Self
     where
-        F: Fn(HandlerContext, Arc<K>, Arc<K>) -> Fut + Send + Sync + 'static,
+        F: Fn(Arc<K>, Arc<K>, HandlerContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
     {
-        self.update = Some(Arc::new(move |ctx, old, new| Box::pin(f(ctx, old, new))));
+        self.update = Some(Arc::new(move |old, new, ctx| Box::pin(f(old, new, ctx))));
         self
     }
 
@@ -253,7 +183,7 @@ impl<K: KubeObject> DynWatcherFns<K> {
     #[must_use]
     pub fn on_delete<F, Fut>(mut self, f: F) -> Self
     where
-        F: Fn(HandlerContext, Arc<K>) -> Fut + Send + Sync + 'static,
+        F: Fn(Arc<K>, HandlerContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
     {
         self.delete = Some(one(f));
@@ -264,7 +194,7 @@ impl<K: KubeObject> DynWatcherFns<K> {
     #[must_use]
     pub fn on_sync<F, Fut>(mut self, f: F) -> Self
     where
-        F: Fn(HandlerContext, Arc<K>) -> Fut + Send + Sync + 'static,
+        F: Fn(Arc<K>, HandlerContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
     {
         self.sync = Some(one(f));
@@ -284,7 +214,7 @@ fn call_one<K: KubeObject>(
     match f {
         None => Box::pin(std::future::ready(Ok(()))),
         Some(f) => match view(object) {
-            Ok(Some(object)) => f(ctx.clone(), object),
+            Ok(Some(object)) => f(object, ctx.clone()),
             Ok(None) => Box::pin(std::future::ready(Ok(()))),
             Err(error) => Box::pin(std::future::ready(Err(error))),
         },
@@ -294,7 +224,7 @@ fn call_one<K: KubeObject>(
 // Written out instead of `#[async_trait]`: the closures' futures are boxed already, and an
 // `async fn` here would box each call a second time.
 impl<K: KubeObject> DynWatcher for DynWatcherFns<K> {
-    fn add<'s, 'c, 'f>(&'s self, ctx: &'c HandlerContext, object: SharedObject) -> WatcherFuture<'f>
+    fn add<'s, 'c, 'f>(&'s self, object: SharedObject, ctx: &'c HandlerContext) -> WatcherFuture<'f>
     where
         's: 'f,
         'c: 'f,
@@ -305,9 +235,9 @@ impl<K: KubeObject> DynWatcher for DynWatcherFns<K> {
 
     fn update<'s, 'c, 'f>(
         &'s self,
-        ctx: &'c HandlerContext,
         old: SharedObject,
         new: SharedObject,
+        ctx: &'c HandlerContext,
     ) -> WatcherFuture<'f>
     where
         's: 'f,
@@ -316,11 +246,11 @@ impl<K: KubeObject> DynWatcher for DynWatcherFns<K> {
     {
         match view_change(&old, &new) {
             Ok(ViewChange::Update(old, new)) => match &self.update {
-                Some(f) => f(ctx.clone(), old, new),
+                Some(f) => f(old, new, ctx.clone()),
                 None => Box::pin(std::future::ready(Ok(()))),
             },
             Ok(ViewChange::Add(new)) => match &self.add {
-                Some(f) => f(ctx.clone(), new),
+                Some(f) => f(new, ctx.clone()),
                 None => Box::pin(std::future::ready(Ok(()))),
             },
             Ok(ViewChange::Unchanged) => Box::pin(std::future::ready(Ok(()))),
@@ -330,8 +260,8 @@ impl<K: KubeObject> DynWatcher for DynWatcherFns<K> {
 
     fn delete<'s, 'c, 'f>(
         &'s self,
-        ctx: &'c HandlerContext,
         object: SharedObject,
+        ctx: &'c HandlerContext,
     ) -> WatcherFuture<'f>
     where
         's: 'f,
@@ -343,8 +273,8 @@ impl<K: KubeObject> DynWatcher for DynWatcherFns<K> {
 
     fn sync<'s, 'c, 'f>(
         &'s self,
-        ctx: &'c HandlerContext,
         object: SharedObject,
+        ctx: &'c HandlerContext,
     ) -> WatcherFuture<'f>
     where
         's: 'f,
@@ -368,7 +298,7 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
         let watcher: Box<dyn DynWatcher> =
-            Box::new(DynWatcherFns::<ConfigMap>::new().on_add(move |_, cm| {
+            Box::new(DynWatcherFns::<ConfigMap>::new().on_add(move |cm, _| {
                 let log = log.clone();
                 async move {
                     log.lock()
@@ -380,13 +310,13 @@ mod tests {
         let ctx = HandlerContext::new("cm", CancellationToken::new());
         let mut cm = ConfigMap::default();
         cm.metadata.name = Some("a".into());
-        watcher.add(&ctx, share(cm.clone())).await.expect("add");
+        watcher.add(share(cm.clone()), &ctx).await.expect("add");
         watcher
-            .update(&ctx, share(cm.clone()), share(cm))
+            .update(share(cm.clone()), share(cm), &ctx)
             .await
             .expect("no update closure: ok");
         let err = watcher
-            .add(&ctx, share(Secret::default()))
+            .add(share(Secret::default()), &ctx)
             .await
             .expect_err("a Secret is not a ConfigMap");
         assert!(err.to_string().contains("Secret"), "{err}");

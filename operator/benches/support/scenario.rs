@@ -25,15 +25,13 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube_runtime::controller::{Action, Config as KubeConfig, Controller};
 use kube_runtime::reflector::{self, store::Writer};
 use kube_runtime::watcher;
+use kubeapp_operator::erased::DynReconcilerFn;
+use kubeapp_operator::erased::DynWatcherFns;
 use kubeapp_operator::object::{SharedObject, share};
-use kubeapp_operator::reconciler::{
-    ReconcilerFn, TypedReconcileRequest, TypedReconciler, typed_reconciler,
-};
-use kubeapp_operator::watcher::{DynWatcherFns, TypedWatcher, typed_watcher};
 use kubeapp_operator::{
-    BoxError, CancellationToken, Context, ControllerConfig, HandlerContext, Informer,
-    InformerController, InformerEvent, KindInfo, ReconcileError, ReconcileRequest, ReconcileResult,
-    Reconciler, Watcher,
+    BoxError, CancellationToken, Context, ControllerConfig, Informer, InformerController,
+    InformerEvent, KindInfo, ReconcileError, ReconcileRequest, ReconcileResult, Reconciler,
+    Watcher,
 };
 use tokio::time::Instant;
 
@@ -140,7 +138,7 @@ impl Input {
             Self::Watch(events) => Informer::from_watch_stream::<ConfigMap>(
                 KindInfo::default(),
                 futures::stream::iter(events.into_iter().map(Ok)),
-                kubeapp_operator::informer::InformerOptions::default(),
+                kubeapp_operator::informer::ListWatchOptions::default(),
             ),
         }
     }
@@ -230,17 +228,21 @@ pub async fn run_kubeapp(s: &Scenario, input: Input) -> Duration {
     let (progress, done) = Progress::new(s.events() * s.watchers + s.objects * s.reconcilers);
     let controller =
         InformerController::new(ControllerConfig::default().max_concurrent_workers(s.workers));
-    controller.add_informer("configmaps", input.informer());
+    controller
+        .erased()
+        .add_informer("configmaps", input.informer());
     for _ in 0..s.watchers {
-        controller.add_watcher("configmaps", tick_watcher(&progress, s.delay));
+        controller
+            .erased()
+            .add_watcher("configmaps", tick_watcher(&progress, s.delay));
     }
     let last_generation = i64::try_from(s.per_object).unwrap_or(i64::MAX);
     for _ in 0..s.reconcilers {
         let progress = progress.clone();
         let delay = s.delay;
-        controller.add_reconciler(
+        controller.erased().add_reconciler(
             "configmaps",
-            ReconcilerFn::<ConfigMap, _>::new(move |_, request| {
+            DynReconcilerFn::<ConfigMap, _>::new(move |request, _| {
                 let last = request.object.metadata.generation == Some(last_generation);
                 let progress = progress.clone();
                 async move {
@@ -287,8 +289,7 @@ impl Watcher<ConfigMap> for TickWatcher {
     }
 }
 
-/// A typed [`Reconciler`] counting the calls that saw the last generation: the same code as
-/// [`TickTypedReconciler`], so that typed and typed before differ only in the path.
+/// A typed [`Reconciler`] counting the calls that saw the last generation.
 struct TickReconciler {
     progress: Arc<Progress>,
     delay: Option<Duration>,
@@ -307,89 +308,6 @@ impl Reconciler<ConfigMap> for TickReconciler {
         }
         Ok(ReconcileResult::done())
     }
-}
-
-/// The typed watcher as the API before `KindHandle` had it (`TypedWatcher`, erased by
-/// `typed_watcher`), for the before/after comparison of the typed path.
-struct TickTypedWatcher {
-    progress: Arc<Progress>,
-    delay: Option<Duration>,
-}
-
-#[async_trait::async_trait]
-impl TypedWatcher<ConfigMap> for TickTypedWatcher {
-    async fn add(&self, _: &HandlerContext, _: Arc<ConfigMap>) -> Result<(), BoxError> {
-        handler_delay(self.delay).await;
-        self.progress.tick();
-        Ok(())
-    }
-    async fn update(
-        &self,
-        _: &HandlerContext,
-        _: Arc<ConfigMap>,
-        _: Arc<ConfigMap>,
-    ) -> Result<(), BoxError> {
-        handler_delay(self.delay).await;
-        self.progress.tick();
-        Ok(())
-    }
-    async fn delete(&self, _: &HandlerContext, _: Arc<ConfigMap>) -> Result<(), BoxError> {
-        handler_delay(self.delay).await;
-        self.progress.tick();
-        Ok(())
-    }
-}
-
-/// The typed reconciler of the API before `KindHandle`.
-struct TickTypedReconciler {
-    progress: Arc<Progress>,
-    delay: Option<Duration>,
-    last_generation: i64,
-}
-
-#[async_trait::async_trait]
-impl TypedReconciler<ConfigMap> for TickTypedReconciler {
-    async fn reconcile(
-        &self,
-        _: &HandlerContext,
-        request: TypedReconcileRequest<ConfigMap>,
-    ) -> Result<ReconcileResult, ReconcileError> {
-        handler_delay(self.delay).await;
-        if request.object.metadata.generation == Some(self.last_generation) {
-            self.progress.tick();
-        }
-        Ok(ReconcileResult::done())
-    }
-}
-
-/// The run through the typed API as it was before `KindHandle`: `add_informer` by kind name,
-/// `typed_watcher` / `typed_reconciler` adapters.
-pub async fn run_kubeapp_typed_before(s: &Scenario, input: Input) -> Duration {
-    let (progress, done) = Progress::new(s.events() * s.watchers + s.objects * s.reconcilers);
-    let controller =
-        InformerController::new(ControllerConfig::default().max_concurrent_workers(s.workers));
-    controller.add_informer("configmaps", input.informer());
-    for _ in 0..s.watchers {
-        controller.add_watcher(
-            "configmaps",
-            typed_watcher(TickTypedWatcher {
-                progress: progress.clone(),
-                delay: s.delay,
-            }),
-        );
-    }
-    let last_generation = i64::try_from(s.per_object).unwrap_or(i64::MAX);
-    for _ in 0..s.reconcilers {
-        controller.add_reconciler(
-            "configmaps",
-            typed_reconciler(TickTypedReconciler {
-                progress: progress.clone(),
-                delay: s.delay,
-                last_generation,
-            }),
-        );
-    }
-    time_until_done(&controller, done).await
 }
 
 /// A client for an address nothing listens on: the typed handlers' context needs one, the

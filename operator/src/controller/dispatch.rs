@@ -367,13 +367,13 @@ impl KindRuntime {
         held.gauges.call_started(event.action());
         let call = async {
             match event {
-                InformerEvent::Add(object) => watcher.add(ctx, object.clone()).await,
+                InformerEvent::Add(object) => watcher.add(object.clone(), ctx).await,
                 InformerEvent::Update { old, new } => {
-                    watcher.update(ctx, old.clone(), new.clone()).await
+                    watcher.update(old.clone(), new.clone(), ctx).await
                 }
-                InformerEvent::Delete(object) => watcher.delete(ctx, object.clone()).await,
+                InformerEvent::Delete(object) => watcher.delete(object.clone(), ctx).await,
                 InformerEvent::Resync(object) => {
-                    watcher.update(ctx, object.clone(), object.clone()).await
+                    watcher.update(object.clone(), object.clone(), ctx).await
                 }
             }
         };
@@ -438,7 +438,7 @@ impl KindRuntime {
         // there is one (an empty map costs a little to copy and to drop).
         let (action, cause) = (request.action, request.cause.clone());
         let kept_state = (!request.state.is_empty()).then(|| request.state.clone());
-        let call = reconciler.reconcile(ctx, request);
+        let call = reconciler.reconcile(request, ctx);
         let result = if span.is_none() {
             self.guarded(call).await
         } else {

@@ -20,7 +20,7 @@
 //! failing dispatch never waits for one. At most [`MAX_QUEUED_EVENTS`] wait; beyond that (a whole
 //! kind failing at once while the apiserver is slow) further ones are dropped with a log line,
 //! the metrics and the logs still saying what fails. Kinds added with
-//! [`add_informer`](crate::InformerController::add_informer) have no client of the controller's:
+//! [`add_informer`](crate::erased::ErasedHandlers::add_informer) have no client of the controller's:
 //! they get the metrics and logs only.
 //!
 //! # Metrics

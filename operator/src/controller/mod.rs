@@ -360,8 +360,8 @@ struct Shared {
 /// use std::sync::{Arc, Mutex};
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// use kubeapp_operator::object::share;
-/// use kubeapp_operator::reconciler::ReconcilerFn;
-/// use kubeapp_operator::watcher::DynWatcherFns;
+/// use kubeapp_operator::erased::DynReconcilerFn;
+/// use kubeapp_operator::erased::DynWatcherFns;
 /// use kubeapp_operator::{
 ///     ControllerConfig, Informer, InformerController, InformerEvent, KindInfo, ReconcileResult,
 /// };
@@ -371,13 +371,13 @@ struct Shared {
 /// # async fn main() {
 /// let controller = InformerController::new(ControllerConfig::default());
 /// let (events, stream) = futures::channel::mpsc::unbounded();
-/// controller.add_informer("configmaps", Informer::from_stream(KindInfo::default(), stream));
+/// controller.erased().add_informer("configmaps", Informer::from_stream(KindInfo::default(), stream));
 ///
 /// let seen = Arc::new(Mutex::new(Vec::new()));
 /// let log = seen.clone();
-/// controller.add_watcher(
+/// controller.erased().add_watcher(
 ///     "configmaps",
-///     DynWatcherFns::<ConfigMap>::new().on_add(move |_ctx, cm| {
+///     DynWatcherFns::<ConfigMap>::new().on_add(move |cm, _ctx| {
 ///         let log = log.clone();
 ///         async move {
 ///             log.lock().unwrap().push(format!("add {}", cm.metadata.name.as_deref().unwrap_or("")));
@@ -387,9 +387,9 @@ struct Shared {
 /// );
 /// let (done_tx, done) = tokio::sync::oneshot::channel();
 /// let done_tx = Mutex::new(Some(done_tx));
-/// controller.add_reconciler(
+/// controller.erased().add_reconciler(
 ///     "configmaps",
-///     ReconcilerFn::<ConfigMap, _>::new(move |_ctx, request| {
+///     DynReconcilerFn::<ConfigMap, _>::new(move |request, _ctx| {
 ///         if let Some(tx) = done_tx.lock().unwrap().take() {
 ///             let _ = tx.send(request.action);
 ///         }
@@ -479,10 +479,9 @@ impl InformerController {
         Arc::clone(runtime)
     }
 
-    /// Adds an informer for `kind` (a key of your choosing, used for handlers and as the `kind`
-    /// metric label). Several informers may feed one kind. While the controller runs, the informer
-    /// starts at once.
-    pub fn add_informer(&self, kind: &str, informer: Informer) {
+    /// Adds an informer for `kind` (see
+    /// [`ErasedHandlers::add_informer`](crate::erased::ErasedHandlers::add_informer)).
+    pub(crate) fn register_informer(&self, kind: &str, informer: Informer) {
         let runtime = self.named_kind(kind);
         let _ = runtime.info.set(informer.kind_info().clone());
         runtime.init_workers(informer.max_concurrent_workers());
@@ -510,12 +509,12 @@ impl InformerController {
     }
 
     /// Adds a watcher for `kind`; watchers run in the order they were added, before reconcilers.
-    pub fn add_watcher(&self, kind: &str, watcher: impl DynWatcher) {
+    pub(crate) fn register_watcher(&self, kind: &str, watcher: impl DynWatcher) {
         self.named_kind(kind).add_watcher(Arc::new(watcher));
     }
 
     /// Adds a reconciler for `kind`; reconcilers run in the order they were added, after watchers.
-    pub fn add_reconciler(&self, kind: &str, reconciler: impl DynReconciler) {
+    pub(crate) fn register_reconciler(&self, kind: &str, reconciler: impl DynReconciler) {
         self.named_kind(kind).add_reconciler(Arc::new(reconciler));
     }
 

@@ -2,7 +2,7 @@
 //! and 4. Time is paused (`start_paused`), so backoff schedules are checked to the millisecond and
 //! waits for conditions that never come fail within a virtual timeout.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,7 +19,9 @@ use super::*;
 use crate::action::ReconcileAction;
 use crate::informer::KindInfo;
 use crate::object::{SharedObject, share};
-use crate::reconciler::{ReconcileError, ReconcileResult, ReconcilerFn, TypedReconcileRequest};
+use crate::reconciler::{
+    DynReconcilerFn, ReconcileError, ReconcileRequest, ReconcileResult, ReconcileState,
+};
 use crate::store::InformerEvent;
 use crate::watcher::DynWatcherFns;
 use crate::{BoxError, HandlerError};
@@ -116,7 +118,9 @@ impl Harness {
     fn start(config: ControllerConfig, setup: impl FnOnce(&InformerController)) -> Self {
         let controller = InformerController::new(config);
         let (events, stream) = mpsc::unbounded();
-        controller.add_informer(KIND, Informer::from_stream(KindInfo::default(), stream));
+        controller
+            .erased()
+            .add_informer(KIND, Informer::from_stream(KindInfo::default(), stream));
         setup(&controller);
         let stop = CancellationToken::new();
         let running = tokio::spawn({
@@ -165,17 +169,17 @@ fn logging_watcher(
     let (l1, l2, l3) = (log.clone(), log.clone(), log.clone());
     let (b1, b2, b3) = (behave.clone(), behave.clone(), behave);
     DynWatcherFns::new()
-        .on_add(move |ctx, obj| {
+        .on_add(move |obj, ctx| {
             l1.push(format!("{tag} add {} rv{}", name(&obj), rv(&obj)));
             let r = b1("add", &obj, ctx.attempt());
             async move { r }
         })
-        .on_update(move |ctx, _old, new| {
+        .on_update(move |_old, new, ctx| {
             l2.push(format!("{tag} update {} rv{}", name(&new), rv(&new)));
             let r = b2("update", &new, ctx.attempt());
             async move { r }
         })
-        .on_delete(move |ctx, obj| {
+        .on_delete(move |obj, ctx| {
             l3.push(format!("{tag} delete {} rv{}", name(&obj), rv(&obj)));
             let r = b3("delete", &obj, ctx.attempt());
             async move { r }
@@ -187,13 +191,13 @@ fn logging_watcher(
 fn logging_reconciler(
     tag: &'static str,
     log: &Log,
-    behave: impl Fn(&TypedReconcileRequest<ConfigMap>, u32) -> Result<ReconcileResult, ReconcileError>
+    behave: impl Fn(&ReconcileRequest<ConfigMap>, u32) -> Result<ReconcileResult, ReconcileError>
     + Send
     + Sync
     + 'static,
 ) -> impl DynReconciler {
     let log = log.clone();
-    ReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
+    DynReconcilerFn::<ConfigMap, _>::new(move |request, ctx| {
         log.push(format!(
             "{tag} {} {} rv{} a{}",
             request.action,
@@ -220,10 +224,10 @@ fn ok_reconciler(tag: &'static str, log: &Log) -> impl DynReconciler {
 async fn watchers_run_in_registration_order_then_reconcilers_in_registration_order() {
     let log = Log::new();
     let h = Harness::start(ControllerConfig::default(), |c| {
-        c.add_reconciler(KIND, ok_reconciler("r0", &log));
-        c.add_watcher(KIND, ok_watcher("w0", &log));
-        c.add_reconciler(KIND, ok_reconciler("r1", &log));
-        c.add_watcher(KIND, ok_watcher("w1", &log));
+        c.erased().add_reconciler(KIND, ok_reconciler("r0", &log));
+        c.erased().add_watcher(KIND, ok_watcher("w0", &log));
+        c.erased().add_reconciler(KIND, ok_reconciler("r1", &log));
+        c.erased().add_watcher(KIND, ok_watcher("w1", &log));
     });
     h.send(add("a", 1));
     let entries = h.controller_log_wait(&log, 4).await;
@@ -250,21 +254,21 @@ async fn a_failing_handler_does_not_stop_the_handlers_after_it() {
     let log = Log::new();
     let config = ControllerConfig::default().retry_policy(RetryPolicy::never());
     let h = Harness::start(config, |c| {
-        c.add_watcher(
+        c.erased().add_watcher(
             KIND,
             logging_watcher("w0", &log, |_, _, _| Err(fail("w0 broke"))),
         );
-        c.add_watcher(
+        c.erased().add_watcher(
             KIND,
             logging_watcher("w1", &log, |_, _, _| panic!("w1 panicked")),
         );
-        c.add_reconciler(
+        c.erased().add_reconciler(
             KIND,
             logging_reconciler("r0", &log, |_, _| {
                 Err(ReconcileError::new(fail("r0 broke")))
             }),
         );
-        c.add_reconciler(KIND, ok_reconciler("r1", &log));
+        c.erased().add_reconciler(KIND, ok_reconciler("r1", &log));
     });
     h.send(add("a", 1));
     let entries = log.wait_len(4).await;
@@ -342,16 +346,16 @@ async fn per_object_order_holds_for_100_objects_with_random_delays() {
     // (were there more than one) would get workers at the same time.
     let config = ControllerConfig::default().max_concurrent_workers(50);
     let h = Harness::start(config, |c| {
-        c.add_watcher(
+        c.erased().add_watcher(
             KIND,
             DynWatcherFns::<ConfigMap>::new()
-                .on_add(move |_, obj| on_add("add", obj))
-                .on_update(move |_, _, new| on_update("update", new))
-                .on_delete(move |_, obj| on_delete("delete", obj)),
+                .on_add(move |obj, _| on_add("add", obj))
+                .on_update(move |_, new, _| on_update("update", new))
+                .on_delete(move |obj, _| on_delete("delete", obj)),
         );
-        c.add_reconciler(
+        c.erased().add_reconciler(
             KIND,
-            ReconcilerFn::<ConfigMap, _>::new(move |_, request| {
+            DynReconcilerFn::<ConfigMap, _>::new(move |request, _| {
                 let run = on_reconcile("reconcile", request.object.clone());
                 async move {
                     run.await?;
@@ -413,10 +417,10 @@ async fn a_retry_never_overlaps_a_new_event_of_the_same_object() {
     let h = Harness::start(config, |c| {
         let (log, in_flight) = (log.clone(), in_flight.clone());
         let (log2, in_flight2) = (log.clone(), in_flight.clone());
-        c.add_watcher(
+        c.erased().add_watcher(
             KIND,
             DynWatcherFns::<ConfigMap>::new()
-                .on_add(move |ctx, _| {
+                .on_add(move |_, ctx| {
                     let (log, in_flight) = (log.clone(), in_flight.clone());
                     async move {
                         in_flight.enter("a");
@@ -466,10 +470,10 @@ async fn a_slow_object_does_not_delay_others() {
     let h = Harness::start(config, |c| {
         let (log, release) = (log.clone(), release.clone());
         let log2 = log.clone();
-        c.add_watcher(
+        c.erased().add_watcher(
             KIND,
             DynWatcherFns::<ConfigMap>::new()
-                .on_add(move |_, obj| {
+                .on_add(move |obj, _| {
                     let (log, release) = (log.clone(), release.clone());
                     async move {
                         if name(&obj) == "slow" {
@@ -479,7 +483,7 @@ async fn a_slow_object_does_not_delay_others() {
                         Ok(())
                     }
                 })
-                .on_update(move |_, _, new| {
+                .on_update(move |_, new, _| {
                     log2.push(format!("update {}", name(&new)));
                     async { Ok(()) }
                 }),
@@ -512,7 +516,7 @@ async fn a_panic_is_contained_reported_with_its_message_and_retried() {
     });
     let config = ControllerConfig::default().retry_policy(policy);
     let h = Harness::start(config, |c| {
-        c.add_watcher(
+        c.erased().add_watcher(
             KIND,
             logging_watcher("w", &log, |_, obj, attempt| {
                 if name(obj) == "bad" && attempt == 0 {
@@ -549,9 +553,9 @@ async fn event_timeout_cancels_a_slow_handler_and_counts_an_error() {
         .metrics(metrics.clone());
     let h = Harness::start(config, |c| {
         let log = log.clone();
-        c.add_watcher(
+        c.erased().add_watcher(
             KIND,
-            DynWatcherFns::<ConfigMap>::new().on_add(move |ctx, _| {
+            DynWatcherFns::<ConfigMap>::new().on_add(move |_, ctx| {
                 let log = log.clone();
                 async move {
                     log.push(format!("start a{}", ctx.attempt()));
@@ -592,9 +596,9 @@ async fn waiting_reconcile_requests_merge_into_the_newest_while_watchers_see_eve
         .metrics(metrics.clone());
     let h = Harness::start(config, |c| {
         let (add_log, hold) = (log.clone(), hold.clone());
-        c.add_watcher(
+        c.erased().add_watcher(
             KIND,
-            DynWatcherFns::<ConfigMap>::new().on_add(move |_, obj| {
+            DynWatcherFns::<ConfigMap>::new().on_add(move |obj, _| {
                 let (log, hold) = (add_log.clone(), hold.clone());
                 async move {
                     if name(&obj) == "blocker" {
@@ -606,14 +610,14 @@ async fn waiting_reconcile_requests_merge_into_the_newest_while_watchers_see_eve
                 }
             }),
         );
-        c.add_watcher(KIND, {
+        c.erased().add_watcher(KIND, {
             let log = log.clone();
-            DynWatcherFns::<ConfigMap>::new().on_update(move |_, _, new| {
+            DynWatcherFns::<ConfigMap>::new().on_update(move |_, new, _| {
                 log.push(format!("w update {} rv{}", name(&new), rv(&new)));
                 async { Ok(()) }
             })
         });
-        c.add_reconciler(KIND, ok_reconciler("r", &log));
+        c.erased().add_reconciler(KIND, ok_reconciler("r", &log));
     });
     let depth = metrics.for_kind(KIND).queue_depth;
     h.send(add("blocker", 1));
@@ -655,11 +659,13 @@ async fn a_slow_watcher_applies_backpressure_on_intake() {
         futures::stream::iter((1..=6).map(|rv| update("a", rv, rv + 1, 1))).inspect(move |_| {
             counted.fetch_add(1, Ordering::SeqCst);
         });
-    controller.add_informer(KIND, Informer::from_stream(KindInfo::default(), events));
+    controller
+        .erased()
+        .add_informer(KIND, Informer::from_stream(KindInfo::default(), events));
     let (l, r) = (log.clone(), release.clone());
-    controller.add_watcher(
+    controller.erased().add_watcher(
         KIND,
-        DynWatcherFns::<ConfigMap>::new().on_update(move |_, _, new| {
+        DynWatcherFns::<ConfigMap>::new().on_update(move |_, new, _| {
             let (log, release) = (l.clone(), r.clone());
             async move {
                 let _permit = release.acquire().await?;
@@ -723,11 +729,13 @@ async fn a_kind_without_watchers_never_pauses_intake_and_its_waiting_requests_me
     let stream = futures::stream::iter(events).inspect(move |_| {
         counted.fetch_add(1, Ordering::SeqCst);
     });
-    controller.add_informer(KIND, Informer::from_stream(KindInfo::default(), stream));
+    controller
+        .erased()
+        .add_informer(KIND, Informer::from_stream(KindInfo::default(), stream));
     let (l, r) = (log.clone(), release.clone());
-    controller.add_reconciler(
+    controller.erased().add_reconciler(
         KIND,
-        ReconcilerFn::<ConfigMap, _>::new(move |_, request| {
+        DynReconcilerFn::<ConfigMap, _>::new(move |request, _| {
             let (log, release) = (l.clone(), r.clone());
             async move {
                 if name(&request.object) == "blocker" {
@@ -774,12 +782,16 @@ async fn a_kind_without_watchers_never_pauses_intake_and_its_waiting_requests_me
 async fn handlers_and_informers_added_after_start_receive_later_events() {
     let log = Log::new();
     let h = Harness::start(ControllerConfig::default(), |c| {
-        c.add_watcher(KIND, ok_watcher("w0", &log));
+        c.erased().add_watcher(KIND, ok_watcher("w0", &log));
     });
     h.send(add("a", 1));
     log.wait_len(1).await;
-    h.controller.add_watcher(KIND, ok_watcher("w1", &log));
-    h.controller.add_reconciler(KIND, ok_reconciler("r0", &log));
+    h.controller
+        .erased()
+        .add_watcher(KIND, ok_watcher("w1", &log));
+    h.controller
+        .erased()
+        .add_reconciler(KIND, ok_reconciler("r0", &log));
     h.send(add("b", 1));
     let entries = log.wait_len(4).await;
     assert_eq!(
@@ -794,8 +806,9 @@ async fn handlers_and_informers_added_after_start_receive_later_events() {
     // A second kind, informer and handler added while running.
     let (more, stream) = mpsc::unbounded();
     h.controller
+        .erased()
         .add_watcher("secrets-like", ok_watcher("s0", &log));
-    h.controller.add_informer(
+    h.controller.erased().add_informer(
         "secrets-like",
         Informer::from_stream(KindInfo::default(), stream),
     );
@@ -810,9 +823,9 @@ async fn graceful_stop_lets_in_flight_handlers_finish_and_cancels_their_context(
     let log = Log::new();
     let h = Harness::start(ControllerConfig::default(), |c| {
         let log = log.clone();
-        c.add_watcher(
+        c.erased().add_watcher(
             KIND,
-            DynWatcherFns::<ConfigMap>::new().on_add(move |ctx, obj| {
+            DynWatcherFns::<ConfigMap>::new().on_add(move |obj, ctx| {
                 let log = log.clone();
                 async move {
                     log.push(format!("start {}", name(&obj)));
@@ -851,9 +864,9 @@ async fn a_stop_during_an_event_lets_its_other_handlers_run_and_starts_no_later_
     let log = Log::new();
     let h = Harness::start(ControllerConfig::default().max_concurrent_workers(1), |c| {
         let first = log.clone();
-        c.add_watcher(
+        c.erased().add_watcher(
             KIND,
-            DynWatcherFns::<ConfigMap>::new().on_add(move |ctx, obj| {
+            DynWatcherFns::<ConfigMap>::new().on_add(move |obj, ctx| {
                 let log = first.clone();
                 async move {
                     log.push(format!("first {}", name(&obj)));
@@ -862,8 +875,9 @@ async fn a_stop_during_an_event_lets_its_other_handlers_run_and_starts_no_later_
                 }
             }),
         );
-        c.add_watcher(KIND, ok_watcher("second", &log));
-        c.add_reconciler(KIND, ok_reconciler("reconciler", &log));
+        c.erased().add_watcher(KIND, ok_watcher("second", &log));
+        c.erased()
+            .add_reconciler(KIND, ok_reconciler("reconciler", &log));
     });
     h.send(add("a", 1));
     h.send(add("b", 2));
@@ -882,7 +896,7 @@ async fn a_handler_outliving_the_grace_period_is_cancelled() {
     let config = ControllerConfig::default().shutdown_grace(Duration::from_secs(5));
     let h = Harness::start(config, |c| {
         let log = log.clone();
-        c.add_watcher(
+        c.erased().add_watcher(
             KIND,
             DynWatcherFns::<ConfigMap>::new().on_add(move |_, _| {
                 let log = log.clone();
@@ -921,7 +935,7 @@ async fn run_twice_is_an_error() {
 fn timed_reconciler(log: &Log, started: Instant, succeed_at: Option<u32>) -> impl DynReconciler {
     logging_reconciler("r", log, |_, _| Ok(ReconcileResult::done()));
     let log = log.clone();
-    ReconcilerFn::<ConfigMap, _>::new(move |ctx, _| {
+    DynReconcilerFn::<ConfigMap, _>::new(move |_, ctx| {
         log.push(format!("{}ms", started.elapsed().as_millis()));
         let ok = succeed_at.is_some_and(|n| ctx.attempt() >= n);
         async move {
@@ -941,7 +955,8 @@ async fn retries_follow_the_backoff_schedule_of_a_short_policy() {
     let config = ControllerConfig::default()
         .retry_policy(RetryPolicy::exponential(Duration::from_millis(100), 3));
     let h = Harness::start(config, |c| {
-        c.add_reconciler(KIND, timed_reconciler(&log, started, Some(4)));
+        c.erased()
+            .add_reconciler(KIND, timed_reconciler(&log, started, Some(4)));
     });
     h.send(add("a", 1));
     let entries = log.wait_len(5).await;
@@ -961,7 +976,8 @@ async fn gives_up_after_the_last_attempt_of_the_go_sdk_policy_and_counts_it() {
         .retry_policy(RetryPolicy::go_sdk())
         .metrics(metrics.clone());
     let h = Harness::start(config, |c| {
-        c.add_reconciler(KIND, timed_reconciler(&log, started, None));
+        c.erased()
+            .add_reconciler(KIND, timed_reconciler(&log, started, None));
     });
     h.send(add("a", 1));
     let entries = log.wait_len(7).await;
@@ -991,9 +1007,9 @@ async fn retries_of_different_objects_run_in_parallel() {
         .retry_policy(RetryPolicy::exponential(Duration::from_secs(1), 0));
     let h = Harness::start(config, |c| {
         let log = log.clone();
-        c.add_reconciler(
+        c.erased().add_reconciler(
             KIND,
-            ReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
+            DynReconcilerFn::<ConfigMap, _>::new(move |request, ctx| {
                 let log = log.clone();
                 async move {
                     if ctx.attempt() == 0 {
@@ -1035,7 +1051,7 @@ async fn retries_rerun_the_failed_events_snapshot() {
     let config = ControllerConfig::default()
         .retry_policy(RetryPolicy::exponential(Duration::from_secs(10), 0));
     let h = Harness::start(config, |c| {
-        c.add_watcher(
+        c.erased().add_watcher(
             KIND,
             logging_watcher("w", &log, |_, cm, attempt| {
                 if rv(cm) == "2" && attempt == 0 {
@@ -1066,9 +1082,9 @@ async fn requeue_after_runs_the_same_request_again() {
     let started = Instant::now();
     let h = Harness::start(ControllerConfig::default(), |c| {
         let log = log.clone();
-        c.add_reconciler(
+        c.erased().add_reconciler(
             KIND,
-            ReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
+            DynReconcilerFn::<ConfigMap, _>::new(move |request, ctx| {
                 log.push(format!(
                     "{} {} a{} at {}ms",
                     request.action,
@@ -1112,9 +1128,9 @@ async fn requeue_with_an_error_keeps_the_requeue_timing_and_counts_the_error() {
         .retry_policy(RetryPolicy::exponential(Duration::from_secs(100), 5));
     let h = Harness::start(config, |c| {
         let log = log.clone();
-        c.add_reconciler(
+        c.erased().add_reconciler(
             KIND,
-            ReconcilerFn::<ConfigMap, _>::new(move |ctx, _| {
+            DynReconcilerFn::<ConfigMap, _>::new(move |_, ctx| {
                 log.push(format!(
                     "a{} at {}ms",
                     ctx.attempt(),
@@ -1155,15 +1171,16 @@ async fn the_state_of_the_latest_attempt_is_carried_into_the_next() {
         .retry_policy(RetryPolicy::exponential(Duration::from_secs(1), 5));
     let h = Harness::start(config, |c| {
         let log = log.clone();
-        c.add_reconciler(
+        c.erased().add_reconciler(
             KIND,
-            ReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
+            DynReconcilerFn::<ConfigMap, _>::new(move |request, ctx| {
                 let seen = request
                     .state
-                    .get("attempt")
-                    .map_or_else(|| "none".to_string(), ToString::to_string);
+                    .get::<u32>()
+                    .expect("the state is a u32")
+                    .map_or_else(|| "none".to_string(), |attempt| attempt.to_string());
                 log.push(format!("a{} saw {seen}", ctx.attempt()));
-                let state = BTreeMap::from([("attempt".to_string(), ctx.attempt().into())]);
+                let state = ReconcileState::of(&ctx.attempt()).expect("a u32 serializes");
                 async move {
                     match ctx.attempt() {
                         0 | 1 => Err(ReconcileError::new(fail("again")).with_state(state)),
@@ -1206,7 +1223,7 @@ async fn dequeue_scenario(
         .dequeue_policy(policy)
         .retry_policy(RetryPolicy::exponential(Duration::from_secs(10), 0));
     let h = Harness::start(config, |c| {
-        c.add_reconciler(
+        c.erased().add_reconciler(
             KIND,
             logging_reconciler("r", &log, |request, attempt| {
                 if rv(&request.object) == "1" && attempt == 0 {
@@ -1415,8 +1432,8 @@ async fn spans_are_named_as_the_contract_says_and_failures_mark_them_as_errors()
     let config = ControllerConfig::default()
         .retry_policy(RetryPolicy::exponential(Duration::from_secs(1), 0));
     let h = Harness::start(config, |c| {
-        c.add_watcher(KIND, ok_watcher("w", &log));
-        c.add_reconciler(
+        c.erased().add_watcher(KIND, ok_watcher("w", &log));
+        c.erased().add_reconciler(
             KIND,
             logging_reconciler("r", &log, |_, attempt| {
                 if attempt == 0 {
@@ -1497,10 +1514,10 @@ async fn the_echo_of_an_own_write_reaches_watchers_but_no_reconciler_unless_merg
         .metrics(metrics.clone());
     let h = Harness::start(config, |c| {
         let (watch_log, hold) = (log.clone(), hold.clone());
-        c.add_watcher(
+        c.erased().add_watcher(
             KIND,
             DynWatcherFns::<ConfigMap>::new()
-                .on_add(move |_, obj| {
+                .on_add(move |obj, _| {
                     let hold = hold.clone();
                     async move {
                         if name(&obj) == "blocker" {
@@ -1511,15 +1528,15 @@ async fn the_echo_of_an_own_write_reaches_watchers_but_no_reconciler_unless_merg
                         Ok(())
                     }
                 })
-                .on_update(move |_, _, new| {
+                .on_update(move |_, new, _| {
                     watch_log.push(format!("w update {} rv{}", name(&new), rv(&new)));
                     async { Ok(()) }
                 }),
         );
         let log = log.clone();
-        c.add_reconciler(
+        c.erased().add_reconciler(
             KIND,
-            ReconcilerFn::<ConfigMap, _>::new(move |ctx, request| {
+            DynReconcilerFn::<ConfigMap, _>::new(move |request, ctx| {
                 log.push(format!(
                     "r {} {} rv{}",
                     request.action,

@@ -10,7 +10,7 @@ use kube::runtime::watcher::Event;
 
 use super::cache::{InformerCache, Observed};
 use super::watch_errors::WatchErrorLog;
-use super::{Decode, InformerEvent, InformerOptions, RawEvents, SyncedFlag};
+use super::{Decode, InformerEvent, ListWatchOptions, RawEvents, SyncedFlag};
 use crate::metrics::KindMetrics;
 use crate::object::{ObjectKey, SharedObject, as_undecodable, share};
 use crate::sharding::server_side::ShardScope;
@@ -20,7 +20,7 @@ use crate::store::cache::SharedCache;
 #[allow(clippy::too_many_arguments)] // One call site per informer constructor.
 pub(super) fn informer_events(
     raw: RawEvents,
-    options: InformerOptions,
+    options: ListWatchOptions,
     decode: Decode,
     kind: String,
     synced: SyncedFlag,
@@ -38,7 +38,7 @@ pub(super) fn informer_events(
 #[allow(clippy::too_many_arguments)] // Two call sites.
 pub(super) fn informer_events_served(
     raw: RawEvents,
-    options: InformerOptions,
+    options: ListWatchOptions,
     decode: Decode,
     kind: String,
     synced: SyncedFlag,
@@ -79,7 +79,7 @@ struct InformerState {
     out: Vec<InformerEvent>,
     resync: Option<tokio::time::Interval>,
     decode: Decode,
-    options: InformerOptions,
+    options: ListWatchOptions,
     kind: String,
     synced: SyncedFlag,
     metrics: KindMetrics,

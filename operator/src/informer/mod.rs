@@ -21,7 +21,7 @@
 //!   filtered to shard slots (a shared informer of a sharded kind, see
 //!   [`sharding`](crate::sharding#server-side-selection)) forgets, without an event, the absent
 //!   objects outside those slots (they left the replica's range; they were not deleted);
-//! - with [`InformerOptions::resync_interval`], every cached object as [`InformerEvent::Resync`]
+//! - with [`ListWatchOptions::resync_interval`], every cached object as [`InformerEvent::Resync`]
 //!   on each tick (watchers see `update(obj, obj)`, reconcilers `Resynced`). Ticks missed while the
 //!   consumer did not pull (backpressure) are not replayed: one resync, then a period later.
 //!
@@ -46,8 +46,8 @@
 //! # Memory
 //!
 //! Before caching, `metadata.managedFields` is dropped (about half of the metadata, never needed by
-//! handlers) unless [`InformerOptions::keep_managed_fields`] is set, and then the optional
-//! [`InformerOptions::transform`] runs. Objects are shared (`Arc`) between the cache, queued events
+//! handlers) unless [`ListWatchOptions::keep_managed_fields`] is set, and then the optional
+//! [`ListWatchOptions::transform`] runs. Objects are shared (`Arc`) between the cache, queued events
 //! and handlers, never deep-copied.
 //!
 //! # Backpressure
@@ -81,7 +81,7 @@ use crate::store::cache::SharedCache;
 use crate::store::{InformerEvent, SyncedFlag};
 
 use self::events::{informer_events, informer_events_served};
-pub use self::options::{InformerOptions, Transform};
+pub use self::options::{ListWatchOptions, Transform};
 
 /// Group, version and kind of an informer's objects, for spans.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -114,7 +114,7 @@ pub struct Informer {
 
 impl Informer {
     /// An informer of the typed kind `K` (a derived custom resource or a k8s-openapi type).
-    pub fn new<K>(client: Client, options: InformerOptions) -> Self
+    pub fn new<K>(client: Client, options: ListWatchOptions) -> Self
     where
         K: kube::Resource
             + DeserializeOwned
@@ -130,7 +130,7 @@ impl Informer {
     }
 
     /// An informer of an untyped kind; handlers get `DynamicObject`s.
-    pub fn dynamic(client: Client, resource: ApiResource, options: InformerOptions) -> Self {
+    pub fn dynamic(client: Client, resource: ApiResource, options: ListWatchOptions) -> Self {
         let decode: Decode = Arc::new(|object: DynamicObject| Ok(share(object)));
         Self::watching(client, resource, options, decode)
     }
@@ -161,7 +161,7 @@ impl Informer {
         events: impl futures::Stream<Item = Result<Event<DynamicObject>, watcher::Error>>
         + Send
         + 'static,
-        options: InformerOptions,
+        options: ListWatchOptions,
     ) -> Self
     where
         K: kube::Resource
@@ -209,7 +209,7 @@ impl Informer {
         decode: Decode,
         scope: Arc<ShardScope>,
     ) -> Self {
-        let mut options = InformerOptions::default();
+        let mut options = ListWatchOptions::default();
         if let Some(period) = resync {
             options = options.resync_interval(period);
         }
@@ -264,7 +264,7 @@ impl Informer {
     fn watching(
         client: Client,
         resource: ApiResource,
-        options: InformerOptions,
+        options: ListWatchOptions,
         decode: Decode,
     ) -> Self {
         let api: Api<DynamicObject> = match &options.namespace {
@@ -282,7 +282,7 @@ impl Informer {
         api: Api<DynamicObject>,
         resource: &ApiResource,
         config: watcher::Config,
-        options: InformerOptions,
+        options: ListWatchOptions,
         decode: Decode,
         scope: Option<Arc<ShardScope>>,
     ) -> Self {

@@ -1,4 +1,5 @@
-//! [`InformerOptions`]: what one informer lists and watches, and how it caches.
+//! [`ListWatchOptions`]: what one [`Informer`](super::Informer) built from a client lists and
+//! watches, and how it caches.
 
 use std::fmt;
 use std::sync::Arc;
@@ -10,9 +11,14 @@ use kube::runtime::watcher;
 /// A transform applied to each object before it is decoded and cached.
 pub type Transform = Arc<dyn Fn(&mut DynamicObject) + Send + Sync>;
 
-/// Options of one informer; `InformerOptions::default()` watches all namespaces.
+/// What one [`Informer`](super::Informer) built by [`Informer::new`](super::Informer::new) or
+/// [`Informer::dynamic`](super::Informer::dynamic) lists and watches (namespace, selectors,
+/// pages) and how it caches (resync, managed fields, a transform of the raw object);
+/// `ListWatchOptions::default()` watches all namespaces. A kind registered with
+/// [`InformerController::kind`](crate::InformerController::kind) takes kube's `watcher::Config`
+/// and the [`InformerOptions<K>`](crate::InformerOptions) of the shared informers instead.
 #[derive(Clone, Default)]
-pub struct InformerOptions {
+pub struct ListWatchOptions {
     pub(super) namespace: Option<String>,
     label_selector: Option<String>,
     field_selector: Option<String>,
@@ -24,7 +30,7 @@ pub struct InformerOptions {
     pub(super) transform: Option<Transform>,
 }
 
-impl InformerOptions {
+impl ListWatchOptions {
     /// Watches only `namespace` (leave unset for cluster-scoped kinds).
     #[must_use]
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
@@ -110,9 +116,9 @@ impl InformerOptions {
     }
 }
 
-impl fmt::Debug for InformerOptions {
+impl fmt::Debug for ListWatchOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("InformerOptions")
+        f.debug_struct("ListWatchOptions")
             .field("namespace", &self.namespace)
             .field("label_selector", &self.label_selector)
             .field("field_selector", &self.field_selector)

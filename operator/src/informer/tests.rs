@@ -72,7 +72,7 @@ async fn undecodable_objects_are_reported_delivered_raw_and_the_list_still_syncs
     ]);
     let mut events = informer_events(
         raw,
-        InformerOptions::default(),
+        ListWatchOptions::default(),
         typed_decoder::<ConfigMap>(),
         "ConfigMap".into(),
         synced.clone(),
@@ -125,7 +125,7 @@ async fn resync_reemits_every_cached_object_on_each_tick() {
         Event::InitApply(raw_cm("b", "2", serde_json::json!({}))),
         Event::InitDone,
     ]);
-    let options = InformerOptions::default()
+    let options = ListWatchOptions::default()
         .resync_interval(Duration::from_secs(30))
         .keep_managed_fields()
         .transform(|object| {
@@ -189,7 +189,7 @@ async fn a_raw_watch_stream_goes_through_the_cache_and_syncs_after_its_first_lis
     let informer = Informer::from_watch_stream::<ConfigMap>(
         KindInfo::default(),
         raw,
-        InformerOptions::default(),
+        ListWatchOptions::default(),
     );
     let synced = informer.synced();
     assert!(!synced.is_synced(), "not before the first list");

@@ -74,7 +74,7 @@ pub use self::traits::{
     ApplyCleanup, ApplyCleanupFns, ApplyCleanupReconciler, ReconcileFn, Reconciler, Watcher,
     apply_cleanup, reconciler_fn,
 };
-use self::traits::{Erased, ErasedReconciler};
+pub(crate) use self::traits::{Erased, ErasedReconciler};
 
 /// A kind registered with one controller; see the [module docs](self). Cheap to clone. `C` is the
 /// user data handlers attached through it get in their [`Context`](crate::Context).
@@ -113,9 +113,9 @@ impl<K, C> fmt::Debug for KindHandle<K, C> {
 }
 
 /// A registered handler or trigger. [`remove`](Self::remove) detaches it; dropping the handle
-/// does not (the handler stays for the controller's life). When nothing uses an informer any more
-/// (no handler, trigger, store or kind handle), its watch stops.
-#[must_use = "dropping a HandlerHandle keeps the handler; call remove() to detach it"]
+/// does not (the handler stays for the controller's life), so it is not `#[must_use]`: attach
+/// and forget is the common case. When nothing uses an informer any more (no handler, trigger,
+/// store or kind handle), its watch stops.
 pub struct HandlerHandle {
     runtime: Arc<KindRuntime>,
     token: u64,
@@ -359,6 +359,72 @@ where
             options,
         )?;
         Ok(self.attach(self.runtime.add_reconciler(Arc::new(wrapped))))
+    }
+
+    /// Adds a reconciler written as a closure `Fn(ReconcileRequest<K>, Context<C>) -> impl Future`
+    /// inside an [`OpinionatedReconciler`], as [`reconcile_opinionated`](Self::reconcile_opinionated)
+    /// does. The closure's argument types come from the handle, so it needs no annotations
+    /// (`reconcile_opinionated(reconciler_fn(|request, ctx| ..))` cannot infer them: E0282).
+    ///
+    /// ```no_run
+    /// # fn demo(config_maps: kubeapp_operator::KindHandle<k8s_openapi::api::core::v1::ConfigMap>)
+    /// # -> Result<(), Box<dyn std::error::Error>> {
+    /// use kubeapp_operator::{OpinionatedOptions, ReconcileAction, ReconcileResult};
+    ///
+    /// let _reconciler = config_maps.reconcile_opinionated_fn(
+    ///     |request, ctx| async move {
+    ///         if request.action != ReconcileAction::Deleted {
+    ///             let name = request.object.metadata.name.clone().unwrap_or_default();
+    ///             tracing::info!(%name, attempt = ctx.attempt(), "reconciled");
+    ///         }
+    ///         Ok(ReconcileResult::done())
+    ///     },
+    ///     OpinionatedOptions::default(),
+    /// )?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// When the finalizer name of `options` is invalid.
+    pub fn reconcile_opinionated_fn<F, Fut>(
+        &self,
+        f: F,
+        options: OpinionatedOptions,
+    ) -> Result<HandlerHandle, FinalizerNameError>
+    where
+        F: Fn(crate::ReconcileRequest<K>, crate::Context<C>) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<crate::ReconcileResult, crate::ReconcileError>>
+            + Send,
+    {
+        self.reconcile_opinionated(reconciler_fn(f), options)
+    }
+
+    /// An empty [`WatcherFns`] for this kind and context: closures set on it get their argument
+    /// types from the handle, so they need no annotations (`WatcherFns::new()` alone leaves `K`
+    /// to be inferred after the closures are checked: E0282 as soon as one reads the object).
+    /// Attach it with [`watch`](Self::watch) or [`watch_opinionated`](Self::watch_opinionated).
+    ///
+    /// ```no_run
+    /// # fn demo(config_maps: kubeapp_operator::KindHandle<k8s_openapi::api::core::v1::ConfigMap>)
+    /// # -> Result<(), Box<dyn std::error::Error>> {
+    /// use kubeapp_operator::OpinionatedOptions;
+    ///
+    /// let watcher = config_maps
+    ///     .watcher_fns()
+    ///     .on_add(|cm, _ctx| async move {
+    ///         tracing::info!(name = ?cm.metadata.name, "added");
+    ///         Ok(())
+    ///     })
+    ///     .on_delete(|cm, ctx| async move {
+    ///         tracing::info!(name = ?cm.metadata.name, attempt = ctx.attempt(), "deleted");
+    ///         Ok(())
+    ///     });
+    /// let _watcher = config_maps.watch_opinionated(watcher, OpinionatedOptions::default())?;
+    /// # Ok(()) }
+    /// ```
+    pub fn watcher_fns(&self) -> WatcherFns<K, C> {
+        WatcherFns::new()
     }
 
     /// Adds a kube-rs-style reconciler: `apply` for every live state, `cleanup` before the

@@ -232,7 +232,7 @@ where
     C: Send + Sync + 'static,
     W: Watcher<K, C>,
 {
-    async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+    async fn add(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
         let made;
         match view_owned::<K>(object)? {
             Some(object) => self.inner.add(object, context_for!(self, ctx, made)).await,
@@ -242,9 +242,9 @@ where
 
     async fn update(
         &self,
-        ctx: &HandlerContext,
         old: SharedObject,
         new: SharedObject,
+        ctx: &HandlerContext,
     ) -> Result<(), BoxError> {
         let made;
         match view_change_owned::<K>(old, new)? {
@@ -257,7 +257,7 @@ where
         }
     }
 
-    async fn delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+    async fn delete(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
         let made;
         match view_owned::<K>(object)? {
             Some(object) => {
@@ -269,7 +269,7 @@ where
         }
     }
 
-    async fn sync(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+    async fn sync(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
         let made;
         match view_owned::<K>(object)? {
             Some(object) => self.inner.sync(object, context_for!(self, ctx, made)).await,
@@ -290,8 +290,8 @@ where
 {
     async fn reconcile(
         &self,
-        ctx: &HandlerContext,
         request: ReconcileRequest,
+        ctx: &HandlerContext,
     ) -> Result<ReconcileResult, ReconcileError> {
         let Some(object) = view_owned::<K>(request.object)? else {
             return Ok(ReconcileResult::done());

@@ -1,7 +1,7 @@
 //! Opinionated wrappers: finalizers that make operator downtime safe.
 //!
-//! [`OpinionatedWatcher`] wraps any [`DynWatcher`](crate::DynWatcher) and [`OpinionatedReconciler`]
-//! wraps any [`DynReconciler`](crate::DynReconciler), typed or untyped. They put a finalizer on every
+//! [`OpinionatedWatcher`] wraps any [`DynWatcher`](crate::erased::DynWatcher) and [`OpinionatedReconciler`]
+//! wraps any [`DynReconciler`](crate::erased::DynReconciler), typed or untyped. They put a finalizer on every
 //! object they handle, so that Kubernetes cannot finish a deletion before the operator has seen
 //! it, and they use the finalizer at start-up to tell objects already handled from new ones.
 //!
@@ -92,7 +92,8 @@
 //!
 //! One finalizer, no in-progress one. Checked in this order:
 //! - a retry whose downstream call already succeeded only re-tries the finalizer patch that
-//!   failed (noted in the request's state under [`STATE_KEY`]);
+//!   failed (noted in the request's [`ReconcileState`](crate::ReconcileState), out of the wrapped
+//!   reconciler's reach);
 //! - the watch's Delete event: dropped when `Deleted` was delivered at `deletionTimestamp`,
 //!   otherwise delivered as `Deleted` once;
 //! - being deleted with our finalizer: downstream `Deleted`, then the finalizer is removed (a
@@ -209,25 +210,25 @@
 //! ```no_run
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kubeapp_operator::opinionated::{OpinionatedOptions, OpinionatedWatcher, opinionated_dequeue_policy};
-//! use kubeapp_operator::watcher::DynWatcherFns;
+//! use kubeapp_operator::erased::DynWatcherFns;
 //! use kubeapp_operator::{ControllerConfig, Informer, InformerController};
-//! use kubeapp_operator::informer::InformerOptions;
+//! use kubeapp_operator::informer::ListWatchOptions;
 //!
 //! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! let controller = InformerController::new(
 //!     ControllerConfig::default().dequeue_policy(Some(opinionated_dequeue_policy())),
 //! );
-//! controller.add_informer("configmaps", Informer::new::<ConfigMap>(client.clone(), InformerOptions::default()));
+//! controller.erased().add_informer("configmaps", Informer::new::<ConfigMap>(client.clone(), ListWatchOptions::default()));
 //! let watcher = DynWatcherFns::<ConfigMap>::new()
-//!     .on_add(|_ctx, cm| async move { tracing::info!(name = ?cm.metadata.name, "add"); Ok(()) })
-//!     .on_delete(|_ctx, cm| async move { tracing::info!(name = ?cm.metadata.name, "delete"); Ok(()) });
+//!     .on_add(|cm, _ctx| async move { tracing::info!(name = ?cm.metadata.name, "add"); Ok(()) })
+//!     .on_delete(|cm, _ctx| async move { tracing::info!(name = ?cm.metadata.name, "delete"); Ok(()) });
 //! let watcher = OpinionatedWatcher::for_kind::<ConfigMap>(
 //!     client,
 //!     watcher,
 //!     OpinionatedOptions::default().finalizer("example.dev/configmaps-finalizer"),
 //! )?;
 //! assert_eq!(watcher.finalizers().in_progress(), "core.kubeapp.dev/operator-configmaps-v1-wip");
-//! controller.add_watcher("configmaps", watcher);
+//! controller.erased().add_watcher("configmaps", watcher);
 //! controller.run(kubeapp_operator::CancellationToken::new()).await?;
 //! # Ok(())
 //! # }
@@ -259,7 +260,7 @@ pub use self::finalizer::{
     default_finalizer, default_in_progress_finalizer, finalizer_prefix, legacy_finalizers,
     validate_finalizer,
 };
-pub use self::reconciler::{OpinionatedReconciler, STATE_KEY};
+pub use self::reconciler::OpinionatedReconciler;
 pub use self::watcher::OpinionatedWatcher;
 
 use self::finalizer::FinalizerPatcher;

@@ -48,7 +48,7 @@
 //!   [module docs](super) apply (`add`, or `sync` when it carries our finalizer from an earlier
 //!   run; the reconciler's `Created` or `Resynced`).
 //!
-//! A custom [`DynWatcher`](crate::DynWatcher) or [`DynReconciler`](crate::DynReconciler) wrapped
+//! A custom [`DynWatcher`](crate::erased::DynWatcher) or [`DynReconciler`](crate::erased::DynReconciler) wrapped
 //! directly (not through the typed adapters) gets the `Undecodable` of an object with a decodable
 //! state as the object, and can read the state from it.
 //!

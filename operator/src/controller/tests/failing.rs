@@ -13,7 +13,7 @@ fn dependent_reconciler(
     healthy: &Arc<AtomicBool>,
 ) -> impl DynReconciler {
     let (log, healthy) = (log.clone(), Arc::clone(healthy));
-    ReconcilerFn::<ConfigMap, _>::new(move |_, _| {
+    DynReconcilerFn::<ConfigMap, _>::new(move |_, _| {
         log.push(format!("{}s", started.elapsed().as_secs()));
         let ok = healthy.load(Ordering::SeqCst);
         async move {
@@ -34,7 +34,8 @@ async fn by_default_a_failing_reconciler_is_retried_every_5_minutes_and_never_gi
     let metrics = metrics();
     let config = ControllerConfig::default().metrics(metrics.clone());
     let h = Harness::start(config, |c| {
-        c.add_reconciler(KIND, dependent_reconciler(&log, started, &healthy));
+        c.erased()
+            .add_reconciler(KIND, dependent_reconciler(&log, started, &healthy));
     });
     h.send(add("a", 1));
     // Retries after 5, 10, 20, 40, 80, 160 s, then every 300 s: far past the Go SDK's last
@@ -79,7 +80,7 @@ async fn by_default_a_failing_watcher_gives_up_on_the_go_sdk_schedule() {
     let config = ControllerConfig::default().metrics(metrics.clone());
     let h = Harness::start(config, |c| {
         let log = log.clone();
-        c.add_watcher(
+        c.erased().add_watcher(
             KIND,
             DynWatcherFns::<ConfigMap>::new().on_add(move |_, _| {
                 log.push(format!("{}s", started.elapsed().as_secs()));
@@ -110,7 +111,7 @@ async fn the_failing_gauges_follow_each_object_from_its_first_failure_to_its_rec
         .retry_policy(RetryPolicy::exponential(Duration::from_secs(10), 10))
         .metrics(metrics.clone());
     let h = Harness::start(config, |c| {
-        c.add_reconciler(
+        c.erased().add_reconciler(
             KIND,
             logging_reconciler("r", &log, |request, attempt| {
                 if name(&request.object) == "a" && attempt >= 3 {

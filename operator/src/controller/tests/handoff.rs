@@ -13,9 +13,9 @@ async fn a_burst_after_an_idle_period_runs_on_as_many_workers_as_allowed() {
     let config = ControllerConfig::default().max_concurrent_workers(WORKERS);
     let h = Harness::start(config, |c| {
         let log = log.clone();
-        c.add_watcher(
+        c.erased().add_watcher(
             KIND,
-            DynWatcherFns::<ConfigMap>::new().on_add(move |_ctx, obj| {
+            DynWatcherFns::<ConfigMap>::new().on_add(move |obj, _ctx| {
                 let (log, barrier) = (log.clone(), barrier.clone());
                 async move {
                     let name = name(&obj).to_string();

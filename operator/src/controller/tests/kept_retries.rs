@@ -14,7 +14,7 @@ async fn a_kept_watcher_retry_and_the_newer_events_retry_both_run_in_event_order
     let config = ControllerConfig::default()
         .retry_policy(RetryPolicy::exponential(Duration::from_secs(10), 3));
     let h = Harness::start(config, |c| {
-        c.add_watcher(
+        c.erased().add_watcher(
             KIND,
             logging_watcher("w", &log, |_, _, attempt| {
                 if attempt == 0 {
@@ -51,7 +51,7 @@ async fn a_newer_watcher_retry_waits_for_the_kept_older_one_even_when_due_first(
         .dequeue_policy(Some(never_dequeue()))
         .retry_policy(RetryPolicy::exponential(Duration::from_secs(10), 3));
     let h = Harness::start(config, |c| {
-        c.add_watcher(
+        c.erased().add_watcher(
             KIND,
             logging_watcher("w", &log, |_, cm, attempt| {
                 // rv1 fails twice (retried after 10 s, then 20 s), rv2 once (after 10 s).
@@ -88,7 +88,7 @@ async fn a_kept_reconcile_retry_survives_a_newer_failure_as_one_request_with_the
     let config = ControllerConfig::default()
         .retry_policy(RetryPolicy::exponential(Duration::from_secs(10), 3));
     let h = Harness::start(config, |c| {
-        c.add_reconciler(
+        c.erased().add_reconciler(
             KIND,
             logging_reconciler("r", &log, |_, attempt| {
                 if attempt == 0 {
@@ -123,7 +123,7 @@ async fn a_kept_reconcile_retry_runs_with_the_newest_object_after_a_newer_event_
     let config = ControllerConfig::default()
         .retry_policy(RetryPolicy::exponential(Duration::from_secs(10), 3));
     let h = Harness::start(config, |c| {
-        c.add_reconciler(
+        c.erased().add_reconciler(
             KIND,
             logging_reconciler("r", &log, |request, attempt| {
                 if rv(&request.object) == "1" && attempt == 0 {
@@ -159,7 +159,7 @@ async fn a_handlers_retries_per_object_are_bounded_and_the_excess_is_counted_as_
         .retry_policy(RetryPolicy::exponential(Duration::from_secs(3600), 5))
         .metrics(metrics.clone());
     let h = Harness::start(config, |c| {
-        c.add_watcher(
+        c.erased().add_watcher(
             KIND,
             logging_watcher("w", &log, |_, _, _| Err(fail("always fails"))),
         );

@@ -8,7 +8,7 @@ async fn frequent_updates_with_long_requeues_leave_no_sleeping_tasks_behind() {
     const UPDATES: u32 = 200;
     let log = Log::new();
     let h = Harness::start(ControllerConfig::default(), |c| {
-        c.add_reconciler(
+        c.erased().add_reconciler(
             KIND,
             logging_reconciler("r", &log, |_, _| {
                 Ok(ReconcileResult::requeue_after(Duration::from_secs(3600)))

@@ -28,7 +28,7 @@ async fn a_consumer_that_paused_for_several_periods_gets_one_resync_then_one_per
     let period = Duration::from_secs(10);
     let mut events = informer_events(
         raw,
-        InformerOptions::default().resync_interval(period),
+        ListWatchOptions::default().resync_interval(period),
         typed_decoder::<ConfigMap>(),
         "ConfigMap".into(),
         SyncedFlag::new(false),

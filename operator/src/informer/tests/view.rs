@@ -1,22 +1,23 @@
 //! The informer's events as typed handlers see them: every object as the sequence of its
 //! decodable states (see [`view`](crate::view)), through the informer's decoding, cache, re-list
-//! diff and resync, for each typed adapter.
+//! diff and resync, for each typed handler: a [`KindHandle`](crate::KindHandle)'s `Watcher` and
+//! `Reconciler` (as erased for the controller) and the erased layer's closure forms.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
+use crate::context::{Context, HandlerEnv};
 use crate::handler::{BoxError, HandlerContext};
+use crate::kind::{Erased, ErasedReconciler, Reconciler, Watcher};
 use crate::reconciler::{
-    DynReconciler, ReconcileError, ReconcileRequest, ReconcileResult, ReconcilerFn,
-    TypedReconcileRequest, TypedReconciler, typed_reconciler,
+    DynReconciler, DynReconcilerFn, ReconcileError, ReconcileRequest, ReconcileResult,
 };
-use crate::watcher::{DynWatcher, DynWatcherFns, TypedWatcher, typed_watcher};
+use crate::watcher::{DynWatcher, DynWatcherFns};
 
 /// A ConfigMap whose one data value is `rv`: a string decodes, a number does not (ConfigMap
 /// data values are strings).
@@ -60,19 +61,26 @@ fn push(log: &Log, entry: String) {
     log.lock().expect("lock").push(entry);
 }
 
+/// What a kind's typed handlers write with, on a client that reaches nothing (these handlers
+/// write nothing).
+fn env() -> Arc<HandlerEnv> {
+    let url = "http://127.0.0.1:9".parse().expect("url");
+    let client = kube::Client::try_from(kube::Config::new(url)).expect("client");
+    Arc::new(HandlerEnv::detached(client, "view-tests"))
+}
+
 struct Watching(Log);
 
-#[async_trait]
-impl TypedWatcher<ConfigMap> for Watching {
-    async fn add(&self, _: &HandlerContext, o: Arc<ConfigMap>) -> Result<(), BoxError> {
+impl Watcher<ConfigMap> for Watching {
+    async fn add(&self, o: Arc<ConfigMap>, _: &Context) -> Result<(), BoxError> {
         push(&self.0, format!("add {}", label(&o)));
         Ok(())
     }
     async fn update(
         &self,
-        _: &HandlerContext,
         old: Arc<ConfigMap>,
         new: Arc<ConfigMap>,
+        _: &Context,
     ) -> Result<(), BoxError> {
         push(
             &self.0,
@@ -80,11 +88,11 @@ impl TypedWatcher<ConfigMap> for Watching {
         );
         Ok(())
     }
-    async fn delete(&self, _: &HandlerContext, o: Arc<ConfigMap>) -> Result<(), BoxError> {
+    async fn delete(&self, o: Arc<ConfigMap>, _: &Context) -> Result<(), BoxError> {
         push(&self.0, format!("delete {}", label(&o)));
         Ok(())
     }
-    async fn sync(&self, _: &HandlerContext, o: Arc<ConfigMap>) -> Result<(), BoxError> {
+    async fn sync(&self, o: Arc<ConfigMap>, _: &Context) -> Result<(), BoxError> {
         push(&self.0, format!("sync {}", label(&o)));
         Ok(())
     }
@@ -94,22 +102,22 @@ impl TypedWatcher<ConfigMap> for Watching {
 fn closures(log: &Log) -> DynWatcherFns<ConfigMap> {
     let (add, update, delete, sync) = (log.clone(), log.clone(), log.clone(), log.clone());
     DynWatcherFns::new()
-        .on_add(move |_, o| {
+        .on_add(move |o, _| {
             push(&add, format!("add {}", label(&o)));
             async { Ok(()) }
         })
-        .on_update(move |_, old, new| {
+        .on_update(move |old, new, _| {
             push(
                 &update,
                 format!("update {} -> {}", label(&old), label(&new)),
             );
             async { Ok(()) }
         })
-        .on_delete(move |_, o| {
+        .on_delete(move |o, _| {
             push(&delete, format!("delete {}", label(&o)));
             async { Ok(()) }
         })
-        .on_sync(move |_, o| {
+        .on_sync(move |o, _| {
             push(&sync, format!("sync {}", label(&o)));
             async { Ok(()) }
         })
@@ -117,12 +125,11 @@ fn closures(log: &Log) -> DynWatcherFns<ConfigMap> {
 
 struct Reconciling(Log);
 
-#[async_trait]
-impl TypedReconciler<ConfigMap> for Reconciling {
+impl Reconciler<ConfigMap> for Reconciling {
     async fn reconcile(
         &self,
-        _: &HandlerContext,
-        request: TypedReconcileRequest<ConfigMap>,
+        request: ReconcileRequest<ConfigMap>,
+        _: &Context,
     ) -> Result<ReconcileResult, ReconcileError> {
         push(
             &self.0,
@@ -146,7 +153,7 @@ async fn informer_events_of(
         .boxed();
     let events = informer_events(
         raw,
-        InformerOptions::default().resync_interval(Duration::from_secs(30)),
+        ListWatchOptions::default().resync_interval(Duration::from_secs(30)),
         typed_decoder::<ConfigMap>(),
         "ConfigMap".into(),
         SyncedFlag::new(false),
@@ -162,10 +169,10 @@ async fn informer_events_of(
 
 async fn dispatch(watcher: &dyn DynWatcher, ctx: &HandlerContext, event: &InformerEvent) {
     let result = match event {
-        InformerEvent::Add(object) => watcher.add(ctx, object.clone()).await,
-        InformerEvent::Update { old, new } => watcher.update(ctx, old.clone(), new.clone()).await,
-        InformerEvent::Delete(object) => watcher.delete(ctx, object.clone()).await,
-        InformerEvent::Resync(object) => watcher.update(ctx, object.clone(), object.clone()).await,
+        InformerEvent::Add(object) => watcher.add(object.clone(), ctx).await,
+        InformerEvent::Update { old, new } => watcher.update(old.clone(), new.clone(), ctx).await,
+        InformerEvent::Delete(object) => watcher.delete(object.clone(), ctx).await,
+        InformerEvent::Resync(object) => watcher.update(object.clone(), object.clone(), ctx).await,
     };
     result.expect("a typed watcher call");
 }
@@ -225,11 +232,11 @@ async fn typed_handlers_see_every_transition_between_decodable_states_and_nothin
         "update h@7 -> h@7",
     ];
     for (name, log) in [
-        ("typed_watcher", Log::default()),
+        ("Watcher", Log::default()),
         ("DynWatcherFns", Log::default()),
     ] {
-        let watcher: Box<dyn DynWatcher> = if name == "typed_watcher" {
-            Box::new(typed_watcher(Watching(log.clone())))
+        let watcher: Box<dyn DynWatcher> = if name == "Watcher" {
+            Box::new(Erased::new(Watching(log.clone()), Arc::new(()), env()))
         } else {
             Box::new(closures(&log))
         };
@@ -261,14 +268,18 @@ async fn typed_handlers_see_every_transition_between_decodable_states_and_nothin
         "Resynced h@7",
     ];
     for (name, log) in [
-        ("typed_reconciler", Log::default()),
-        ("ReconcilerFn", Log::default()),
+        ("Reconciler", Log::default()),
+        ("DynReconcilerFn", Log::default()),
     ] {
-        let reconciler: Box<dyn DynReconciler> = if name == "typed_reconciler" {
-            Box::new(typed_reconciler(Reconciling(log.clone())))
+        let reconciler: Box<dyn DynReconciler> = if name == "Reconciler" {
+            Box::new(ErasedReconciler(Erased::new(
+                Reconciling(log.clone()),
+                Arc::new(()),
+                env(),
+            )))
         } else {
             let log = log.clone();
-            Box::new(ReconcilerFn::<ConfigMap, _>::new(move |_, request| {
+            Box::new(DynReconcilerFn::<ConfigMap, _>::new(move |request, _| {
                 push(
                     &log,
                     format!("{} {}", request.action, label(&request.object)),
@@ -283,7 +294,7 @@ async fn typed_handlers_see_every_transition_between_decodable_states_and_nothin
                 state: Default::default(),
                 cause: None,
             };
-            assert!(reconciler.reconcile(&ctx, request).await.is_ok(), "{name}");
+            assert!(reconciler.reconcile(request, &ctx).await.is_ok(), "{name}");
         }
         assert_eq!(*log.lock().expect("lock"), reconciled, "{name}");
     }

@@ -60,7 +60,7 @@ async fn kind_handlers_get_the_last_decodable_state_of_an_undecodable_object_and
     let informer = Informer::from_watch_stream::<ConfigMap>(
         KindInfo::default(),
         stream,
-        crate::informer::InformerOptions::default(),
+        crate::informer::ListWatchOptions::default(),
     );
     let config_maps = controller.kind_from_stream::<ConfigMap>(informer, offline_client());
     let log = Log::new();

@@ -19,15 +19,14 @@ use super::undecodable::UndecodableHandler;
 use super::{OpinionatedOptions, mark_error};
 use crate::action::ReconcileAction;
 use crate::handler::HandlerContext;
-use crate::object::{KubeObject, Undecodable, as_undecodable};
+use crate::object::{Undecodable, as_undecodable};
 use crate::reconciler::{
     DynReconciler, ReconcileError, ReconcileRequest, ReconcileResult, ReconcileState,
-    TypedReconciler, TypedReconcilerAdapter, typed_reconciler,
 };
 
 /// The key under which the wrapper keeps its own note in a request's state: which finalizer
 /// patch is left to retry after the downstream call already succeeded.
-pub const STATE_KEY: &str = "kubeapp.dev/opinionated-finalizer";
+pub(crate) const STATE_KEY: &str = "kubeapp.dev/opinionated-finalizer";
 
 /// The longest `Created` waits, after the finalizer patch that precedes it, for the cache to see
 /// that patch: it normally takes milliseconds, and `Created` is correct either way (a write it
@@ -118,7 +117,7 @@ pub(crate) fn decide(
 ) -> ReconcileDecision {
     // Legacy names count as ours; the next patch replaces them.
     let ours = names.is_handled(meta);
-    match state.get(STATE_KEY).and_then(|v| v.as_str()) {
+    match state.note(STATE_KEY) {
         Some(PENDING_REMOVAL) if action != ReconcileAction::Deleted => {
             return ReconcileDecision::RetryPatch { removal: true };
         }
@@ -216,22 +215,6 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
     }
 }
 
-impl<K, T> OpinionatedReconciler<TypedReconcilerAdapter<K, T>>
-where
-    K: KubeObject + kube::Resource,
-    K::DynamicType: Default,
-    T: TypedReconciler<K>,
-{
-    /// Wraps a [`TypedReconciler`] of `K`.
-    pub fn typed(
-        client: Client,
-        reconciler: T,
-        options: OpinionatedOptions,
-    ) -> Result<Self, FinalizerNameError> {
-        Self::for_kind::<K>(client, typed_reconciler(reconciler), options)
-    }
-}
-
 impl<R> fmt::Debug for OpinionatedReconciler<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpinionatedReconciler")
@@ -243,14 +226,7 @@ impl<R> fmt::Debug for OpinionatedReconciler<R> {
 
 /// `state` with the wrapper's note set to `note` (or removed).
 fn noted(mut state: ReconcileState, note: Option<&str>) -> ReconcileState {
-    match note {
-        Some(note) => {
-            state.insert(STATE_KEY.to_string(), serde_json::Value::from(note));
-        }
-        None => {
-            state.remove(STATE_KEY);
-        }
-    }
+    state.set_note(STATE_KEY, note);
     state
 }
 
@@ -399,7 +375,7 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
                     tracing::debug!("Deleted was delivered at deletionTimestamp");
                     return Ok(ReconcileResult::done());
                 }
-                self.inner.reconcile(ctx, request).await
+                self.inner.reconcile(request, ctx).await
             }
             ReconcileDecision::Delete => {
                 let mut result = ReconcileResult::done();
@@ -408,7 +384,7 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
                         action: ReconcileAction::Deleted,
                         ..request.clone()
                     };
-                    result = self.inner.reconcile(ctx, downstream).await?;
+                    result = self.inner.reconcile(downstream, ctx).await?;
                     if result.requeue_after.is_some() {
                         // Not done yet: asked to run again; the finalizer stays until a
                         // Deleted call succeeds without a requeue.
@@ -427,7 +403,7 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
                     action: ReconcileAction::Resynced,
                     ..request.clone()
                 };
-                let result = self.inner.reconcile(ctx, downstream).await?;
+                let result = self.inner.reconcile(downstream, ctx).await?;
                 self.delivered.set(&id, Progress::ADDED);
                 if !self.names.carries_legacy(request.object.metadata()) {
                     return Ok(result);
@@ -464,7 +440,7 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
                     action: ReconcileAction::Created,
                     ..request
                 };
-                let result = self.inner.reconcile(ctx, downstream).await?;
+                let result = self.inner.reconcile(downstream, ctx).await?;
                 self.delivered.set(&id, Progress::ADDED);
                 Ok(result)
             }
@@ -494,7 +470,7 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
                     .apply(ctx, request.object.metadata(), false, add)
                     .await
                     .map_err(ReconcileError::new)?;
-                self.inner.reconcile(ctx, request).await
+                self.inner.reconcile(request, ctx).await
             }
             ReconcileDecision::Pass => {
                 // Seen with our finalizer (a reconciler registered after the object's Created):
@@ -502,7 +478,7 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
                 if self.delivered.get(&id).is_none() {
                     self.delivered.set(&id, Progress::ADDED);
                 }
-                self.inner.reconcile(ctx, request).await
+                self.inner.reconcile(request, ctx).await
             }
         }
     }
@@ -512,8 +488,8 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
 impl<R: DynReconciler> DynReconciler for OpinionatedReconciler<R> {
     async fn reconcile(
         &self,
-        ctx: &HandlerContext,
         request: ReconcileRequest,
+        ctx: &HandlerContext,
     ) -> Result<ReconcileResult, ReconcileError> {
         if let Some(undecodable) = as_undecodable(&request.object) {
             match undecodable.last_decodable() {

@@ -153,7 +153,7 @@ fn a_noted_patch_is_retried_without_calling_downstream_again() {
         decide(Created, &meta(&[], false), &add, &ours(), Nothing, false),
         ReconcileDecision::RetryPatch { removal: false }
     );
-    assert!(!noted(add, None).contains_key(STATE_KEY));
+    assert_eq!(noted(add, None).note(STATE_KEY), None);
 }
 
 /// Defect 0 for the reconciler: before any `Created` succeeded (it failed and waits for its

@@ -21,13 +21,13 @@ use super::progress::{Progress, ProgressMap, incarnation};
 use super::undecodable::UndecodableHandler;
 use super::{OpinionatedOptions, mark_error};
 use crate::handler::{BoxError, HandlerContext};
-use crate::object::{KubeObject, SharedObject, Undecodable, as_undecodable};
-use crate::watcher::{DynWatcher, TypedWatcher, TypedWatcherAdapter, typed_watcher};
+use crate::object::{SharedObject, Undecodable, as_undecodable};
+use crate::watcher::DynWatcher;
 
 /// A [`DynWatcher`] wrapper that makes downtime safe with finalizers; see the [module docs](super).
 ///
 /// Register it like any watcher:
-/// `controller.add_watcher("widgets", OpinionatedWatcher::for_kind::<Widget>(client, my_watcher, OpinionatedOptions::default())?)`.
+/// `controller.erased().add_watcher("widgets", OpinionatedWatcher::for_kind::<Widget>(client, my_watcher, OpinionatedOptions::default())?)`.
 pub struct OpinionatedWatcher<W> {
     inner: W,
     names: FinalizerNames,
@@ -87,22 +87,6 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
     }
 }
 
-impl<K, T> OpinionatedWatcher<TypedWatcherAdapter<K, T>>
-where
-    K: KubeObject + kube::Resource,
-    K::DynamicType: Default,
-    T: TypedWatcher<K>,
-{
-    /// Wraps a [`TypedWatcher`] of `K`.
-    pub fn typed(
-        client: Client,
-        watcher: T,
-        options: OpinionatedOptions,
-    ) -> Result<Self, FinalizerNameError> {
-        Self::for_kind::<K>(client, typed_watcher(watcher), options)
-    }
-}
-
 impl<W> fmt::Debug for OpinionatedWatcher<W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpinionatedWatcher")
@@ -155,7 +139,7 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
         if self.progress.delete_handled(&id) {
             tracing::debug!("delete already handled; only releasing the object");
         } else {
-            self.inner.delete(ctx, object.clone()).await?;
+            self.inner.delete(object.clone(), ctx).await?;
             self.progress.set(&id, Progress::DeleteHandled);
         }
         self.patch(
@@ -213,7 +197,7 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
                         return Ok(());
                     }
                 }
-                self.inner.add(ctx, object.clone()).await?;
+                self.inner.add(object.clone(), ctx).await?;
                 // Until an event shows the spec unchanged since, or delivers the change as
                 // `update(object, newest)`: see the progress module.
                 self.progress.set(
@@ -266,7 +250,7 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
         if !swap_seen {
             self.complete_add(ctx, new.clone()).await?;
         }
-        self.inner.update(ctx, saw, new.clone()).await?;
+        self.inner.update(saw, new.clone(), ctx).await?;
         // Until an event shows our finalizer, further spec changes can still arrive in events
         // that look like an add in progress (gen2+wip -> gen3+wip): keep comparing them with
         // what the handler saw last, so each reaches `update` instead of the add path.
@@ -294,7 +278,7 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
         );
         self.complete_add(ctx, new.clone()).await?;
         if added && changed(old.as_ref(), new.as_ref()) {
-            self.inner.update(ctx, old, new).await?;
+            self.inner.update(old, new, ctx).await?;
         }
         Ok(())
     }
@@ -309,7 +293,7 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
             AddDecision::Delete => self.handle_deletion(ctx, object).await,
             AddDecision::IgnoreDeleting => Ok(()),
             AddDecision::Sync { drop_in_progress } => {
-                self.inner.sync(ctx, object.clone()).await?;
+                self.inner.sync(object.clone(), ctx).await?;
                 self.progress
                     .set(&incarnation(object.as_ref()), Progress::ADDED);
                 if drop_in_progress {
@@ -361,7 +345,7 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
                 Ok(())
             }
             UpdateDecision::CompleteAdd => self.complete_add_or_update(ctx, old, new).await,
-            UpdateDecision::Update => self.inner.update(ctx, old, new).await,
+            UpdateDecision::Update => self.inner.update(old, new, ctx).await,
         }
     }
 
@@ -397,7 +381,7 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
             // Never held by our finalizer long enough for us to see the deletion (its add never
             // completed, or someone removed our finalizers): the delete is still delivered once.
             // (An undecodable last state reaches a typed handler as its last decodable one.)
-            _ => self.inner.delete(ctx, object).await,
+            _ => self.inner.delete(object, ctx).await,
         }
     }
 }
@@ -411,7 +395,7 @@ fn never_decoded(object: &SharedObject) -> Option<Arc<Undecodable>> {
 
 #[async_trait]
 impl<W: DynWatcher> DynWatcher for OpinionatedWatcher<W> {
-    async fn add(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+    async fn add(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
         if let Some(undecodable) = never_decoded(&object) {
             let span = wrapper_span!("opinionated-watcher-add", self, object, "undecodable");
             let result = self
@@ -436,9 +420,9 @@ impl<W: DynWatcher> DynWatcher for OpinionatedWatcher<W> {
 
     async fn update(
         &self,
-        ctx: &HandlerContext,
         old: SharedObject,
         new: SharedObject,
+        ctx: &HandlerContext,
     ) -> Result<(), BoxError> {
         if let Some(undecodable) = never_decoded(&new) {
             let span = wrapper_span!("opinionated-watcher-update", self, new, "undecodable");
@@ -452,7 +436,7 @@ impl<W: DynWatcher> DynWatcher for OpinionatedWatcher<W> {
         if never_decoded(&old).is_some() {
             // The first decodable state (the informer reports it as an Add; an event source that
             // does not is handled alike): the add path, by the object's finalizers.
-            return self.add(ctx, new).await;
+            return self.add(new, ctx).await;
         }
         if let Some(undecodable) = as_undecodable(&new) {
             self.undecodable.kept(&undecodable).await;
@@ -468,7 +452,7 @@ impl<W: DynWatcher> DynWatcher for OpinionatedWatcher<W> {
         result
     }
 
-    async fn delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+    async fn delete(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
         let span = wrapper_span!("opinionated-watcher-delete", self, object, "delete-event");
         let result = self.run_delete(ctx, object).instrument(span.clone()).await;
         mark_error(&span, &result);
@@ -477,8 +461,8 @@ impl<W: DynWatcher> DynWatcher for OpinionatedWatcher<W> {
 
     /// The wrapper decides itself when the wrapped watcher's `sync` runs; a direct call is passed
     /// through.
-    async fn sync(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
-        self.inner.sync(ctx, object).await
+    async fn sync(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
+        self.inner.sync(object, ctx).await
     }
 }
 
