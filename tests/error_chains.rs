@@ -370,7 +370,7 @@ fn operator_errors(errors: &mut Errors) {
     errors.add(MetricsRegistryError::Metrics(metrics_error()));
     errors.add(MetricSetError::Create {
         set: "Orders",
-        source: metrics_error(),
+        source: Box::new(metrics_error()),
     });
     errors.add(MetricSetError::Clash {
         set: "Orders",

@@ -34,6 +34,8 @@ pub struct ComponentMetrics {
 
 /// Made once per registry by `MetricsRegistry::set`.
 impl MetricSet for ComponentMetrics {
+    type Error = MetricsError;
+
     fn create(prefix: Option<&str>) -> Result<Self, MetricsError> {
         let prefix = prefix.unwrap_or("");
         let counter = |name: &str, help: &str, labels: &[&str]| {

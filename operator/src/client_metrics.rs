@@ -231,6 +231,8 @@ pub fn instrumented_client(
 /// Created by a [`MetricsRegistry`](crate::MetricsRegistry) as its
 /// [`client`](crate::MetricsRegistry::client) set.
 impl crate::metric_registration::MetricSet for ClientMetrics {
+    type Error = MetricsError;
+
     fn create(prefix: Option<&str>) -> Result<Self, MetricsError> {
         Self::unregistered(prefix)
     }

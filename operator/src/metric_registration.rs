@@ -17,7 +17,7 @@ use prometheus::core::Collector;
 /// so can a user's.
 ///
 /// ```
-/// use kubeapp_operator::metrics::{MetricSet, MetricsError};
+/// use kubeapp_operator::metrics::MetricSet;
 /// use prometheus::core::Collector;
 /// use prometheus::{IntCounter, Opts};
 ///
@@ -27,10 +27,12 @@ use prometheus::core::Collector;
 /// }
 ///
 /// impl MetricSet for Orders {
-///     fn create(prefix: Option<&str>) -> Result<Self, MetricsError> {
+///     type Error = prometheus::Error;
+///
+///     fn create(prefix: Option<&str>) -> Result<Self, prometheus::Error> {
 ///         let opts = Opts::new("orders_placed_total", "Orders placed.")
 ///             .namespace(prefix.unwrap_or(""));
-///         Ok(Self { placed: IntCounter::with_opts(opts).map_err(MetricsError::named("orders_placed_total"))? })
+///         Ok(Self { placed: IntCounter::with_opts(opts)? })
 ///     }
 ///
 ///     fn collectors(&self) -> Vec<Box<dyn Collector>> {
@@ -44,13 +46,18 @@ use prometheus::core::Collector;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub trait MetricSet: Clone + Send + Sync + 'static {
+    /// Why [`create`](MetricSet::create) failed: a user's set may return prometheus' own
+    /// `prometheus::Error` (then `?` on each collector's constructor is all it writes); kubeapp's
+    /// sets return [`MetricsError`], which names the metric.
+    type Error: std::error::Error + Send + Sync + 'static;
+
     /// Fresh collectors registered nowhere, every name prefixed `{prefix}_` when a prefix is
     /// given (the registry has checked that it is a valid start of a metric name).
     ///
     /// # Errors
     ///
     /// When a collector cannot be created.
-    fn create(prefix: Option<&str>) -> Result<Self, MetricsError>;
+    fn create(prefix: Option<&str>) -> Result<Self, Self::Error>;
 
     /// Every collector of the set, as clones counting into the same series.
     fn collectors(&self) -> Vec<Box<dyn Collector>>;

@@ -424,6 +424,8 @@ impl KindMetrics {
 /// Created by a [`MetricsRegistry`](crate::MetricsRegistry) as its
 /// [`controller`](crate::MetricsRegistry::controller) set.
 impl MetricSet for ControllerMetrics {
+    type Error = MetricsError;
+
     fn create(prefix: Option<&str>) -> Result<Self, MetricsError> {
         Self::unregistered(prefix)
     }

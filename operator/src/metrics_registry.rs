@@ -85,7 +85,7 @@ pub enum MetricSetError {
         set: &'static str,
         /// What failed.
         #[source]
-        source: MetricsError,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A metric of the set has the name of a collector registered before (by another set or
     /// directly into [`MetricsRegistry::registry`]): none of the set was registered.
@@ -244,7 +244,7 @@ impl MetricsRegistry {
             Some(made) => made,
             None => M::create(self.prefix()).map_err(|source| MetricSetError::Create {
                 set: std::any::type_name::<M>(),
-                source,
+                source: Box::new(source),
             })?,
         };
         match registration {

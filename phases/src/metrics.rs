@@ -30,6 +30,8 @@ pub struct PhaseMetrics {
 
 /// Made once per registry by `MetricsRegistry::set`.
 impl MetricSet for PhaseMetrics {
+    type Error = MetricsError;
+
     fn create(prefix: Option<&str>) -> Result<Self, MetricsError> {
         let prefix = prefix.unwrap_or("");
         let histogram = |name: &str, help: &str| {

@@ -6,7 +6,7 @@
 //! metrics. Every step's series exists from the
 //! start (at 0), so a dashboard or an alert sees `delete` before the first delete.
 
-use kubeapp::operator::metrics::{MetricSet, MetricsError};
+use kubeapp::operator::metrics::MetricSet;
 use prometheus::core::Collector;
 use prometheus::{IntCounterVec, Opts};
 
@@ -23,7 +23,9 @@ pub struct StepMetrics {
 
 /// A fresh counter with every step at 0, named under the registry's prefix.
 impl MetricSet for StepMetrics {
-    fn create(prefix: Option<&str>) -> Result<Self, MetricsError> {
+    type Error = prometheus::Error;
+
+    fn create(prefix: Option<&str>) -> Result<Self, prometheus::Error> {
         let steps = IntCounterVec::new(
             Opts::new(
                 STEPS_METRIC,
@@ -31,8 +33,7 @@ impl MetricSet for StepMetrics {
             )
             .namespace(prefix.unwrap_or("")),
             &["step"],
-        )
-        .map_err(MetricsError::named(STEPS_METRIC))?;
+        )?;
         for step in Step::ALL {
             steps.with_label_values(&[step.label()]);
         }

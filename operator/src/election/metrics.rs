@@ -15,6 +15,8 @@ pub struct ElectionMetrics {
 }
 
 impl MetricSet for ElectionMetrics {
+    type Error = MetricsError;
+
     fn create(prefix: Option<&str>) -> Result<Self, MetricsError> {
         const NAME: &str = "leader_election_master_status";
         let master_status = IntGaugeVec::new(

@@ -108,6 +108,8 @@ struct Orders {
 }
 
 impl MetricSet for Orders {
+    type Error = MetricsError;
+
     fn create(prefix: Option<&str>) -> Result<Self, MetricsError> {
         let counter = |name: &str| {
             prometheus::IntCounter::with_opts(

@@ -93,6 +93,8 @@ impl Collector for CachedObjects {
 
 /// Made once per registry by [`MetricsRegistry::set`](crate::MetricsRegistry::set).
 impl MetricSet for ShardMetrics {
+    type Error = MetricsError;
+
     fn create(prefix: Option<&str>) -> Result<Self, MetricsError> {
         let prefix = prefix.unwrap_or("");
         let opts = |name: &str, help: &str| Opts::new(name, help).namespace(prefix);

@@ -99,6 +99,8 @@ pub(crate) fn default_metrics() -> FinalizerMetrics {
 /// Created by a [`MetricsRegistry`](crate::MetricsRegistry) as its
 /// [`finalizer`](crate::MetricsRegistry::finalizer) set.
 impl crate::metric_registration::MetricSet for FinalizerMetrics {
+    type Error = MetricsError;
+
     fn create(prefix: Option<&str>) -> Result<Self, MetricsError> {
         Self::unregistered(prefix)
     }
