@@ -186,7 +186,7 @@ async fn apply(
     widget: Arc<Widget>,
     ctx: Context<Settings>,
 ) -> Result<ReconcileResult, ReconcileError> {
-    ctx.apply(rendered(&widget, &ctx))
+    ctx.apply(rendered(&widget, ctx.data()))
         .owned_by(widget.as_ref())
         .map_err(ReconcileError::new)?
         .send()
@@ -199,7 +199,9 @@ async fn cleanup(
     widget: Arc<Widget>,
     ctx: Context<Settings>,
 ) -> Result<ReconcileResult, ReconcileError> {
-    ctx.cleaned.push(format!("cleanup {}", widget.name_any()));
+    ctx.data()
+        .cleaned
+        .push(format!("cleanup {}", widget.name_any()));
     Ok(ReconcileResult::done())
 }
 

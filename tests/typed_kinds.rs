@@ -170,10 +170,12 @@ async fn owns_reconciles_the_owner_when_a_child_changes_or_is_deleted() {
     );
     let log = CallLog::new();
     let _reconciler = widgets.reconcile(owning_reconciler(log.clone()));
-    let _owns = widgets.owns(
+    let owns = widgets.owns(
         env.config_maps(),
         watcher::Config::default().labels("app.kubernetes.io/managed-by=typed-test"),
     );
+    // The trigger's handle gives the children's cache, typed: no run-time lookup by type.
+    let children = owns.store().clone();
     let stop = run(&controller);
 
     env.create_widget("w").await;
@@ -199,6 +201,15 @@ async fn owns_reconciles_the_owner_when_a_child_changes_or_is_deleted() {
                 .any(|e| e == "applied w")
         },
     )
+    .await;
+    let greeting_in = |children: &kubeapp::operator::Store<ConfigMap>| {
+        children
+            .get_named(Some(&env.ns), "w")
+            .and_then(|cm| cm.data.as_ref()?.get("greeting").cloned())
+    };
+    eventually("the owns handle's store holds the applied child", || {
+        greeting_in(&children).as_deref() == Some("hello")
+    })
     .await;
     let before = log.count("reconcile w owned:w");
 

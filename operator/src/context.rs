@@ -3,11 +3,11 @@
 //! call's cancellation and attempt number.
 //!
 //! The data is given once, where handlers are attached ([`KindHandle::with_context`](
-//! crate::KindHandle::with_context)), instead of being captured by every closure; the context
-//! derefs to it, so `ctx.greeting_suffix` reads a field of the user's `C`.
+//! crate::KindHandle::with_context)), instead of being captured by every closure, and read with
+//! [`Context::data`] (`ctx.data().greeting_suffix`). The context does not deref to it: a field
+//! of the user's `C` named like a method of the context (`client`, `status`) would be shadowed.
 
 use std::fmt;
-use std::ops::Deref;
 use std::sync::Arc;
 
 use kube::Resource;
@@ -180,14 +180,6 @@ impl<C> Context<C> {
     /// type-erased handler traits.
     pub fn handler_context(&self) -> &HandlerContext {
         &self.call
-    }
-}
-
-impl<C> Deref for Context<C> {
-    type Target = C;
-
-    fn deref(&self) -> &C {
-        &self.shared.data
     }
 }
 

@@ -138,8 +138,42 @@ impl fmt::Debug for HandlerHandle {
     }
 }
 
-/// A trigger's handle: the same as a handler's.
-pub type TriggerHandle = HandlerHandle;
+/// A trigger's handle ([`KindHandle::owns`], [`KindHandle::watches`]): the related kind's cache,
+/// typed, and what detaches the trigger. Dropping it keeps the trigger (as dropping a
+/// [`HandlerHandle`] keeps the handler).
+///
+/// Keep [`store`](Self::store) (a clone) in the handler's context data to read children from the
+/// cache with no run-time lookup: the store exists because the trigger does.
+pub struct TriggerHandle<O: Kind> {
+    handle: HandlerHandle,
+    store: Store<O>,
+}
+
+impl<O: Kind> TriggerHandle<O> {
+    /// The cache of the related `O` objects the trigger watches (clones share it).
+    pub fn store(&self) -> &Store<O> {
+        &self.store
+    }
+
+    /// Detaches the trigger (see [`HandlerHandle::remove`]).
+    pub fn remove(self) {
+        self.handle.remove();
+    }
+}
+
+impl<O: Kind> From<TriggerHandle<O>> for HandlerHandle {
+    fn from(trigger: TriggerHandle<O>) -> Self {
+        trigger.handle
+    }
+}
+
+impl<O: Kind> fmt::Debug for TriggerHandle<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TriggerHandle")
+            .field("handle", &self.handle)
+            .finish_non_exhaustive()
+    }
+}
 
 impl InformerController {
     /// Registers the typed kind `K`: one shared informer for (`api`'s namespace, `config`,
@@ -444,7 +478,7 @@ where
     /// Reconciles the owner when a child of kind `Ch` with a controller owner reference to a
     /// `K` changes or is deleted (see [`trigger`](crate::trigger)). `config` may carry a label
     /// selector so only the operator's children are cached.
-    pub fn owns<Ch: Kind>(&self, api: Api<Ch>, config: watcher::Config) -> TriggerHandle {
+    pub fn owns<Ch: Kind>(&self, api: Api<Ch>, config: watcher::Config) -> TriggerHandle<Ch> {
         let informer = self
             .controller
             .informers()
@@ -452,7 +486,14 @@ where
         self.env.related.add::<Ch>(&informer);
         let resource = self.resource();
         let map = controller_owner_keys(resource.group.clone(), resource.kind.clone());
-        self.trigger_on(informer, map, CauseKind::Owned)
+        let store = Store::new(
+            Arc::clone(&informer.fanout.cache),
+            Some(Arc::clone(&informer) as Arc<dyn Send + Sync>),
+        );
+        TriggerHandle {
+            handle: self.trigger_on(informer, map, CauseKind::Owned),
+            store,
+        }
     }
 
     /// Reconciles what `mapper` returns whenever an `O` changes or is deleted.
@@ -461,7 +502,7 @@ where
         api: Api<O>,
         config: watcher::Config,
         mapper: impl Fn(&O) -> Vec<ObjectRef<K>> + Send + Sync + 'static,
-    ) -> TriggerHandle {
+    ) -> TriggerHandle<O> {
         let informer = self
             .controller
             .informers()
@@ -480,7 +521,14 @@ where
                     None => Vec::new(),
                 },
             );
-        self.trigger_on(informer, map, CauseKind::Mapped)
+        let store = Store::new(
+            Arc::clone(&informer.fanout.cache),
+            Some(Arc::clone(&informer) as Arc<dyn Send + Sync>),
+        );
+        TriggerHandle {
+            handle: self.trigger_on(informer, map, CauseKind::Mapped),
+            store,
+        }
     }
 
     fn trigger_on(
@@ -488,7 +536,7 @@ where
         related: Arc<SharedInformer>,
         map: MapFn,
         cause: CauseKind,
-    ) -> TriggerHandle {
+    ) -> HandlerHandle {
         let sink = Arc::new(TriggerSink {
             owner: Arc::clone(&self.runtime),
             owner_cache: Arc::clone(&self.informer.fanout.cache),

@@ -188,8 +188,11 @@ struct AttemptLogging {
 impl Watcher<ConfigMap, String> for AttemptLogging {
     async fn add(&self, object: Arc<ConfigMap>, ctx: &Context<String>) -> Result<(), BoxError> {
         let name = object.metadata.name.clone().unwrap_or_default();
-        self.log
-            .push(format!("{name} attempt {} data {}", ctx.attempt(), **ctx));
+        self.log.push(format!(
+            "{name} attempt {} data {}",
+            ctx.attempt(),
+            ctx.data()
+        ));
         let first = self
             .failed
             .lock()

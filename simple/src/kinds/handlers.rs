@@ -9,7 +9,6 @@ use kubeapp_operator::apply::KindScope;
 use kubeapp_operator::opinionated::FinalizerNameError;
 use kubeapp_operator::{
     HandlerHandle, InformerController, InformerOptions, Kind, KindHandle, OpinionatedOptions,
-    TriggerHandle,
 };
 
 /// Attaches the kind's handler to its handle; gets the opinionated options when the kind is
@@ -26,7 +25,7 @@ pub(crate) type AttachHandler<K> = Box<
 /// Attaches one trigger (`owns`, `watches`) to the kind's handle; gets the client and the kind's
 /// namespace (children are watched where their owner is).
 pub(crate) type AttachTrigger<K> =
-    Box<dyn FnOnce(&KindHandle<K>, &Client, Option<&str>) -> TriggerHandle + Send + Sync>;
+    Box<dyn FnOnce(&KindHandle<K>, &Client, Option<&str>) -> HandlerHandle + Send + Sync>;
 
 /// Builds the kind's `Api` from the app's client.
 pub(crate) type MakeApi<K> = Box<dyn FnOnce(Client) -> Api<K> + Send + Sync>;

@@ -245,7 +245,9 @@ macro_rules! handler_methods {
             self.handlers
                 .triggers
                 .push(Box::new(move |handle, client, namespace| {
-                    handle.owns(api_in::<Ch>(client.clone(), namespace), config)
+                    handle
+                        .owns(api_in::<Ch>(client.clone(), namespace), config)
+                        .into()
                 }));
             self
         }
@@ -266,7 +268,9 @@ macro_rules! handler_methods {
             self.handlers
                 .triggers
                 .push(Box::new(move |handle, client, namespace| {
-                    handle.watches(api_in::<O>(client.clone(), namespace), config, mapper)
+                    handle
+                        .watches(api_in::<O>(client.clone(), namespace), config, mapper)
+                        .into()
                 }));
             self
         }
