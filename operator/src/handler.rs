@@ -14,8 +14,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::own_writes::{OwnWrites, WrittenPart};
 
-/// Any error a handler returns.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+/// Any error a handler returns: the one `BoxError` of kubeapp, defined in the SDK (apps' and
+/// webhooks' errors are the same type).
+pub use kubeapp_sdk::app::BoxError;
 
 /// Why one handler call failed.
 #[derive(Clone, Debug, thiserror::Error)]

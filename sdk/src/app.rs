@@ -57,7 +57,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::manifest::ManifestData;
 
-/// Any error a user hook may return.
+/// Any error a user hook or handler may return (kubeapp's one `BoxError`; `kubeapp::operator::BoxError`
+/// is this type).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// An app failed to build or to run.

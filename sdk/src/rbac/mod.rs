@@ -94,9 +94,10 @@ pub enum RoleScope {
     Namespace(String),
 }
 
-/// A kind the operator watches but does not own.
+/// A resource the operator watches but does not own, as its RBAC rules see it (group and plural).
+/// (`simple::UnmanagedKind` is the typed kind an app declares; this is what RBAC needs of it.)
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct UnmanagedKind {
+pub struct WatchedResource {
     /// Its API group (empty for the core group).
     pub group: String,
     /// Its resource (plural).
@@ -112,7 +113,7 @@ pub struct RbacBuilder<'m> {
     name: Option<String>,
     service_account: Option<(String, String)>,
     scope: RoleScope,
-    unmanaged: Vec<UnmanagedKind>,
+    unmanaged: Vec<WatchedResource>,
     /// `(group, plural)` of kinds the operator creates as children.
     owned: Vec<(String, String)>,
 }
@@ -158,7 +159,7 @@ impl<'m> RbacBuilder<'m> {
     /// The operator watches `K` (get, list, watch).
     #[must_use]
     pub fn unmanaged<K: Resource<DynamicType = ()>>(self) -> Self {
-        self.unmanaged_kind(UnmanagedKind {
+        self.unmanaged_kind(WatchedResource {
             group: K::group(&()).into_owned(),
             plural: K::plural(&()).into_owned(),
             opinionated: false,
@@ -168,7 +169,7 @@ impl<'m> RbacBuilder<'m> {
     /// The operator watches `K` and manages a finalizer on it (get, list, watch, update, patch).
     #[must_use]
     pub fn unmanaged_opinionated<K: Resource<DynamicType = ()>>(self) -> Self {
-        self.unmanaged_kind(UnmanagedKind {
+        self.unmanaged_kind(WatchedResource {
             group: K::group(&()).into_owned(),
             plural: K::plural(&()).into_owned(),
             opinionated: true,
@@ -187,7 +188,7 @@ impl<'m> RbacBuilder<'m> {
 
     /// The operator watches a kind known only by group and plural (e.g. a `DynamicObject` kind).
     #[must_use]
-    pub fn unmanaged_kind(mut self, kind: UnmanagedKind) -> Self {
+    pub fn unmanaged_kind(mut self, kind: WatchedResource) -> Self {
         self.unmanaged.push(kind);
         self
     }

@@ -97,7 +97,7 @@ fn rules_follow_the_documented_order_and_verbs() {
 fn unmanaged_kinds_that_the_app_owns_add_nothing() {
     let m = manifest();
     let rbac = RbacBuilder::new(&m)
-        .unmanaged_kind(UnmanagedKind {
+        .unmanaged_kind(WatchedResource {
             group: "gadgets.example.com".into(),
             plural: "gadgets".into(),
             opinionated: false,
