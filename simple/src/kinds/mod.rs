@@ -338,7 +338,7 @@ macro_rules! handler_methods {
 ///     .namespace("shop")
 ///     .context(Arc::new(Settings { greeting: "hello".into() }))
 ///     .reconcile_fn(|request, ctx| async move {
-///         tracing::info!(action = %request.action, greeting = %ctx.greeting, "reconciling");
+///         tracing::info!(action = %request.action, greeting = %ctx.data().greeting, "reconciling");
 ///         Ok(ReconcileResult::done())
 ///     })
 ///     .owns::<Secret>(watcher::Config::default().labels("app.kubernetes.io/managed-by=shop"))
