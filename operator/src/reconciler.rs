@@ -32,7 +32,6 @@ use serde::de::DeserializeOwned;
 use crate::action::{ReconcileAction, TriggerCause};
 use crate::handler::{BoxError, HandlerContext};
 use crate::object::KubeObject;
-use crate::view::view;
 
 /// State a reconciler carries from one attempt of a request to the next: one value of the
 /// reconciler's own type, kept serialized (so requests of any kind share one queue).
@@ -127,6 +126,30 @@ pub struct ReconcileRequest<K: ?Sized = dyn KubeObject> {
     /// for informer events. A triggered request's action is `Resynced` unless it merged into a
     /// waiting event's request (see [`trigger`](crate::trigger)).
     pub cause: Option<TriggerCause>,
+}
+
+impl ReconcileRequest {
+    /// This erased request as one for `K`: `Ok(None)` when the object has no decodable state to
+    /// hand a typed handler (see [`view`](crate::view)), which then skips the call. The one place
+    /// both typed paths (the controller's wrapper of a [`Reconciler`] and [`DynReconcilerFn`])
+    /// turn a request typed.
+    ///
+    /// # Errors
+    ///
+    /// When the object is not a `K`.
+    pub(crate) fn into_typed<K: KubeObject>(
+        self,
+    ) -> Result<Option<ReconcileRequest<K>>, ReconcileError> {
+        let Some(object) = crate::view::view_owned::<K>(self.object)? else {
+            return Ok(None);
+        };
+        Ok(Some(ReconcileRequest {
+            action: self.action,
+            object,
+            state: self.state,
+            cause: self.cause,
+        }))
+    }
 }
 
 impl<K: ?Sized> Clone for ReconcileRequest<K> {
@@ -343,14 +366,8 @@ where
         ctx: &HandlerContext,
     ) -> Result<ReconcileResult, ReconcileError> {
         // The last decodable state of an undecodable object; none: skipped (see `view`).
-        let Some(object) = view::<K>(&request.object)? else {
+        let Some(typed) = request.into_typed::<K>()? else {
             return Ok(ReconcileResult::done());
-        };
-        let typed = ReconcileRequest {
-            action: request.action,
-            object,
-            state: request.state,
-            cause: request.cause,
         };
         (self.f)(typed, ctx.clone()).await
     }

@@ -293,14 +293,8 @@ where
         request: ReconcileRequest,
         ctx: &HandlerContext,
     ) -> Result<ReconcileResult, ReconcileError> {
-        let Some(object) = view_owned::<K>(request.object)? else {
+        let Some(typed) = request.into_typed::<K>()? else {
             return Ok(ReconcileResult::done());
-        };
-        let typed = ReconcileRequest {
-            action: request.action,
-            object,
-            state: request.state,
-            cause: request.cause,
         };
         let erased = &self.0;
         let made;
