@@ -18,7 +18,7 @@ use crate::component::BoxComponent;
 
 /// A check on a dependency edge: it must pass (for the custom object being reconciled) before the
 /// dependent component deploys, e.g. "the database's Secret has a password".
-pub type EdgeCheck<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
+pub(crate) type EdgeCheck<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
 
 /// One dependency of a component.
 pub struct Dependency<K> {

@@ -23,7 +23,7 @@ use crate::report::{ComponentObject, Outcome, RunReport};
 
 /// What to delete after a run and what stays recorded; see the [module docs](self).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PrunePlan {
+pub(crate) struct PrunePlan {
     /// Objects recorded before and not applied now, to delete.
     pub prune: Vec<ComponentObject>,
     /// The record after the run, if every prune succeeds (sorted).
@@ -32,7 +32,7 @@ pub struct PrunePlan {
 
 impl PrunePlan {
     /// The plan after `report`, given the `previous` record.
-    pub fn after(previous: &[ComponentObject], report: &RunReport) -> Self {
+    pub(crate) fn after(previous: &[ComponentObject], report: &RunReport) -> Self {
         let mut keep: BTreeSet<ComponentObject> = BTreeSet::new();
         for (index, name) in report.names.iter().enumerate() {
             match &report.deployed[index] {
@@ -60,7 +60,7 @@ impl PrunePlan {
     }
 
     /// The record after the prunes in `failed` did not succeed: they stay, to be tried again.
-    pub fn record(&self, failed: &[ComponentObject]) -> Vec<ComponentObject> {
+    pub(crate) fn record(&self, failed: &[ComponentObject]) -> Vec<ComponentObject> {
         let mut record: BTreeSet<ComponentObject> = self.keep.iter().cloned().collect();
         record.extend(failed.iter().cloned());
         record.into_iter().collect()
@@ -68,7 +68,7 @@ impl PrunePlan {
 }
 
 /// `a` and `b` merged (each object once), sorted.
-pub fn union(a: &[ComponentObject], b: &[ComponentObject]) -> Vec<ComponentObject> {
+pub(crate) fn union(a: &[ComponentObject], b: &[ComponentObject]) -> Vec<ComponentObject> {
     let mut all: BTreeSet<ComponentObject> = a.iter().cloned().collect();
     all.extend(b.iter().cloned());
     all.into_iter().collect()

@@ -51,7 +51,7 @@ pub struct ReconcileCluster<'a, K> {
 }
 
 /// Reads a cached child as JSON: (resource, namespace, name).
-pub type CacheLookup<'a> =
+pub(crate) type CacheLookup<'a> =
     dyn Fn(&ApiResource, Option<&str>, &str) -> Option<Value> + Send + Sync + 'a;
 
 impl<'a, K> ReconcileCluster<'a, K> {

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use crate::report::{ComponentObject, Outcome, RunReport, Verified};
 
 /// The condition a graph sets while components are being brought up to date.
-pub const UPDATING: &str = "Updating";
+pub(crate) const UPDATING: &str = "Updating";
 
 /// What the components write.
 //
@@ -120,7 +120,7 @@ fn waiting_with_reasons(report: &RunReport, waiting: &[String]) -> String {
 /// The `status` body to apply after `report` for an object at `generation` whose current
 /// status is `current` (JSON, `Null` when none), recording `objects` as the inventory, or
 /// `None` when nothing would change.
-pub fn status_update(
+pub(crate) fn status_update(
     report: &RunReport,
     generation: Option<i64>,
     current: &Value,

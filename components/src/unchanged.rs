@@ -20,10 +20,10 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// The annotation holding the fingerprint of the object as rendered.
-pub const APPLIED_ANNOTATION: &str = "components.kubeapp.dev/applied";
+pub(crate) const APPLIED_ANNOTATION: &str = "components.kubeapp.dev/applied";
 
 /// The fingerprint of `rendered` (without the annotation itself).
-pub fn fingerprint(rendered: &Value) -> String {
+pub(crate) fn fingerprint(rendered: &Value) -> String {
     let mut unmarked = rendered.clone();
     if let Some(annotations) = unmarked["metadata"]["annotations"].as_object_mut() {
         annotations.remove(APPLIED_ANNOTATION);
@@ -44,14 +44,14 @@ pub fn mark(rendered: &mut Value) {
 
 /// Whether applying `desired` (marked) over `cached` would change nothing; see the
 /// [module docs](self).
-pub fn unchanged(desired: &Value, cached: &Value) -> bool {
+pub(crate) fn unchanged(desired: &Value, cached: &Value) -> bool {
     let print = |object: &Value| object["metadata"]["annotations"][APPLIED_ANNOTATION].clone();
     !print(desired).is_null() && print(desired) == print(cached) && covers(cached, desired)
 }
 
 /// Whether `whole` has every field of `part` with the same value (lists element by element, of
 /// the same length; a `null` in `part` matches an absent field).
-pub fn covers(whole: &Value, part: &Value) -> bool {
+pub(crate) fn covers(whole: &Value, part: &Value) -> bool {
     match (part, whole) {
         (Value::Object(p), Value::Object(w)) => p.iter().all(|(key, value)| match w.get(key) {
             Some(present) => covers(present, value),

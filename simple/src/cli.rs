@@ -371,7 +371,7 @@ impl OperatorArgs {
 /// # Errors
 ///
 /// `humantime`'s one-line description of what is wrong (unknown unit, no number, overflow).
-pub fn parse_duration(text: &str) -> Result<Duration, humantime::DurationError> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, humantime::DurationError> {
     let text = text.trim();
     if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
         humantime::parse_duration(&format!("{text}s"))

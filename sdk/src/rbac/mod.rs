@@ -66,21 +66,21 @@ use kube::api::ObjectMeta;
 use crate::manifest::{ManifestData, ManifestError, Scope};
 
 /// Verbs on the kinds the app owns.
-pub const MANAGED_VERBS: &[&str] = &[
+pub(crate) const MANAGED_VERBS: &[&str] = &[
     "get", "list", "watch", "create", "update", "patch", "delete",
 ];
 /// Verbs on the status subresource of the kinds the app owns.
-pub const STATUS_VERBS: &[&str] = &["get", "update", "patch"];
+pub(crate) const STATUS_VERBS: &[&str] = &["get", "update", "patch"];
 /// Verbs on the finalizers subresource of the kinds the app owns.
-pub const FINALIZER_VERBS: &[&str] = &["update", "patch"];
+pub(crate) const FINALIZER_VERBS: &[&str] = &["update", "patch"];
 /// Verbs on kinds the operator only watches.
-pub const WATCH_VERBS: &[&str] = &["get", "list", "watch"];
+pub(crate) const WATCH_VERBS: &[&str] = &["get", "list", "watch"];
 /// Verbs on kinds the operator watches and puts finalizers on.
-pub const OPINIONATED_WATCH_VERBS: &[&str] = &["get", "list", "watch", "update", "patch"];
+pub(crate) const OPINIONATED_WATCH_VERBS: &[&str] = &["get", "list", "watch", "update", "patch"];
 /// Verbs on events.
-pub const EVENT_VERBS: &[&str] = &["create", "patch"];
+pub(crate) const EVENT_VERBS: &[&str] = &["create", "patch"];
 /// Verbs on leases.
-pub const LEASE_VERBS: &[&str] = &["get", "create", "update"];
+pub(crate) const LEASE_VERBS: &[&str] = &["get", "create", "update"];
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 

@@ -25,7 +25,7 @@ pub const KWOK_VERSION: &str = "v0.8.0";
 /// The environment variable naming a directory that holds `kube-apiserver` and `etcd`.
 pub const ASSETS_ENV: &str = "KUBEBUILDER_ASSETS";
 /// The script in the kubeapp repository that builds both binaries into the cache.
-pub const BUILD_SCRIPT: &str = "testbin/build.sh";
+pub(crate) const BUILD_SCRIPT: &str = "testbin/build.sh";
 
 /// The directory `testbin/build.sh` builds into, from the same environment variables it reads.
 pub fn cache_dir() -> Option<PathBuf> {

@@ -10,7 +10,7 @@ use crate::cli::OperatorArgs;
 
 /// An operator binary's command line.
 #[derive(Debug, Parser)]
-pub struct OperatorCommand {
+pub(crate) struct OperatorCommand {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
