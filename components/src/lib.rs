@@ -75,6 +75,7 @@ pub mod reconciler;
 pub mod report;
 pub mod run;
 pub mod status;
+pub mod teardown;
 pub mod unchanged;
 
 pub use component::{
@@ -88,3 +89,4 @@ pub use reconciler::{ComponentsReconciler, ReconcileCluster};
 pub use report::{ComponentObject, Outcome, RunReport, Verified};
 pub use run::{BoxComponent, Cluster, RunOptions, run, run_with};
 pub use status::{ComponentsStatus, ComponentsSummary};
+pub use teardown::Remaining;

@@ -15,9 +15,11 @@
 //!
 //! Deletion: when the reconcile carries [`ReconcileAction::Deleted`] (the opinionated wrapper's
 //! finalizer is being released, or the object is gone), every recorded object and every object
-//! the graph renders now is deleted (not found is success); a delete that fails fails the
-//! reconcile, so the finalizer holds the custom object until it succeeds. An object being deleted
-//! while held by someone else's finalizer is left alone.
+//! the graph renders now is torn down in reverse dependency order, wave by wave (see
+//! [`teardown`](crate::teardown); not found is success); a wave not gone yet is reported and the
+//! reconcile asks to run again, and a delete that fails fails the reconcile, so the finalizer holds
+//! the custom object until everything is gone. A custom object being deleted while held by someone
+//! else's finalizer is left alone.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -40,6 +42,7 @@ use crate::metrics::ComponentMetrics;
 use crate::report::{ComponentObject, Outcome, RunReport, Verified};
 use crate::run::{Cluster, RunOptions, run_with};
 use crate::status::status_update;
+use crate::teardown::{Teardown, report_waiting, targets_of, tear_down, waves};
 use crate::unchanged::unchanged;
 
 /// The cluster of a reconcile; see the [module docs](self).
@@ -101,24 +104,66 @@ where
     }
 
     async fn delete(&self, _component: &str, object: &Rendered) -> Result<(), String> {
+        let (api, name) = self.api_of(object)?;
+        let params = if has_own_children(object) {
+            DeleteParams::foreground()
+        } else {
+            DeleteParams::default()
+        };
+        match api.delete(name, &params).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    async fn remaining(
+        &self,
+        _component: &str,
+        object: &Rendered,
+    ) -> Result<Option<Vec<String>>, String> {
+        let (api, name) = self.api_of(object)?;
+        match api.get_opt(name).await {
+            Ok(Some(stored)) => Ok(Some(stored.metadata.finalizers.unwrap_or_default())),
+            Ok(None) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+impl<K: Resource<DynamicType = ()>> ReconcileCluster<'_, K> {
+    /// The `Api` of `object`'s resource in its namespace (the owner's when it names none), and
+    /// its name.
+    fn api_of<'o>(&self, object: &'o Rendered) -> Result<(Api<DynamicObject>, &'o str), String> {
         let name = object.object["metadata"]["name"]
             .as_str()
             .ok_or_else(|| format!("{} has no name", object.describe()))?;
         let namespace = object.object["metadata"]["namespace"]
             .as_str()
             .or_else(|| self.owner.meta().namespace.as_deref());
-        let api: Api<DynamicObject> = match namespace {
+        let api = match namespace {
             Some(namespace) => {
                 Api::namespaced_with(self.client.clone(), namespace, &object.resource)
             }
             None => Api::all_with(self.client.clone(), &object.resource),
         };
-        match api.delete(name, &DeleteParams::default()).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-            Err(e) => Err(e.to_string()),
-        }
+        Ok((api, name))
     }
+}
+
+/// Whether objects of `object`'s kind have children of their own (ReplicaSets, Pods, Jobs), so
+/// that it is deleted in the foreground (see [`teardown`](crate::teardown)).
+fn has_own_children(object: &Rendered) -> bool {
+    matches!(
+        (
+            object.resource.group.as_str(),
+            object.resource.kind.as_str()
+        ),
+        (
+            "apps",
+            "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet"
+        ) | ("batch", "Job" | "CronJob")
+    )
 }
 
 /// A component graph as a reconciler; see the [module docs](self).
@@ -236,6 +281,50 @@ impl<K, H> ComponentsReconciler<K, H> {
     }
 
     /// The inventory of `object`: its status's record, with what this process recorded last.
+    /// The outcome of a cleanup: done once every object is gone; else the objects still there
+    /// are recorded (so a restart tears them down too), reported, and the cleanup runs again
+    /// after the not-ready backoff; a failed delete fails the reconcile.
+    async fn after_teardown<C>(
+        &self,
+        teardown: Teardown,
+        object: &K,
+        json: &Value,
+        ctx: &Context<C>,
+        uid: &str,
+    ) -> Result<ReconcileResult, ReconcileError>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let streak = {
+            let mut recorded = self.recorded.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut streaks = self
+                .not_ready_streak
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if teardown.finished() {
+                recorded.remove(uid);
+                streaks.remove(uid);
+                return Ok(ReconcileResult::done());
+            }
+            let gone: std::collections::HashSet<String> =
+                teardown.gone.iter().map(|(_, o)| o.describe()).collect();
+            if let Some(objects) = recorded.get_mut(uid) {
+                objects.retain(|o| !gone.contains(&o.to_rendered().describe()));
+            }
+            let streak = streaks.get(uid).copied().unwrap_or(0);
+            streaks.insert(uid.to_string(), streak.saturating_add(1));
+            streak
+        };
+        if !teardown.failed.is_empty() {
+            return Err(ReconcileError::new(format!(
+                "cleaning up the components: {}",
+                teardown.failed.join("; ")
+            )));
+        }
+        report_waiting(&teardown.waiting, object, json, ctx).await;
+        Ok(ReconcileResult::requeue_after(self.not_ready_delay(streak)))
+    }
+
     fn previous(&self, object: &Value, uid: &str) -> Vec<ComponentObject> {
         let in_status: Vec<ComponentObject> =
             serde_json::from_value(object["status"]["components"]["objects"].clone())
@@ -267,12 +356,10 @@ where
         let cluster =
             ReconcileCluster::new(ctx.applier(), ctx.client(), object.as_ref()).with_cache(&lookup);
         if request.action == ReconcileAction::Deleted {
-            cleanup(&self.graph, &session, &cluster, &previous).await?;
-            self.recorded
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&uid);
-            return Ok(ReconcileResult::done());
+            let teardown = cleanup(&self.graph, &session, &cluster, &previous).await;
+            return self
+                .after_teardown(teardown, object.as_ref(), &json, ctx, &uid)
+                .await;
         }
         if object.meta().deletion_timestamp.is_some() {
             // Being deleted, held by someone else's finalizer: nothing to bring up to date.
@@ -281,24 +368,25 @@ where
         let report = run_with(&self.graph, &session, &cluster, &self.options).await;
         let plan = PrunePlan::after(&previous, &report);
         let started = Instant::now();
-        let mut prune_failures = Vec::new();
-        let mut failed_prunes = Vec::new();
-        for stale in &plan.prune {
-            if let Err(why) = cluster.delete(&stale.component, &stale.to_rendered()).await {
-                prune_failures.push(format!(
-                    "pruning {}/{} of {}: {why}",
-                    stale.kind, stale.name, stale.component
-                ));
-                failed_prunes.push(stale.clone());
-            }
-        }
+        // A disabled branch goes in waves too; what is not gone yet stays recorded.
+        let teardown = tear_down(&cluster, waves(&self.graph, targets_of(&plan.prune))).await;
+        let gone: std::collections::HashSet<String> =
+            teardown.gone.iter().map(|(_, o)| o.describe()).collect();
+        let failed_prunes: Vec<ComponentObject> = plan
+            .prune
+            .iter()
+            .filter(|stale| !gone.contains(&stale.to_rendered().describe()))
+            .cloned()
+            .collect();
+        let prune_failures: Vec<String> = teardown
+            .failed
+            .iter()
+            .map(|why| format!("pruning: {why}"))
+            .collect();
+        let prune_waits = !teardown.waiting.is_empty();
         if let Some(metrics) = &self.options.metrics {
             metrics.phase(&self.options.kind, "prune", started.elapsed());
-            metrics.pruned(
-                &self.options.kind,
-                plan.prune.len() - failed_prunes.len(),
-                failed_prunes.len(),
-            );
+            metrics.pruned(&self.options.kind, gone.len(), teardown.failed.len());
         }
         let record = plan.record(&failed_prunes);
         self.recorded
@@ -308,7 +396,14 @@ where
         if self.write_status {
             write_status(&report, object.as_ref(), &json, ctx, &record).await?;
         }
-        let hooked = after_run(&self.hooks, &session, &report).await;
+        let mut hooked = after_run(&self.hooks, &session, &report).await;
+        if prune_waits && hooked.is_ok() {
+            let waiting: Vec<String> = teardown.waiting.iter().map(ToString::to_string).collect();
+            hooked = Err(ComponentError::Waiting(format!(
+                "pruning, waiting for: {}",
+                waiting.join("; ")
+            )));
+        }
         let streak = self
             .not_ready_streak
             .lock()
@@ -341,49 +436,29 @@ where
     }
 }
 
-/// The custom object is going (its finalizer is being released, or it is gone): deletes every
+/// The custom object is going (its finalizer is being released, or it is gone): tears down every
 /// object recorded in `previous` and every object the graph renders for it now (a render that
-/// fails is skipped), not found counting as deleted. The owner references would have the
-/// garbage collector do the same; deleting here does not depend on one running, and covers
-/// objects that cannot carry an owner reference (cluster-scoped children of a namespaced
-/// object).
+/// fails is skipped), wave by wave (see [`teardown`](crate::teardown)), not found counting as
+/// deleted. The owner references would have the garbage collector delete them too, but in no
+/// order; deleting here keeps the order and covers objects that cannot carry an owner reference
+/// (cluster-scoped children of a namespaced object).
 async fn cleanup<K, Cl>(
     graph: &ComponentGraph<K>,
     session: &Session<K>,
     cluster: &Cl,
     previous: &[ComponentObject],
-) -> Result<(), ReconcileError>
+) -> Teardown
 where
     K: Send + Sync + 'static,
     Cl: Cluster,
 {
-    let mut targets: Vec<(String, Rendered)> = previous
-        .iter()
-        .map(|o| (o.component.clone(), o.to_rendered()))
-        .collect();
+    let mut targets = targets_of(previous);
     for node in graph.nodes() {
         if let Ok(rendered) = node.component.render(session) {
             targets.extend(rendered.into_iter().map(|r| (node.name.clone(), r)));
         }
     }
-    let mut failures = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for (component, target) in targets {
-        if !seen.insert(target.describe()) {
-            continue;
-        }
-        if let Err(why) = cluster.delete(&component, &target).await {
-            failures.push(format!("deleting {}: {why}", target.describe()));
-        }
-    }
-    if failures.is_empty() {
-        Ok(())
-    } else {
-        Err(ReconcileError::new(format!(
-            "cleaning up the components: {}",
-            failures.join("; ")
-        )))
-    }
+    tear_down(cluster, waves(graph, targets)).await
 }
 
 /// Applies the status after `report` when it changed; see [`status`](crate::status).

@@ -81,6 +81,17 @@ pub trait Cluster: Send + Sync {
         component: &str,
         object: &Rendered,
     ) -> impl Future<Output = Result<(), String>> + Send;
+
+    /// After a delete: `None` when `object` is gone, else its finalizers (see
+    /// [`teardown`](crate::teardown)). The default says gone, for clusters that delete at once.
+    fn remaining(
+        &self,
+        component: &str,
+        object: &Rendered,
+    ) -> impl Future<Output = Result<Option<Vec<String>>, String>> + Send {
+        let _ = (component, object);
+        std::future::ready(Ok(None))
+    }
 }
 
 /// How a run goes: concurrency, and what it reports to.
