@@ -235,6 +235,28 @@ fn dry_run(example: &Path, dir: &Path, object: &Value) -> Vec<(PathBuf, Value)> 
     files
 }
 
+/// Runs the binary's `dry-run --check` for `object` against the cluster of `kubeconfig`.
+fn dry_run_check(
+    example: &Path,
+    dir: &Path,
+    object: &Value,
+    kubeconfig: &Path,
+) -> std::process::Output {
+    let file = dir.join("checked.yaml");
+    let mut object = object.clone();
+    object["metadata"].as_object_mut().map(|m| m.remove("uid"));
+    std::fs::write(&file, serde_json::to_string(&object).expect("json")).expect("write");
+    std::process::Command::new(example)
+        .args(["dry-run", "--check", "--object"])
+        .arg(&file)
+        .arg("--out")
+        .arg(dir.join("checked"))
+        .env("KUBECONFIG", kubeconfig)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .expect("run dry-run --check")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_components_operator_deploys_verifies_dry_runs_prunes_after_a_restart_and_cleans_up() {
     let example = binary(EXAMPLE, EXAMPLE);
@@ -416,6 +438,28 @@ async fn the_components_operator_deploys_verifies_dry_runs_prunes_after_a_restar
             "{key}: the dry run's\n{rendered:#}\nis not what the operator stored:\n{stored:#}"
         );
     }
+
+    // The checked dry run: the apiserver accepts the stored WebApp's rendering, and refuses a
+    // PodDisruptionBudget with a negative minAvailable, naming the component and the field.
+    let mut app_json = serde_json::to_value(&app).expect("json");
+    let accepted = dry_run_check(&example, dir.path(), &app_json, env.kubeconfig_path());
+    assert!(
+        accepted.status.success()
+            && String::from_utf8_lossy(&accepted.stdout)
+                .contains("the apiserver accepted every object"),
+        "dry-run --check of a valid WebApp: {}",
+        String::from_utf8_lossy(&accepted.stderr)
+    );
+    app_json["spec"]["minAvailable"] = json!(-1);
+    let refused = dry_run_check(&example, dir.path(), &app_json, env.kubeconfig_path());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success()
+            && stderr.contains(&format!(
+                "deployment: policy/v1 PodDisruptionBudget {ns}/shop: spec.minAvailable"
+            )),
+        "dry-run --check of minAvailable -1 must fail naming the component, object and field: {stderr}"
+    );
 
     // Another writer's field survives our next apply.
     let foreign = json!({"apiVersion": "apps/v1", "kind": "Deployment",

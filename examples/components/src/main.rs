@@ -16,7 +16,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kubeapp::components::{
-    ComponentGraph, ComponentsReconciler, ComponentsStatus, Rendered, Session, dry_run,
+    ComponentGraph, ComponentsReconciler, ComponentsStatus, Rendered, Session, check_on_server,
+    dry_run,
 };
 use kubeapp::prelude::*;
 use serde_json::{Value, json};
@@ -130,13 +131,18 @@ async fn main() -> std::process::ExitCode {
         })
         .dry_run(|args| async move {
             let out = &args.out;
-            let (_, files) =
+            let (run, files) =
                 dry_run::from_files(&graph(), &args.object, args.existing.as_deref(), out).await?;
-            Ok(format!(
-                "{} objects written under {}",
-                files.len(),
-                out.display()
-            ))
+            let mut summary = format!("{} objects written under {}", files.len(), out.display());
+            if let Some(cluster) = args.cluster().await? {
+                let refused = check_on_server(&run, &cluster).await;
+                if !refused.is_empty() {
+                    let lines: Vec<String> = refused.iter().map(ToString::to_string).collect();
+                    return Err(format!("the apiserver refused:\n{}", lines.join("\n")).into());
+                }
+                summary.push_str("; the apiserver accepted every object");
+            }
+            Ok(summary)
         })
         .main()
         .await

@@ -165,6 +165,7 @@ async fn dry_run_calls_the_operators_rendering_and_says_when_there_is_none() {
         object: PathBuf::from("app.yaml"),
         existing: None,
         out: PathBuf::from("out"),
+        check: false,
     };
     let without = Operator::new(WEBHOOK_MANIFEST);
     let error = without
