@@ -17,7 +17,10 @@
 //! order per object and concurrently across objects, with retries ([`RetryPolicy`],
 //! [`RetryDequeuePolicy`]); the [`controller`] module docs state the guarantees, the [`informer`]
 //! docs say how deletes missed during a disconnect are still delivered, `docs/api.md` records the
-//! API's decisions.
+//! API's decisions. Run the controller yourself ([`InformerController::run`] with a
+//! [`CancellationToken`]), or as an app of a `kubeapp_runner::Runner` (`kubeapp::runner`), which
+//! adds `/metrics`, the health probes, webhooks and the graceful stop on SIGTERM; the Runner
+//! hands its apps the one [`MetricsRegistry`] and [`Informers`] they share.
 //!
 //! Underneath, the type-erased layer the typed one is built on stays available for custom sources
 //! and multi-kind handlers in one module, [`erased`]: [`erased::DynWatcher`],

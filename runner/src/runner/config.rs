@@ -30,7 +30,7 @@ pub struct RunnerConfig {
     /// Kubernetes removes a terminating pod from its Services *while* the pod receives SIGTERM:
     /// for a few seconds the apiserver may still open connections to the webhook server. With a
     /// delay (e.g. 5 s, well inside the pod's `terminationGracePeriodSeconds`) those admission
-    /// calls are still served. See the [runner docs](super#stopping) for the whole sequence.
+    /// calls are still served. See the [crate docs](crate#stopping) for the whole sequence.
     pub shutdown_delay: Duration,
     /// The one prefix of every kubeapp metric the runner serves (`{prefix}_{name}`): the
     /// controller, client and finalizer collectors of its
