@@ -8,7 +8,9 @@
 //!
 //! - [`sdk`]: kinds, manifest, the `App` trait, admission and conversion types, and (feature
 //!   `testenv`) a real kube-apiserver + etcd for tests, [`sdk::testenv`].
-//! - [`operator`]: informers, the `InformerController`, watchers, reconcilers, retries, runner.
+//! - [`operator`]: informers, the `InformerController`, watchers, reconcilers, retries, metrics.
+//! - [`runner`]: the `Runner` (runs apps as an operator process: `/metrics`, `/livez`,
+//!   `/readyz`, graceful shutdown), the HTTPS webhook server and the counted Kubernetes client.
 //! - [`simple`]: the simple `App` built from a manifest and closures.
 //! - [`components`]: oper8-style components (in progress): a kind's dependent objects as a
 //!   graph, deployed then verified.
@@ -84,6 +86,7 @@
 pub use kubeapp_components as components;
 pub use kubeapp_operator as operator;
 pub use kubeapp_phases as phases;
+pub use kubeapp_runner as runner;
 pub use kubeapp_sdk as sdk;
 pub use kubeapp_simple as simple;
 
@@ -129,10 +132,10 @@ pub mod prelude {
     pub use kubeapp_operator::{
         ApplyCleanup, BoxError, CancellationToken, Context, ControllerConfig, HandlerHandle,
         InformerController, InformerOptions, Informers, KindHandle, OpinionatedOptions,
-        ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult, Reconciler, Runner,
-        RunnerConfig, Store, Trigger, TriggerCause, Watcher, WatcherFns, apply_cleanup,
-        reconciler_fn,
+        ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult, Reconciler, Store,
+        Trigger, TriggerCause, Watcher, WatcherFns, apply_cleanup, reconciler_fn,
     };
+    pub use kubeapp_runner::{Runner, RunnerConfig};
     pub use kubeapp_sdk::manifest::ManifestData;
     #[cfg(feature = "cli")]
     pub use kubeapp_simple::operator::Operator;

@@ -1,6 +1,6 @@
-//! Every public error type of the library crates (sdk, operator, simple, components, phases) walks
-//! down its `source()` chain without printing any text twice (issue #33): an error either returns
-//! its cause from `source()` or includes it in its message, never both (see
+//! Every public error type of the library crates (sdk, operator, runner, simple, components,
+//! phases) walks down its `source()` chain without printing any text twice (issue #33): an error
+//! either returns its cause from `source()` or includes it in its message, never both (see
 //! `kubeapp::sdk::error`).
 //!
 //! [`every_error`] builds one value of every variant of every public error type, each with a
@@ -30,14 +30,15 @@ use kubeapp::operator::election::ElectionError;
 use kubeapp::operator::metrics::MetricsError;
 use kubeapp::operator::opinionated::finalizer::{FinalizerNameError, FinalizerPatchError};
 use kubeapp::operator::opinionated::undecodable::UndecodableHeld;
-use kubeapp::operator::runner::ClientError;
 use kubeapp::operator::sharding::ShardingError;
 use kubeapp::operator::view::WrongObjectType;
 use kubeapp::operator::{
     ApplyError, EventError, HandlerError, MetricSetError, MetricsRegistryError, ObjectKey,
-    RunnerError, StoreError,
+    StoreError,
 };
 use kubeapp::phases::PhaseError;
+use kubeapp::runner::ClientError;
+use kubeapp::runner::RunnerError;
 use kubeapp::sdk::app::{AdmissionError, AppError, ConversionError};
 use kubeapp::sdk::crd::CrdError;
 use kubeapp::sdk::deploy::DeployError;
@@ -54,13 +55,14 @@ use kubeapp::simple::{AppConfigError, AppProblem, Capability};
 const CRATES: &[(&str, &str)] = &[
     ("sdk", "kubeapp_sdk"),
     ("operator", "kubeapp_operator"),
+    ("runner", "kubeapp_runner"),
     ("simple", "kubeapp_simple"),
     ("components", "kubeapp_components"),
     ("phases", "kubeapp_phases"),
 ];
 
 /// Variants built by another test of this file (crate, type, variant).
-const BUILT_ELSEWHERE: &[(&str, &str, &str)] = &[("kubeapp_operator", "ClientError", "NoConfig")];
+const BUILT_ELSEWHERE: &[(&str, &str, &str)] = &[("kubeapp_runner", "ClientError", "NoConfig")];
 
 /// One error value: its crate, type and variant (from its type name and its `Debug`), and it.
 struct Built {
@@ -420,6 +422,11 @@ fn operator_errors(errors: &mut Errors) {
         error: s("e"),
     });
     errors.add(ClientError::Metrics(metrics_error()));
+    errors.add(ClientError::Registry(MetricSetError::Clash {
+        set: "ClientMetrics",
+        metric: s("kubernetes_client_requests_total"),
+        source: prometheus::Error::AlreadyReg,
+    }));
     errors.add(ClientError::Client {
         cluster_url: s("https://a"),
         source: kube_error(),
@@ -442,8 +449,8 @@ fn operator_errors(errors: &mut Errors) {
     runner_errors(errors);
 }
 
-fn webhook_errors() -> Vec<kubeapp::operator::webhook::WebhookError> {
-    use kubeapp::operator::webhook::WebhookError;
+fn webhook_errors() -> Vec<kubeapp::runner::webhook::WebhookError> {
+    use kubeapp::runner::webhook::WebhookError;
     vec![
         WebhookError::Certificate {
             path: "/a.crt".into(),
@@ -760,7 +767,7 @@ async fn a_client_error_without_a_configuration() {
         );
         return;
     }
-    let Err(error) = kubeapp::operator::runner::default_client().await else {
+    let Err(error) = kubeapp::runner::default_client().await else {
         panic!("a client, with no kubeconfig at /nonexistent and not in a pod");
     };
     assert!(matches!(error, ClientError::NoConfig { .. }), "{error:?}");
@@ -939,17 +946,25 @@ fn the_list_covers_every_public_error_type() {
 
 /// Every directory of Rust sources in the workspace: the crates' `src/` and the examples'.
 fn workspace_sources(root: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = ["src", "sdk", "operator", "simple", "components", "phases"]
-        .iter()
-        .chain(&["cli", "bench", "soak", "testbin"])
-        .map(|dir| {
-            if *dir == "src" {
-                root.join("src")
-            } else {
-                root.join(dir).join("src")
-            }
-        })
-        .collect();
+    let mut dirs: Vec<PathBuf> = [
+        "src",
+        "sdk",
+        "operator",
+        "runner",
+        "simple",
+        "components",
+        "phases",
+    ]
+    .iter()
+    .chain(&["cli", "bench", "soak", "testbin"])
+    .map(|dir| {
+        if *dir == "src" {
+            root.join("src")
+        } else {
+            root.join(dir).join("src")
+        }
+    })
+    .collect();
     for example in std::fs::read_dir(root.join("examples"))
         .expect("examples/")
         .flatten()

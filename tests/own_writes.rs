@@ -34,12 +34,12 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{CustomResource, ResourceExt};
-use kubeapp::operator::client_metrics::ClientMetrics;
 use kubeapp::operator::{
     CancellationToken, Context, ControllerConfig, InformerController, InformerOptions,
     MetricsRegistry, OpinionatedOptions, ReconcileAction, ReconcileError, ReconcileRequest,
     ReconcileResult, Reconciler, reconciler_fn,
 };
+use kubeapp::runner::client_metrics::ClientMetrics;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;

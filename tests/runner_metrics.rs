@@ -12,8 +12,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::wait::await_condition;
-use kubeapp::operator::client_metrics::instrumented_client;
-use kubeapp::operator::{CancellationToken, Runner, RunnerConfig, RunnerError, WatcherFns};
+use kubeapp::operator::{CancellationToken, WatcherFns};
+use kubeapp::runner::client_metrics::{ClientMetrics, instrumented_client};
+use kubeapp::runner::{Runner, RunnerConfig, RunnerError};
 use kubeapp::sdk::testenv::TestEnv;
 use kubeapp::simple::{App, AppConfig, UnmanagedKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -127,7 +128,11 @@ async fn runner_client(env: &TestEnv, runner: &Runner) -> kube::Client {
     )
     .await
     .expect("client config");
-    instrumented_client(config, runner.metrics().client()).expect("client")
+    let metrics = runner
+        .metrics()
+        .set::<ClientMetrics>()
+        .expect("client metrics");
+    instrumented_client(config, metrics).expect("client")
 }
 
 async fn start(

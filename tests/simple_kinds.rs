@@ -22,9 +22,8 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::runtime::watcher;
 use kube::{CustomResource, ResourceExt};
-use kubeapp::operator::{
-    CancellationToken, Context, ReconcileError, ReconcileResult, Runner, RunnerConfig, WatcherFns,
-};
+use kubeapp::operator::{CancellationToken, Context, ReconcileError, ReconcileResult, WatcherFns};
+use kubeapp::runner::{Runner, RunnerConfig};
 use kubeapp::simple::{App, AppConfig, ManagedKind, UnmanagedKind};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

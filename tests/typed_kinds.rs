@@ -28,12 +28,12 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{CustomResource, ResourceExt};
-use kubeapp::operator::client_metrics::ClientMetrics;
 use kubeapp::operator::{
     BoxError, CancellationToken, Context, ControllerConfig, ControllerMetrics, InformerController,
     InformerOptions, Informers, ReconcileError, ReconcileRequest, ReconcileResult, RetryPolicy,
     TriggerCause, Watcher, reconciler_fn,
 };
+use kubeapp::runner::client_metrics::ClientMetrics;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;

@@ -11,7 +11,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::core::admission::AdmissionRequest;
 use kube::{CustomResource, ResourceExt};
-use kubeapp::operator::webhook::{WebhookConfig, WebhookServer};
+use kubeapp::runner::webhook::{WebhookConfig, WebhookServer};
 use kubeapp::sdk::app::{AdmissionError, App, AppError, ConversionError};
 use kubeapp::sdk::crd::CrdBuilder;
 use kubeapp::sdk::manifest::ManifestData;

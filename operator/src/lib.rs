@@ -2,6 +2,11 @@
 //!
 //! The operator runtime of kubeapp, modelled on Go's grafana-app-sdk `operator` package.
 //!
+//! A controller built with this crate alone (an [`InformerController`] and typed handlers) needs
+//! no HTTP server: the Runner that runs apps as an operator process (serving `/metrics`,
+//! `/livez`, `/readyz` and the HTTPS webhook server) and the Kubernetes client whose requests are
+//! counted are in `kubeapp-runner` (`kubeapp::runner`), which builds on this crate.
+//!
 //! Where to start: register a kind with an [`InformerController`] through kube-rs's own `Api<K>`
 //! and `watcher::Config` ([`InformerController::kind`]); the [`KindHandle<K>`] it returns takes
 //! typed [`Watcher<K, C>`]s and [`Reconciler<K, C>`]s (or a kube-rs-style [`ApplyCleanup`]), gives
@@ -12,7 +17,10 @@
 //! order per object and concurrently across objects, with retries ([`RetryPolicy`],
 //! [`RetryDequeuePolicy`]); the [`controller`] module docs state the guarantees, the [`informer`]
 //! docs say how deletes missed during a disconnect are still delivered, `docs/api.md` records the
-//! API's decisions.
+//! API's decisions. Run the controller yourself ([`InformerController::run`] with a
+//! [`CancellationToken`]), or as an app of a `kubeapp_runner::Runner` (`kubeapp::runner`), which
+//! adds `/metrics`, the health probes, webhooks and the graceful stop on SIGTERM; the Runner
+//! hands its apps the one [`MetricsRegistry`] and [`Informers`] they share.
 //!
 //! Underneath, the type-erased layer the typed one is built on stays available for custom sources
 //! and multi-kind handlers in one module, [`erased`]: [`erased::DynWatcher`],
@@ -32,13 +40,13 @@
 //! 3. the erased handler traits and what handlers write with: [`handler`], [`view`], `watcher`
 //!    and `reconciler` (the `Dyn*` traits, public through [`erased`]; the reconcile request,
 //!    result and error at the crate root), [`failures`], [`apply`], [`events`];
-//! 4. the metric sets: [`metrics`], [`client_metrics`];
+//! 4. the metric sets: [`metrics`];
 //! 5. [`informer`] (list+watch, decode, re-list diff) and [`informers`] (the shared registry,
 //!    whose fan-out hands events to subscribers through a trait it owns);
 //! 6. [`controller`] (per-object lanes, dispatch, retries);
 //! 7. [`opinionated`] (finalizer wrappers) and [`erased`] (the erased layer's public face);
 //! 8. the typed handle: [`kind`], [`context`], [`trigger`];
-//! 9. running apps: [`runner`], [`webhook`], [`metrics_registry`].
+//! 9. the registry of metric sets an operator process serves: [`metrics_registry`].
 //!
 //! An event's path goes up the layers: [`informer`] -> [`informers`] (the cache first, then the
 //! subscribers) -> [`controller`] (per-object lanes, retries) -> [`erased::DynWatcher`] /
@@ -51,14 +59,11 @@
 //! - [`opinionated`]: [`OpinionatedWatcher`] and [`OpinionatedReconciler`] wrap any watcher or
 //!   reconciler with finalizers, so deletes that happen while the operator is down are still
 //!   handled and objects changed meanwhile are re-synced.
-//! - [`runner`]: the [`Runner`] runs apps, serves `/metrics`, `/livez`, `/readyz` and (with TLS
-//!   configured) the [`webhook`] server, and shuts down gracefully on SIGTERM/SIGINT.
 //! - [`failures`]: failed handler calls by cause (`handler_failures_total{kind,cause}`), one
 //!   log line per missing permission behind a 403, and the opt-in `writes-permitted` readiness
 //!   check.
-//! - [`client_metrics`]: a `kube::Client` whose requests are counted and timed.
-//! - [`metrics_registry`]: the [`MetricsRegistry`] a Runner owns and hands to its apps: one
-//!   prefix, each kubeapp collector set created once, no process-wide collectors.
+//! - [`metrics_registry`]: the [`MetricsRegistry`] a Runner (`kubeapp-runner`) owns and hands to
+//!   its apps: one prefix, each kubeapp collector set created once, no process-wide collectors.
 //! - [`apply`]: what a handler writes with: server-side apply under a field manager with owner
 //!   references ([`Applier`]), `status` written only when it changed ([`StatusWriter`]), and
 //!   standard conditions; [`events`]: Kubernetes Events about an object ([`EventRecorder`]).
@@ -66,7 +71,6 @@
 
 mod action;
 pub mod apply;
-pub mod client_metrics;
 pub mod context;
 pub mod controller;
 pub mod election;
@@ -87,13 +91,11 @@ pub mod opinionated;
 pub mod own_writes;
 mod reconciler;
 mod related;
-pub mod runner;
 pub mod sharding;
 pub mod store;
 pub mod trigger;
 pub mod view;
 mod watcher;
-pub mod webhook;
 
 pub use action::{ReconcileAction, TriggerCause};
 pub use apply::{Applier, Apply, ApplyError, StatusWrite, StatusWriter};
@@ -115,7 +117,6 @@ pub use object::{Kind, KubeObject, ObjectKey};
 pub use opinionated::{OpinionatedOptions, OpinionatedReconciler, OpinionatedWatcher};
 pub use own_writes::WrittenPart;
 pub use reconciler::{ReconcileError, ReconcileRequest, ReconcileResult, ReconcileState};
-pub use runner::{Runner, RunnerConfig, RunnerError};
 pub use store::{InformerEvent, Store, StoreError, SyncedFlag};
 /// The token that stops an [`InformerController`] and cancels handler contexts.
 pub use tokio_util::sync::CancellationToken;

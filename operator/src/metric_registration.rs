@@ -4,8 +4,8 @@
 //! the [`MetricsError`] when a registry refuses.
 //!
 //! Metric plumbing at the bottom of the crate, below every metric set (the controller's, the
-//! failing objects', the finalizers', the client's), so that none of them imports another for
-//! it. Public through [`metrics`](crate::metrics).
+//! failing objects', the finalizers'; the Kubernetes client's in `kubeapp-runner`), so that none
+//! of them imports another for it. Public through [`metrics`](crate::metrics).
 
 use prometheus::Registry;
 use prometheus::core::Collector;

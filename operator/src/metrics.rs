@@ -40,7 +40,7 @@
 //!
 //! # Registration: one set per registry, no process globals
 //!
-//! A [`MetricsRegistry`](crate::MetricsRegistry) (a [`Runner`](crate::Runner) owns one) creates
+//! A [`MetricsRegistry`](crate::MetricsRegistry) (a `kubeapp_runner::Runner` owns one) creates
 //! these collectors once, with its one prefix, registers them into its Prometheus registry and
 //! hands out clones ([`MetricsRegistry::controller`](crate::MetricsRegistry::controller)): the
 //! controllers and apps given one handle share the same series, and two handles in one process

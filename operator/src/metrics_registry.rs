@@ -3,21 +3,21 @@
 //!
 //! # One handle per Runner, no process globals
 //!
-//! A [`Runner`](crate::Runner) owns one `MetricsRegistry` (what its `/metrics` serves), made with
-//! the prefix of [`RunnerConfig::metrics_prefix`](crate::RunnerConfig::metrics_prefix). The handle
+//! A Runner (crate `kubeapp-runner`) owns one `MetricsRegistry` (what its `/metrics` serves), made
+//! with the prefix of its `RunnerConfig::metrics_prefix`. The handle
 //! creates each kubeapp collector set once, with every name prefixed `{prefix}_`, and registers it
 //! into its registry:
 //!
 //! - [`controller`](MetricsRegistry::controller): informers and controllers
 //!   ([`ControllerMetrics`]);
-//! - [`client`](MetricsRegistry::client): Kubernetes client requests ([`ClientMetrics`]);
 //! - [`finalizer`](MetricsRegistry::finalizer): the opinionated wrappers' finalizer patches
 //!   ([`FinalizerMetrics`]);
-//! - [`set::<M>()`](MetricsRegistry::set): any other [`MetricSet`] (sharding's, leader
-//!   election's, components', phases', a user's), made once per registry under its prefix, so
-//!   no prefix is passed by hand. A set whose names clash with collectors registered before is
-//!   a [`MetricSetError::Clash`] and registers nothing (the three above log a clash instead and
-//!   count unexported, as they cannot fail).
+//! - [`set::<M>()`](MetricsRegistry::set): any other [`MetricSet`] (the Kubernetes client's
+//!   `ClientMetrics` of `kubeapp-runner`, sharding's, leader election's, components', phases', a
+//!   user's), made once per registry under its prefix, so no prefix is passed by hand. A set
+//!   whose names clash with collectors registered before is a [`MetricSetError::Clash`] and
+//!   registers nothing (the two above log a clash instead and count unexported, as they cannot
+//!   fail).
 //!
 //! A set is registered the first time it is handed out, so a registry only serves the kubeapp
 //! names that something counts into: an app given no handle can still hand its private
@@ -30,9 +30,8 @@
 //! everything (an `Arc` inside).
 //!
 //! Collectors made without a handle (the `unregistered` constructors, and the defaults of a
-//! controller, an informer registry, an opinionated wrapper or
-//! [`default_client`](crate::runner::default_client) given no metrics) belong to what made them
-//! and are exported nowhere.
+//! controller, an informer registry, an opinionated wrapper or the Runner crate's
+//! `default_client`) belong to what made them and are exported nowhere.
 //!
 //! ```
 //! use kubeapp_operator::MetricsRegistry;
@@ -54,7 +53,6 @@ use kubeapp_sdk::error::ErrorChain;
 use prometheus::Registry;
 use prometheus::core::Collector;
 
-use crate::client_metrics::ClientMetrics;
 use crate::metric_registration::{MetricSet, MetricsError, register_all};
 use crate::metrics::ControllerMetrics;
 use crate::opinionated::FinalizerMetrics;
@@ -111,7 +109,6 @@ struct Inner {
     registry: Registry,
     prefix: Option<String>,
     controller: ControllerMetrics,
-    client: ClientMetrics,
     finalizer: FinalizerMetrics,
     /// Every set handed out so far, by its type: each is a `M: MetricSet`, registered once.
     sets: Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>,
@@ -160,7 +157,6 @@ impl MetricsRegistry {
         Ok(Self {
             inner: Arc::new(Inner {
                 controller: ControllerMetrics::unregistered(prefix)?,
-                client: ClientMetrics::unregistered(prefix)?,
                 finalizer: FinalizerMetrics::unregistered(prefix)?,
                 registry,
                 prefix: prefix.map(str::to_string),
@@ -207,12 +203,6 @@ impl MetricsRegistry {
     /// [`ControllerConfig::metrics`](crate::ControllerConfig::metrics)).
     pub fn controller(&self) -> ControllerMetrics {
         self.built_in(&self.inner.controller)
-    }
-
-    /// The Kubernetes client collectors (for
-    /// [`instrumented_client`](crate::client_metrics::instrumented_client)).
-    pub fn client(&self) -> ClientMetrics {
-        self.built_in(&self.inner.client)
     }
 
     /// The finalizer patch collectors (for
@@ -270,11 +260,7 @@ impl MetricsRegistry {
     /// The built-in set of type `M` made with the registry (so that `set::<ControllerMetrics>()`
     /// and `controller()` hand out one set).
     fn made_with_registry<M: MetricSet>(&self) -> Option<M> {
-        let made: [&(dyn Any + Send + Sync); 3] = [
-            &self.inner.controller,
-            &self.inner.client,
-            &self.inner.finalizer,
-        ];
+        let made: [&(dyn Any + Send + Sync); 2] = [&self.inner.controller, &self.inner.finalizer];
         made.into_iter()
             .find_map(|set| set.downcast_ref::<M>())
             .cloned()

@@ -2,7 +2,7 @@
 //!
 //! An [`App`] owns a set of kinds (its *managed* kinds: CRDs, admission and conversion come from
 //! it), runs its informers and handlers until told to stop, reports health, contributes Prometheus
-//! collectors, and answers admission and conversion requests. A Runner (in `kubeapp-operator`)
+//! collectors, and answers admission and conversion requests. A Runner (in `kubeapp-runner`)
 //! runs one or more apps, serves `/metrics`, `/livez` and `/readyz`, and routes webhook calls to
 //! them. `kubeapp-simple` builds an `App` from a manifest and closures; implement the trait
 //! directly when you need full control.

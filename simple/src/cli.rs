@@ -64,8 +64,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kubeapp_operator::runner::RunnerConfig;
-use kubeapp_operator::webhook::WebhookConfig;
+use kubeapp_runner::RunnerConfig;
+use kubeapp_runner::webhook::WebhookConfig;
 
 use crate::telemetry::{LogFormat, Otlp, OtlpProtocol, TelemetryConfig};
 

@@ -165,7 +165,7 @@ impl AppConfig {
 
     /// The registry of shared informers the app's kinds are watched through (default: one of
     /// the app's own). Apps built with the same registry, e.g. every app of a
-    /// [`Runner`](kubeapp_operator::Runner) given [`Runner::informers`](kubeapp_operator::Runner::informers),
+    /// [`Runner`](kubeapp_runner::Runner) given [`Runner::informers`](kubeapp_runner::Runner::informers),
     /// open one watch per kind, namespace and selectors between them.
     #[must_use]
     pub fn informers(mut self, informers: Informers) -> Self {
@@ -192,8 +192,8 @@ impl AppConfig {
     /// The metrics the app's controller and opinionated wrappers count into (default: private
     /// collectors of the app's own, handed out by
     /// [`App::metric_collectors`](kubeapp_sdk::app::App::metric_collectors)). Apps given the same
-    /// handle, e.g. every app of a [`Runner`](kubeapp_operator::Runner) given
-    /// [`Runner::metrics`](kubeapp_operator::Runner::metrics), count into one series per kind,
+    /// handle, e.g. every app of a [`Runner`](kubeapp_runner::Runner) given
+    /// [`Runner::metrics`](kubeapp_runner::Runner::metrics), count into one series per kind,
     /// named with that handle's one prefix.
     #[must_use]
     pub fn metrics(mut self, metrics: MetricsRegistry) -> Self {

@@ -7,7 +7,7 @@
 //! Start with [`AppConfig`]: name the app, give it its manifest, add [`ManagedKind`]s (the kinds
 //! the app owns: a reconciler or a watcher, optional validator, mutator and converter;
 //! opinionated by default) and [`UnmanagedKind`]s (kinds it only watches; plain by default), then
-//! build an [`App`] with a client and hand it to a `kubeapp_operator::Runner`.
+//! build an [`App`] with a client and hand it to a `kubeapp_runner::Runner`.
 //!
 //! - [`kinds`]: the kind builders.
 //! - [`validate`]: what makes an app invalid against its manifest (every problem is reported).

@@ -229,7 +229,7 @@ impl TelemetryGuard {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// use kubeapp_operator::runner::{Runner, RunnerConfig};
+    /// use kubeapp_runner::{Runner, RunnerConfig};
     /// use kubeapp_simple::telemetry::{self, Otlp, TelemetryConfig};
     ///
     /// let guard = telemetry::init(TelemetryConfig::new("my-operator").otlp(Otlp::Disabled))?;
@@ -239,7 +239,7 @@ impl TelemetryGuard {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn flush_on_shutdown(self, runner: &mut kubeapp_operator::runner::Runner) {
+    pub fn flush_on_shutdown(self, runner: &mut kubeapp_runner::Runner) {
         runner.on_shutdown(move || async move {
             if let Err(err) = self.shutdown().await {
                 tracing::warn!(error = %ErrorChain(&err), "telemetry not flushed");

@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use kubeapp_operator::runner::{Runner, RunnerConfig};
+use kubeapp_runner::{Runner, RunnerConfig};
 use kubeapp_simple::telemetry::{self, Otlp, OtlpProtocol, TelemetryConfig};
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,

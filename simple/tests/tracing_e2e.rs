@@ -20,9 +20,9 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResource, ResourceExt};
 use kubeapp_operator::{
-    CancellationToken, ControllerConfig, ReconcileAction, ReconcileResult, RetryPolicy, Runner,
-    RunnerConfig, WatcherFns,
+    CancellationToken, ControllerConfig, ReconcileAction, ReconcileResult, RetryPolicy, WatcherFns,
 };
+use kubeapp_runner::{Runner, RunnerConfig};
 use kubeapp_sdk::app::AppProvider as _;
 use kubeapp_sdk::manifest::ManifestData;
 use kubeapp_sdk::testenv::TestEnv;

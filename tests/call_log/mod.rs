@@ -153,11 +153,8 @@ pub async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
 pub async fn counted_client(
     kubeconfig: &kube::config::Kubeconfig,
     prefix: &str,
-) -> (
-    kube::Client,
-    kubeapp::operator::client_metrics::ClientMetrics,
-) {
-    use kubeapp::operator::client_metrics::{ClientMetrics, instrumented_client};
+) -> (kube::Client, kubeapp::runner::client_metrics::ClientMetrics) {
+    use kubeapp::runner::client_metrics::{ClientMetrics, instrumented_client};
     let metrics = ClientMetrics::unregistered(Some(prefix)).expect("client metrics");
     let config = kube::Config::from_custom_kubeconfig(
         kubeconfig.clone(),

@@ -20,8 +20,9 @@ use kube::api::{Api, Patch, PatchParams};
 use kubeapp::operator::opinionated::ConflictRetry;
 use kubeapp::operator::{
     Context, ControllerConfig, OpinionatedOptions, ReconcileAction, ReconcileError,
-    ReconcileRequest, ReconcileResult, Runner, RunnerConfig, WrittenPart,
+    ReconcileRequest, ReconcileResult, WrittenPart,
 };
+use kubeapp::runner::{Runner, RunnerConfig};
 use kubeapp::sdk::manifest::ManifestData;
 use kubeapp::simple::{App, AppConfig, ManagedKind};
 use kubeapp_bench::contender_cli::{ContenderArgs, client_from, init_logs};

@@ -263,7 +263,7 @@ impl ControllerConfig {
     }
 
     /// The registry of shared informers kinds are registered from (default: one of the
-    /// controller's own). A [`Runner`](crate::Runner) passes the process's, so that two apps
+    /// controller's own). A `kubeapp_runner::Runner` passes the process's, so that two apps
     /// watching the same kind share one watch.
     #[must_use]
     pub fn informers(mut self, informers: Informers) -> Self {

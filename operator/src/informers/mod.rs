@@ -4,7 +4,7 @@
 //! plural), the `Api`'s namespace, the `watcher::Config` (selectors, page size, list strategy),
 //! the transform's name, the `managedFields` choice and the resync period. Every controller, kind
 //! handle, trigger and store that asks for the same key shares that watch and its cache; a
-//! [`Runner`](crate::Runner) hands one registry to all its apps. The watch starts with its first
+//! `kubeapp_runner::Runner` hands one registry to all its apps. The watch starts with its first
 //! user (within a Tokio runtime) and stops when the last one is gone (see
 //! [`open_watches`](Informers::open_watches)).
 //!
@@ -106,7 +106,7 @@ impl Informers {
 
     /// Makes `metrics` the collectors of the registry's informers if none were given (by
     /// [`with_metrics`](Self::with_metrics) or an earlier call): the first controller built on
-    /// a shared registry, e.g. a [`Runner`](crate::Runner)'s, names where its informers count.
+    /// a shared registry, e.g. a `kubeapp_runner::Runner`'s, names where its informers count.
     pub fn adopt_metrics(&self, metrics: &ControllerMetrics) {
         let _ = self.registry.metrics.set(metrics.clone());
     }

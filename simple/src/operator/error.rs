@@ -1,8 +1,8 @@
 //! [`OperatorError`]: why a command of an [`Operator`](super::Operator) failed, and the exit code
 //! it makes.
 
-use kubeapp_operator::runner::{ClientError, RunnerError};
 use kubeapp_operator::{BoxError, MetricsRegistryError};
+use kubeapp_runner::{ClientError, RunnerError};
 use kubeapp_sdk::crd::CrdError;
 use kubeapp_sdk::deploy::DeployError;
 use kubeapp_sdk::rbac::RbacError;

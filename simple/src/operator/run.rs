@@ -2,9 +2,10 @@
 //! ring, and the app built in its [`AppContext`], until a signal.
 
 use kubeapp_operator::election::{ElectionMetrics, LeaderElector};
-use kubeapp_operator::runner::default_client_with_metrics;
 use kubeapp_operator::sharding::{ShardMetrics, ShardRing};
-use kubeapp_operator::{CancellationToken, MetricsRegistry, Runner};
+use kubeapp_operator::{CancellationToken, MetricsRegistry};
+use kubeapp_runner::Runner;
+use kubeapp_runner::default_client_with_metrics;
 use kubeapp_sdk::error::error_chain;
 use kubeapp_sdk::manifest::ManifestData;
 

@@ -3,7 +3,7 @@
 //! (under `prlimit`, and stopped by SIGTERM) to prove the server's behaviour for a whole process.
 //!
 //! ```sh
-//! cargo run -p kubeapp-operator --example webhook_server -- tls.crt tls.key \
+//! cargo run -p kubeapp-runner --example webhook_server -- tls.crt tls.key \
 //!     handshake_ms=10000 header_ms=10000 max_connections=512 drain_ms=10000 delay_ms=0
 //! ```
 //!
@@ -19,8 +19,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::core::admission::AdmissionRequest;
-use kubeapp_operator::runner::{Runner, RunnerConfig};
-use kubeapp_operator::webhook::WebhookConfig;
+use kubeapp_runner::webhook::WebhookConfig;
+use kubeapp_runner::{Runner, RunnerConfig};
 use kubeapp_sdk::app::{AdmissionError, App, AppError};
 use tokio_util::sync::CancellationToken;
 

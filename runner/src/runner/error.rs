@@ -1,15 +1,15 @@
-//! The errors a [`Runner`](super::Runner) returns.
+//! The errors a [`Runner`](crate::Runner) returns.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use kubeapp_sdk::app::AppError;
 
-/// Why a [`Runner`](super::Runner) stopped with an error (or could not start).
+/// Why a [`Runner`](crate::Runner) stopped with an error (or could not start).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RunnerError {
-    /// The metrics prefix ([`RunnerConfig::metrics_prefix`](super::RunnerConfig::metrics_prefix))
+    /// The metrics prefix ([`RunnerConfig::metrics_prefix`](crate::RunnerConfig::metrics_prefix))
     /// is not the start of a valid Prometheus name.
     #[error(
         "invalid metrics prefix {prefix:?}: use letters, digits, `_` and `:`, not starting with a digit"
@@ -48,9 +48,9 @@ pub enum RunnerError {
         /// What it declares, e.g. `Widget: validation, conversion`.
         declared: String,
     },
-    /// The runner's kubeapp collectors (controller, client, finalizer) could not be created.
+    /// The runner's kubeapp collectors (controller, finalizer) could not be created.
     #[error("registering the runner's metrics")]
-    RunnerMetrics(#[source] crate::metric_registration::MetricsError),
+    RunnerMetrics(#[source] kubeapp_operator::metrics::MetricsError),
     /// The webhook server could not start (certificate files, address).
     #[error(transparent)]
     Webhook(#[from] crate::webhook::WebhookError),

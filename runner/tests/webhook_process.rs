@@ -2,8 +2,8 @@
 //! under `prlimit` for the open-file limit (which applies to a process, not to a server), and
 //! stopped by SIGTERM for the shutdown sequence.
 //!
-//! The example binary is built by `cargo test -p kubeapp-operator` (all targets); a run limited
-//! to this test file needs `cargo build -p kubeapp-operator --example webhook_server` first (a
+//! The example binary is built by `cargo test -p kubeapp-runner` (all targets); a run limited
+//! to this test file needs `cargo build -p kubeapp-runner --example webhook_server` first (a
 //! nested cargo build would wait for the lock the outer `cargo test` holds).
 
 mod webhook_support;
@@ -31,7 +31,7 @@ fn example_binary() -> PathBuf {
         .join(format!("webhook_server{}", std::env::consts::EXE_SUFFIX));
     assert!(
         binary.exists(),
-        "{} is missing: run `cargo build -p kubeapp-operator --example webhook_server`",
+        "{} is missing: run `cargo build -p kubeapp-runner --example webhook_server`",
         binary.display()
     );
     binary

@@ -3,9 +3,9 @@
 //! the Runner.
 //!
 //! ```sh
-//! cargo run -p kubeapp-operator --example runner_signal -- [stop-ms] [shutdown-timeout-ms]
+//! cargo run -p kubeapp-runner --example runner_signal -- [stop-ms] [shutdown-timeout-ms]
 //! # then press Ctrl-C once (graceful) or twice (at once)
-//! cargo run -p kubeapp-operator --example runner_signal -- client   # infer a Kubernetes client
+//! cargo run -p kubeapp-runner --example runner_signal -- client   # infer a Kubernetes client
 //! ```
 //!
 //! Prints `listening on <addr>`, `app started`, then on the first signal `app stopping`, and after
@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use kube::api::ApiResource;
-use kubeapp_operator::runner::{Runner, RunnerConfig, default_client};
+use kubeapp_runner::{Runner, RunnerConfig, default_client};
 use kubeapp_sdk::app::{App, AppError};
 use tokio_util::sync::CancellationToken;
 

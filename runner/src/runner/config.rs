@@ -1,15 +1,15 @@
-//! [`RunnerConfig`]: addresses, timeouts, the metrics prefix and webhook settings of a [`Runner`](super::Runner).
+//! [`RunnerConfig`]: addresses, timeouts, the metrics prefix and webhook settings of a [`Runner`](crate::Runner).
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::webhook::WebhookConfig;
 
-/// The configuration of a [`Runner`](super::Runner): a plain struct with [`Default`] and chained setters.
+/// The configuration of a [`Runner`](crate::Runner): a plain struct with [`Default`] and chained setters.
 ///
 /// ```
 /// use std::time::Duration;
-/// use kubeapp_operator::runner::RunnerConfig;
+/// use kubeapp_runner::RunnerConfig;
 ///
 /// let config = RunnerConfig::default()
 ///     .metrics_addr(([0, 0, 0, 0], 8080).into())
@@ -30,11 +30,11 @@ pub struct RunnerConfig {
     /// Kubernetes removes a terminating pod from its Services *while* the pod receives SIGTERM:
     /// for a few seconds the apiserver may still open connections to the webhook server. With a
     /// delay (e.g. 5 s, well inside the pod's `terminationGracePeriodSeconds`) those admission
-    /// calls are still served. See the [runner docs](super#stopping) for the whole sequence.
+    /// calls are still served. See the [crate docs](crate#stopping) for the whole sequence.
     pub shutdown_delay: Duration,
     /// The one prefix of every kubeapp metric the runner serves (`{prefix}_{name}`): the
     /// controller, client and finalizer collectors of its
-    /// [`MetricsRegistry`](crate::MetricsRegistry), which its apps count into. Collectors of your
+    /// [`MetricsRegistry`](kubeapp_operator::MetricsRegistry), which its apps count into. Collectors of your
     /// own keep the names you give them. Default none.
     pub metrics_prefix: Option<String>,
     /// How long one health check may take before `/readyz` counts it as failed. Default 5 s.

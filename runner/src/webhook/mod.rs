@@ -26,8 +26,8 @@
 //! | rest of a refused body | [`oversized_drain_bytes`](WebhookConfig::oversized_drain_bytes) 32 MiB, [`oversized_drain_timeout`](WebhookConfig::oversized_drain_timeout) 10 s | read and discarded after the 413 started, so a client still uploading reads its status instead of a reset; past either bound the connection is closed |
 //!
 //! The open-file limit applies to the whole process: keep `max_connections` below it, with room
-//! for the process's other files and sockets. A [`Runner`](crate::runner::Runner) also keeps the
-//! server accepting during its [shutdown delay](crate::runner::RunnerConfig::shutdown_delay)
+//! for the process's other files and sockets. A [`Runner`](crate::Runner) also keeps the
+//! server accepting during its [shutdown delay](crate::RunnerConfig::shutdown_delay)
 //! after SIGTERM, before it drains.
 //!
 //! # Statuses
@@ -44,7 +44,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use kubeapp_operator::webhook::{WebhookConfig, WebhookServer};
+//! use kubeapp_runner::webhook::{WebhookConfig, WebhookServer};
 //! use kubeapp_sdk::testenv::CertificateAuthority;
 //! use tokio_util::sync::CancellationToken;
 //!

@@ -15,7 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::core::admission::AdmissionRequest;
-use kubeapp_operator::webhook::{
+use kubeapp_runner::webhook::{
     DEFAULT_MAX_BODY_BYTES, DEFAULT_OVERSIZED_DRAIN_BYTES, WebhookConfig, WebhookServer,
 };
 use kubeapp_sdk::app::{AdmissionError, App, AppError};

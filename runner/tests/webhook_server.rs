@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::core::admission::AdmissionRequest;
-use kubeapp_operator::webhook::{WebhookConfig, WebhookServer};
+use kubeapp_runner::webhook::{WebhookConfig, WebhookServer};
 use kubeapp_sdk::app::{AdmissionError, App, AppError};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;

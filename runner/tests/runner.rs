@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use kube::api::ApiResource;
-use kubeapp_operator::runner::{Runner, RunnerConfig, RunnerError};
+use kubeapp_runner::{Runner, RunnerConfig, RunnerError};
 use kubeapp_sdk::app::{App, AppError, HealthCheck};
 use prometheus::{IntCounter, Opts};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -475,7 +475,7 @@ async fn a_port_in_use_is_a_bind_error_naming_the_address() {
 
 /// The `runner_signal` example binary, which `cargo test` builds with all targets (the README's
 /// test command does). A run limited to this test (`--test runner`) does not build examples: then
-/// build it first, `cargo build -p kubeapp-operator --example runner_signal`. The test does not
+/// build it first, `cargo build -p kubeapp-runner --example runner_signal`. The test does not
 /// build it itself: a nested `cargo build` would wait for the build-directory lock that the
 /// outer `cargo test` holds, and hang.
 fn example_binary() -> PathBuf {
@@ -489,8 +489,8 @@ fn example_binary() -> PathBuf {
         .join(format!("runner_signal{}", std::env::consts::EXE_SUFFIX));
     assert!(
         binary.exists(),
-        "{} is missing: run `cargo build -p kubeapp-operator --example runner_signal` (or the \
-         whole `cargo test -p kubeapp-operator`, which builds examples)",
+        "{} is missing: run `cargo build -p kubeapp-runner --example runner_signal` (or the \
+         whole `cargo test -p kubeapp-runner`, which builds examples)",
         binary.display()
     );
     binary
@@ -750,7 +750,7 @@ async fn the_runner_serves_app_webhooks_over_https_when_configured() {
     let cert = ca.issue_serving(&["127.0.0.1"]).expect("cert");
     std::fs::write(dir.path().join("tls.crt"), &cert.cert_pem).expect("write");
     std::fs::write(dir.path().join("tls.key"), &cert.key_pem).expect("write");
-    let webhook = kubeapp_operator::webhook::WebhookConfig::new(
+    let webhook = kubeapp_runner::webhook::WebhookConfig::new(
         dir.path().join("tls.crt"),
         dir.path().join("tls.key"),
     )
@@ -798,11 +798,9 @@ async fn the_runner_serves_app_webhooks_over_https_when_configured() {
 
 #[tokio::test]
 async fn a_missing_webhook_certificate_fails_the_start_naming_the_file() {
-    let webhook = kubeapp_operator::webhook::WebhookConfig::new(
-        "/nonexistent/tls.crt",
-        "/nonexistent/tls.key",
-    )
-    .addr(SocketAddr::from(([127, 0, 0, 1], 0)));
+    let webhook =
+        kubeapp_runner::webhook::WebhookConfig::new("/nonexistent/tls.crt", "/nonexistent/tls.key")
+            .addr(SocketAddr::from(([127, 0, 0, 1], 0)));
     let config = RunnerConfig::default()
         .metrics_addr(SocketAddr::from(([127, 0, 0, 1], 0)))
         .webhook(webhook);

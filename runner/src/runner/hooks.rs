@@ -1,4 +1,4 @@
-//! Work a [`Runner`](super::Runner) does after everything stopped, such as flushing telemetry.
+//! Work a [`Runner`](crate::Runner) does after everything stopped, such as flushing telemetry.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -18,10 +18,21 @@
 //!   timeout). The duration runs until the response headers arrive, so a watch counts the time
 //!   to establish it, not how long it stayed open.
 //!
-//! Registration follows [`crate::metrics`]: a [`MetricsRegistry`](crate::MetricsRegistry) (a
-//! Runner's) creates one set with its prefix and hands it out
-//! ([`MetricsRegistry::client`](crate::MetricsRegistry::client)); [`ClientMetrics::unregistered`]
-//! makes a private set, exported nowhere. There are no process-wide collectors.
+//! Registration follows [`kubeapp_operator::metrics`]: [`ClientMetrics`] is a [`MetricSet`], so a
+//! [`MetricsRegistry`](kubeapp_operator::MetricsRegistry) (a Runner's) creates one set with its prefix and hands it out,
+//! `metrics.set::<ClientMetrics>()?` (what [`default_client_with_metrics`](crate::default_client_with_metrics)
+//! does); [`ClientMetrics::unregistered`] makes a private set, exported nowhere. There are no
+//! process-wide collectors.
+//!
+//! ```
+//! use kubeapp_operator::MetricsRegistry;
+//! use kubeapp_runner::client_metrics::ClientMetrics;
+//!
+//! let metrics = MetricsRegistry::new(Some("shop"))?;
+//! let client_metrics: ClientMetrics = metrics.set()?; // for `instrumented_client`
+//! # drop(client_metrics);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use std::future::Future;
 use std::pin::Pin;
@@ -32,7 +43,7 @@ use http::{Method, Request, Response};
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
 use tower::{Layer, Service};
 
-use crate::metric_registration::{LATENCY_BUCKETS, MetricsError};
+use kubeapp_operator::metrics::{LATENCY_BUCKETS, MetricSet, MetricsError};
 
 const LABELS: [&str; 4] = ["status_code", "verb", "kind", "subresource"];
 
@@ -228,9 +239,8 @@ pub fn instrumented_client(
         .build())
 }
 
-/// Created by a [`MetricsRegistry`](crate::MetricsRegistry) as its
-/// [`client`](crate::MetricsRegistry::client) set.
-impl crate::metric_registration::MetricSet for ClientMetrics {
+/// Created once per [`MetricsRegistry`](kubeapp_operator::MetricsRegistry), under its prefix: `metrics.set::<ClientMetrics>()`.
+impl MetricSet for ClientMetrics {
     type Error = MetricsError;
 
     fn create(prefix: Option<&str>) -> Result<Self, MetricsError> {
@@ -247,8 +257,9 @@ impl crate::metric_registration::MetricSet for ClientMetrics {
 
 #[cfg(test)]
 mod tests {
+    use kubeapp_operator::MetricsRegistry;
+
     use super::*;
-    use prometheus::Registry;
 
     fn labels(method: Method, uri: &str) -> RequestLabels {
         let request = Request::builder()
@@ -356,22 +367,26 @@ mod tests {
     }
 
     #[test]
-    fn registering_twice_is_harmless() {
-        let registry = Registry::new();
-        let metrics = ClientMetrics::unregistered(Some("twice")).expect("metrics");
-        crate::metric_registration::register_all(
-            &registry,
-            crate::metric_registration::MetricSet::collectors(&metrics)
-                .into_iter()
-                .map(|c| ("test", c)),
-        )
-        .expect("first");
-        crate::metric_registration::register_all(
-            &registry,
-            crate::metric_registration::MetricSet::collectors(&metrics)
-                .into_iter()
-                .map(|c| ("test", c)),
-        )
-        .expect("second");
+    fn a_registry_hands_out_one_set_registered_once_under_its_prefix() {
+        let metrics = MetricsRegistry::new(Some("twice")).expect("metrics");
+        let first: ClientMetrics = metrics.set().expect("first");
+        let again: ClientMetrics = metrics.set().expect("asked again: no clash with itself");
+        first.observe(&expect("get", "pods", ""), "200", 0.1);
+        again.observe(&expect("get", "pods", ""), "200", 0.1);
+        assert_eq!(first.requests("200", "get", "pods", ""), 2, "one set");
+        let mut names: Vec<String> = metrics
+            .registry()
+            .gather()
+            .iter()
+            .map(|family| family.name().to_string())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "twice_kubernetes_client_request_duration_seconds",
+                "twice_kubernetes_client_requests_total"
+            ]
+        );
     }
 }

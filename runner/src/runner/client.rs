@@ -5,9 +5,10 @@ use std::path::PathBuf;
 
 use kube::config::InferConfigError;
 
+use kubeapp_operator::metrics::MetricsError;
+use kubeapp_operator::{MetricSetError, MetricsRegistry};
+
 use crate::client_metrics::{ClientMetrics, instrumented_client};
-use crate::metric_registration::MetricsError;
-use crate::metrics_registry::MetricsRegistry;
 
 /// The service-account directory an in-cluster configuration is read from.
 const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -27,6 +28,10 @@ pub enum ClientError {
     /// The client's request metrics could not be created.
     #[error(transparent)]
     Metrics(#[from] MetricsError),
+    /// The registry refused the client's request metrics: a collector registered before (by
+    /// another set, or directly into its Prometheus registry) has one of their names.
+    #[error(transparent)]
+    Registry(#[from] MetricSetError),
     /// A configuration was found but the client could not be built from it.
     #[error("building a Kubernetes client for {cluster_url}")]
     Client {
@@ -44,15 +49,15 @@ pub enum ClientError {
 /// service-account token). The error says what was tried and why each source failed.
 ///
 /// The client counts and times its requests (`kubernetes_client_requests_total`,
-/// `kubernetes_client_request_duration_seconds`, see [`crate::client_metrics`]) into collectors of
+/// `kubernetes_client_request_duration_seconds`, see [`client_metrics`](crate::client_metrics)) into collectors of
 /// its own, exported nowhere: for a client whose requests show on a Runner's `/metrics`, use
-/// [`default_client_with_metrics`] with [`Runner::metrics`](super::Runner::metrics).
+/// [`default_client_with_metrics`] with [`Runner::metrics`](crate::Runner::metrics).
 ///
 /// Needs a Tokio runtime (the client spawns its connection handling).
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), kubeapp_operator::runner::ClientError> {
-/// let client = kubeapp_operator::runner::default_client().await?;
+/// # async fn demo() -> Result<(), kubeapp_runner::ClientError> {
+/// let client = kubeapp_runner::default_client().await?;
 /// # drop(client);
 /// # Ok(())
 /// # }
@@ -65,13 +70,13 @@ pub async fn default_client() -> Result<kube::Client, ClientError> {
     client_from_environment(ClientMetrics::unregistered(None)?).await
 }
 
-/// [`default_client`], counting its requests into the client collectors of `metrics` (a
-/// Runner's [`metrics`](super::Runner::metrics), so they are served on its `/metrics` under its
-/// prefix).
+/// [`default_client`], counting its requests into the [`ClientMetrics`] set of `metrics` (a
+/// Runner's [`metrics`](crate::Runner::metrics), so they are served on its `/metrics` under its
+/// prefix): `metrics.set::<ClientMetrics>()`, created and registered the first time.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use kubeapp_operator::runner::{Runner, RunnerConfig, default_client_with_metrics};
+/// use kubeapp_runner::{Runner, RunnerConfig, default_client_with_metrics};
 ///
 /// let runner = Runner::new(RunnerConfig::default())?;
 /// let client = default_client_with_metrics(runner.metrics()).await?;
@@ -82,11 +87,12 @@ pub async fn default_client() -> Result<kube::Client, ClientError> {
 ///
 /// # Errors
 ///
-/// As [`default_client`].
+/// As [`default_client`], and [`ClientError::Registry`] when a collector of the registry has the
+/// name of a client metric.
 pub async fn default_client_with_metrics(
     metrics: &MetricsRegistry,
 ) -> Result<kube::Client, ClientError> {
-    client_from_environment(metrics.client()).await
+    client_from_environment(metrics.set::<ClientMetrics>()?).await
 }
 
 async fn client_from_environment(metrics: ClientMetrics) -> Result<kube::Client, ClientError> {
