@@ -25,13 +25,13 @@ use std::time::Duration;
 
 use kubeapp::components::dry_run::DryRunError;
 use kubeapp::components::{ComponentError, GraphError};
+use kubeapp::ha::election::ElectionError;
+use kubeapp::ha::sharding::ShardingError;
 use kubeapp::operator::controller::ControllerError;
-use kubeapp::operator::election::ElectionError;
 use kubeapp::operator::metrics::MetricsError;
 use kubeapp::operator::opinionated::finalizer::{FinalizerNameError, FinalizerPatchError};
 use kubeapp::operator::opinionated::undecodable::UndecodableHeld;
 use kubeapp::operator::runner::ClientError;
-use kubeapp::operator::sharding::ShardingError;
 use kubeapp::operator::view::WrongObjectType;
 use kubeapp::operator::{
     ApplyError, EventError, HandlerError, MetricSetError, MetricsRegistryError, ObjectKey,

@@ -13,7 +13,7 @@
 //! - [`client`](MetricsRegistry::client): Kubernetes client requests ([`ClientMetrics`]);
 //! - [`finalizer`](MetricsRegistry::finalizer): the opinionated wrappers' finalizer patches
 //!   ([`FinalizerMetrics`]);
-//! - [`set::<M>()`](MetricsRegistry::set): any other [`MetricSet`] (sharding's, leader
+//! - [`set::<M>()`](MetricsRegistry::set): any other [`MetricSet`] (`kubeapp-ha`'s sharding and leader
 //!   election's, components', phases', a user's), made once per registry under its prefix, so
 //!   no prefix is passed by hand. A set whose names clash with collectors registered before is
 //!   a [`MetricSetError::Clash`] and registers nothing (the three above log a clash instead and
