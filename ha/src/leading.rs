@@ -1,4 +1,4 @@
-//! [`run_while_leading`] ([`RunInTerms::run_while_leading`](crate::RunInTerms::run_while_leading)):
+//! [`RunInTerms::run_while_leading`](crate::RunInTerms::run_while_leading):
 //! the controller acts only while this process holds the Lease of a
 //! [`LeaderElector`](crate::election::LeaderElector).
 //!
@@ -43,7 +43,7 @@ use crate::election::Leadership;
 ///
 /// [`ControllerError::NotRestartable`] when a kind was added with `add_informer`;
 /// [`ControllerError::AlreadyRan`] when the controller runs or ran.
-pub async fn run_while_leading(
+pub(crate) async fn run_while_leading(
     controller: &InformerController,
     stop: CancellationToken,
     mut leadership: Leadership,
@@ -64,13 +64,13 @@ pub async fn run_while_leading(
         let watch = tokio::spawn(end_on_loss(period.clone(), term.clone(), Arc::clone(&lost)));
         let lost_now = Arc::clone(&lost);
         // Lost: no grace (another replica may lead already); stopped: the configured one.
-        let grace = Arc::new(move |configured| {
+        let grace = move |configured: Duration| {
             if lost_now.load(Ordering::Acquire) {
                 Duration::ZERO
             } else {
                 configured
             }
-        });
+        };
         let gate: Arc<dyn CallGate> = Arc::new(period);
         let result = controller
             .run_term(term, Term::new().call_gate(gate).grace(grace))

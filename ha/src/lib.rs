@@ -14,10 +14,10 @@
 //!
 //! [`RunInTerms`] runs a controller in those terms:
 //!
-//! - [`run_while_leading`](RunInTerms::run_while_leading) (module [`leading`]): one term per
-//!   period of leadership;
-//! - [`run_sharded`](RunInTerms::run_sharded) (module [`sharded`]): one term per acknowledged
-//!   membership of a shard ring, on this replica's share of the objects.
+//! - [`run_while_leading`](RunInTerms::run_while_leading) (the protocol: module [`leading`]): one
+//!   term per period of leadership;
+//! - [`run_sharded`](RunInTerms::run_sharded) (the protocol: module [`sharded`]): one term per
+//!   acknowledged membership of a shard ring, on this replica's share of the objects.
 //!
 //! ```no_run
 //! use kubeapp_ha::RunInTerms as _;

@@ -1,4 +1,4 @@
-//! [`run_sharded`] ([`RunInTerms::run_sharded`](crate::RunInTerms::run_sharded)): the controller
+//! [`RunInTerms::run_sharded`](crate::RunInTerms::run_sharded): the controller
 //! acts only on its replica's share of the objects of a [shard ring](crate::sharding).
 //!
 //! A term is one run of the controller under one acknowledged membership:
@@ -48,7 +48,7 @@ use crate::sharding::term::{Term as ShardTerm, TermChange};
 ///
 /// [`ControllerError::NotRestartable`] when a kind was added with `add_informer`;
 /// [`ControllerError::AlreadyRan`] when the controller runs or ran.
-pub async fn run_sharded(
+pub(crate) async fn run_sharded(
     controller: &InformerController,
     stop: CancellationToken,
     mut membership: Membership,
@@ -108,13 +108,13 @@ pub async fn run_sharded(
         let lost_now = Arc::clone(&lost);
         // Lost the own Lease: no grace (its slots may be someone else's by now); a
         // membership change or a stop: the configured one.
-        let grace = Arc::new(move |configured| {
+        let grace = move |configured: Duration| {
             if lost_now.load(Ordering::Acquire) {
                 Duration::ZERO
             } else {
                 configured
             }
-        });
+        };
         let gates = Term::new()
             .call_gate(Arc::new(started.validity.clone()))
             .event_filter(Arc::clone(&gate) as _)
@@ -151,7 +151,7 @@ fn shard_scopes_of(kinds: &[SharedKind]) -> Vec<Arc<ShardScope>> {
     kinds
         .iter()
         .filter_map(|kind| {
-            let scope: Arc<dyn std::any::Any + Send + Sync> = Arc::clone(&kind.scope) as _;
+            let scope: Arc<dyn std::any::Any + Send + Sync> = kind.scope.clone()?;
             scope.downcast::<ShardScope>().ok()
         })
         .collect()

@@ -129,7 +129,7 @@ use crate::watcher::DynWatcher;
 pub use self::retry::{
     DEFAULT_RETRY_BASE, DEFAULT_RETRY_CAP, GO_SDK_LAST_ATTEMPT, RetryDequeuePolicy, RetryPolicy,
 };
-pub use self::term::{GraceRule, SharedKind, Term};
+pub use self::term::{SharedKind, Term};
 #[doc(no_inline)]
 pub use crate::handler::HandlerError;
 

@@ -31,7 +31,7 @@ use crate::store::KindCache;
 
 /// How long a stopping term waits for its in-flight handler calls: asked when it stops, with
 /// the configured [`shutdown_grace`](super::ControllerConfig::shutdown_grace).
-pub type GraceRule = Arc<dyn Fn(Duration) -> Duration + Send + Sync>;
+type GraceRule = Arc<dyn Fn(Duration) -> Duration + Send + Sync>;
 
 /// What one term of a controller is gated on, and how it stops; see the [module docs](self).
 /// `Term::default()` gates nothing and stops with the configured grace period.
@@ -66,8 +66,8 @@ impl Term {
     /// ([`ControllerConfig::shutdown_grace`](super::ControllerConfig::shutdown_grace)); without
     /// a rule, the configured one.
     #[must_use]
-    pub fn grace(mut self, rule: GraceRule) -> Self {
-        self.grace = Some(rule);
+    pub fn grace(mut self, rule: impl Fn(Duration) -> Duration + Send + Sync + 'static) -> Self {
+        self.grace = Some(Arc::new(rule));
         self
     }
 }
@@ -87,8 +87,9 @@ impl fmt::Debug for Term {
 pub struct SharedKind {
     /// The kind's informer cache.
     pub cache: KindCache,
-    /// What the informer lists and watches in.
-    pub scope: Arc<dyn ListScope>,
+    /// What the informer lists and watches in (`None` for a ready-made stream, which cannot be
+    /// listed again).
+    pub scope: Option<Arc<dyn ListScope>>,
 }
 
 impl fmt::Debug for SharedKind {
@@ -158,11 +159,9 @@ impl InformerController {
         self.runtimes()
             .iter()
             .filter_map(|runtime| runtime.fanout.get())
-            .filter_map(|fanout| {
-                Some(SharedKind {
-                    cache: KindCache::new(&fanout.resource.kind, &fanout.cache),
-                    scope: Arc::clone(fanout.scope.as_ref()?),
-                })
+            .map(|fanout| SharedKind {
+                cache: KindCache::new(&fanout.resource.kind, &fanout.cache),
+                scope: fanout.scope.clone(),
             })
             .collect()
     }
