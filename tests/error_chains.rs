@@ -1,4 +1,4 @@
-//! Every public error type of the library crates (sdk, operator, simple, components, phases) walks
+//! Every public error type of the library crates (sdk, operator, ha, simple, components, phases) walks
 //! down its `source()` chain without printing any text twice (issue #33): an error either returns
 //! its cause from `source()` or includes it in its message, never both (see
 //! `kubeapp::sdk::error`).
@@ -54,6 +54,7 @@ use kubeapp::simple::{AppConfigError, AppProblem, Capability};
 const CRATES: &[(&str, &str)] = &[
     ("sdk", "kubeapp_sdk"),
     ("operator", "kubeapp_operator"),
+    ("ha", "kubeapp_ha"),
     ("simple", "kubeapp_simple"),
     ("components", "kubeapp_components"),
     ("phases", "kubeapp_phases"),
@@ -939,17 +940,25 @@ fn the_list_covers_every_public_error_type() {
 
 /// Every directory of Rust sources in the workspace: the crates' `src/` and the examples'.
 fn workspace_sources(root: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = ["src", "sdk", "operator", "simple", "components", "phases"]
-        .iter()
-        .chain(&["cli", "bench", "soak", "testbin"])
-        .map(|dir| {
-            if *dir == "src" {
-                root.join("src")
-            } else {
-                root.join(dir).join("src")
-            }
-        })
-        .collect();
+    let mut dirs: Vec<PathBuf> = [
+        "src",
+        "sdk",
+        "operator",
+        "ha",
+        "simple",
+        "components",
+        "phases",
+    ]
+    .iter()
+    .chain(&["cli", "bench", "soak", "testbin"])
+    .map(|dir| {
+        if *dir == "src" {
+            root.join("src")
+        } else {
+            root.join(dir).join("src")
+        }
+    })
+    .collect();
     for example in std::fs::read_dir(root.join("examples"))
         .expect("examples/")
         .flatten()
