@@ -20,9 +20,9 @@
 //!   the term at once with no grace, as losing leadership does; every handler call checks it first.
 //!
 //! Each term is one [`InformerController::run_term`] of the core: the own Lease's validity is
-//! its [`CallGate`](kubeapp_operator::gate::CallGate), the active slots ([`ShardGate`]) its
+//! its [`CallGate`](kubeapp_operator::gate::CallGate), the active slots (`ShardGate`) its
 //! [`EventFilter`](kubeapp_operator::gate::EventFilter). The owned slots reach the informers
-//! through their [`ShardScope`] (when they were made with
+//! through their `ShardScope` (when they were made with
 //! [`shard_scopes`](crate::sharding::shard_scopes)).
 
 use std::sync::atomic::{AtomicBool, Ordering};

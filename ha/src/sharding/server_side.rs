@@ -114,8 +114,8 @@ impl ListScope for ShardScope {
     }
 }
 
-/// The [`ListScopes`] of a sharded app: every shared informer made from here on gets a
-/// [`ShardScope`] (which watches every object until a sharded term asks for its share). Hand it
+/// The [`ListScopes`] of a sharded app: every shared informer made from here on gets
+/// a shard scope (which watches every object until a sharded term asks for its share). Hand it
 /// to [`Informers::list_in`](kubeapp_operator::Informers::list_in) before the kinds are
 /// registered; without it, a sharded controller caches every object and filters them itself.
 pub fn shard_scopes() -> ListScopes {

@@ -10,7 +10,7 @@
 //! admits). During a term, [`deliver_cached`](InformerController::deliver_cached) hands the
 //! term's kinds the cached objects that just became theirs (a shard's newly active slots), and
 //! [`shared_kinds`](InformerController::shared_kinds) gives each kind's cache and
-//! [`ListScope`](crate::list_scope::ListScope), for gauges and for narrowing what the informers
+//! [`ListScope`], for gauges and for narrowing what the informers
 //! cache.
 
 use std::fmt;

@@ -19,7 +19,7 @@
 //!   absent from the new list as [`InformerEvent::Delete`] with their last known state (a delete
 //!   missed during a disconnect is never dropped), changed objects as `Update`, new ones as `Add`;
 //!   an object whose UID changed under the same name as `Delete(old)` then `Add(new)`; a re-list
-//!   that covers only part of the kind (its [`ListScope`](crate::list_scope::ListScope) gives a
+//!   that covers only part of the kind (its [`ListScope`] gives a
 //!   range, e.g. a shard of a sharded kind, see `kubeapp-ha`'s `sharding`) forgets, without an
 //!   event, the absent objects outside that range (they left the replica's share; they were not
 //!   deleted);
