@@ -62,15 +62,8 @@ pub(crate) async fn run_while_leading(
         let term = stop.child_token();
         let lost = Arc::new(AtomicBool::new(false));
         let watch = tokio::spawn(end_on_loss(period.clone(), term.clone(), Arc::clone(&lost)));
-        let lost_now = Arc::clone(&lost);
         // Lost: no grace (another replica may lead already); stopped: the configured one.
-        let grace = move |configured: Duration| {
-            if lost_now.load(Ordering::Acquire) {
-                Duration::ZERO
-            } else {
-                configured
-            }
-        };
+        let grace = no_grace_once(Arc::clone(&lost));
         let gate: Arc<dyn CallGate> = Arc::new(period);
         let result = controller
             .run_term(term, Term::new().call_gate(gate).grace(grace))
@@ -81,6 +74,18 @@ pub(crate) async fn run_while_leading(
             return Ok(());
         }
         tracing::warn!("lost the leadership: the controller's term ended");
+    }
+}
+
+/// A term's grace rule: none once `lost` is set (the objects may be another replica's by now),
+/// else the configured one.
+pub(crate) fn no_grace_once(lost: Arc<AtomicBool>) -> impl Fn(Duration) -> Duration + Send + Sync {
+    move |configured| {
+        if lost.load(Ordering::Acquire) {
+            Duration::ZERO
+        } else {
+            configured
+        }
     }
 }
 

@@ -27,13 +27,13 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use kubeapp_operator::controller::{SharedKind, Term};
 use kubeapp_operator::object::SharedObject;
 use kubeapp_operator::{CancellationToken, ControllerError, InformerController};
 use tokio::time::Instant;
 
+use crate::leading::no_grace_once;
 use crate::sharding::Membership;
 use crate::sharding::assignment::{SlotSet, owned_by, slot_of_uid};
 use crate::sharding::gate::ShardGate;
@@ -105,16 +105,9 @@ pub(crate) async fn run_sharded(
         tracing::info!(members = ?started.view, active = started.active.len(), slots = ?started.active, "sharding: a term starts");
         let term = stop.child_token();
         let lost = Arc::new(AtomicBool::new(false));
-        let lost_now = Arc::clone(&lost);
         // Lost the own Lease: no grace (its slots may be someone else's by now); a
         // membership change or a stop: the configured one.
-        let grace = move |configured: Duration| {
-            if lost_now.load(Ordering::Acquire) {
-                Duration::ZERO
-            } else {
-                configured
-            }
-        };
+        let grace = no_grace_once(Arc::clone(&lost));
         let gates = Term::new()
             .call_gate(Arc::new(started.validity.clone()))
             .event_filter(Arc::clone(&gate) as _)

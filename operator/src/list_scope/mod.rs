@@ -75,11 +75,6 @@ impl PlainWatch {
     pub fn start(api: Api<DynamicObject>, config: watcher::Config) -> RawWatch {
         backoff::backoff_until_data(watcher::watcher(api, config).boxed())
     }
-
-    /// The [`ListScopes`] that makes every informer a plain one.
-    pub fn scopes() -> ListScopes {
-        Arc::new(|_: &ApiResource| -> Arc<dyn ListScope> { Arc::new(PlainWatch) })
-    }
 }
 
 impl ListScope for PlainWatch {

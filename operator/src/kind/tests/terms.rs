@@ -12,22 +12,13 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::tests::{Log, Logging, WAIT, offline_client};
+use super::tests::{Log, Logging, WAIT, cm, offline_client};
 use crate::controller::Term;
 use crate::gate::{CallGate, EventFilter};
 use crate::informer::{Informer, KindInfo};
 use crate::object::{SharedObject, share};
 use crate::store::InformerEvent;
 use crate::{ControllerConfig, InformerController};
-
-fn cm(name: &str, rv: u32) -> ConfigMap {
-    let mut cm = ConfigMap::default();
-    cm.metadata.name = Some(name.into());
-    cm.metadata.namespace = Some("ns".into());
-    cm.metadata.uid = Some(format!("uid-{name}"));
-    cm.metadata.resource_version = Some(rv.to_string());
-    cm
-}
 
 /// Open while `open`; counts how often it was asked.
 struct Gate {
