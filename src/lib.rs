@@ -11,6 +11,9 @@
 //! - [`operator`]: informers, the `InformerController`, watchers, reconcilers, retries, metrics.
 //! - [`runner`]: the `Runner` (runs apps as an operator process: `/metrics`, `/livez`,
 //!   `/readyz`, graceful shutdown), the HTTPS webhook server and the counted Kubernetes client.
+//! - [`ha`]: leader election and sharding, run as terms of an `InformerController`
+//!   (`controller.run_while_leading(..)`, `controller.run_sharded(..)` through
+//!   [`ha::RunInTerms`], which the [`prelude`] brings into scope).
 //! - [`simple`]: the simple `App` built from a manifest and closures.
 //! - [`components`]: oper8-style components (in progress): a kind's dependent objects as a
 //!   graph, deployed then verified.
@@ -84,6 +87,7 @@
 //! ```
 
 pub use kubeapp_components as components;
+pub use kubeapp_ha as ha;
 pub use kubeapp_operator as operator;
 pub use kubeapp_phases as phases;
 pub use kubeapp_runner as runner;
@@ -93,7 +97,8 @@ pub use kubeapp_simple as simple;
 /// What a reconciler operator names, in one import: the simple App (`AppConfig`, `ManagedKind`,
 /// `UnmanagedKind`), the operator binary (`Operator`, feature `cli`), the controller, kind
 /// handles, handler traits and their context, requests and results, the informer registry and
-/// store, triggers, the Runner, kube-rs's `Api`, `Client`, `watcher`, `ObjectRef`, `ObjectMeta`
+/// store, triggers, the Runner, the controller's leader-elected and sharded runs
+/// ([`ha::RunInTerms`], imported unnamed: its methods, not its name), kube-rs's `Api`, `Client`, `watcher`, `ObjectRef`, `ObjectMeta`
 /// and `CustomResource`, and the derives a custom resource's spec needs (`Serialize`,
 /// `Deserialize`, `JsonSchema`; the crate deriving them still depends on `serde`, `serde_json`
 /// and `schemars`, which the generated code names).
@@ -128,6 +133,7 @@ pub mod prelude {
     pub use schemars::JsonSchema;
     pub use serde::{Deserialize, Serialize};
 
+    pub use kubeapp_ha::RunInTerms as _;
     pub use kubeapp_operator::apply::conditions;
     pub use kubeapp_operator::{
         ApplyCleanup, BoxError, CancellationToken, Context, ControllerConfig, HandlerHandle,

@@ -1,4 +1,4 @@
-//! Every public error type of the library crates (sdk, operator, runner, simple, components,
+//! Every public error type of the library crates (sdk, operator, runner, ha, simple, components,
 //! phases) walks down its `source()` chain without printing any text twice (issue #33): an error
 //! either returns its cause from `source()` or includes it in its message, never both (see
 //! `kubeapp::sdk::error`).
@@ -25,12 +25,12 @@ use std::time::Duration;
 
 use kubeapp::components::dry_run::DryRunError;
 use kubeapp::components::{ComponentError, GraphError};
+use kubeapp::ha::election::ElectionError;
+use kubeapp::ha::sharding::ShardingError;
 use kubeapp::operator::controller::ControllerError;
-use kubeapp::operator::election::ElectionError;
 use kubeapp::operator::metrics::MetricsError;
 use kubeapp::operator::opinionated::finalizer::{FinalizerNameError, FinalizerPatchError};
 use kubeapp::operator::opinionated::undecodable::UndecodableHeld;
-use kubeapp::operator::sharding::ShardingError;
 use kubeapp::operator::view::WrongObjectType;
 use kubeapp::operator::{
     ApplyError, EventError, HandlerError, MetricSetError, MetricsRegistryError, ObjectKey,
@@ -56,6 +56,7 @@ const CRATES: &[(&str, &str)] = &[
     ("sdk", "kubeapp_sdk"),
     ("operator", "kubeapp_operator"),
     ("runner", "kubeapp_runner"),
+    ("ha", "kubeapp_ha"),
     ("simple", "kubeapp_simple"),
     ("components", "kubeapp_components"),
     ("phases", "kubeapp_phases"),
@@ -951,6 +952,7 @@ fn workspace_sources(root: &Path) -> Vec<PathBuf> {
         "sdk",
         "operator",
         "runner",
+        "ha",
         "simple",
         "components",
         "phases",

@@ -20,7 +20,7 @@ use example_support::{binary, eventually, output_of};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kubeapp::operator::sharding::assignment::{owned_by, slot_of_uid};
+use kubeapp::ha::sharding::assignment::{owned_by, slot_of_uid};
 use kubeapp::sdk::testenv::TestEnv;
 
 const OBJECTS: usize = 3_000;

@@ -1,4 +1,4 @@
-//! End-to-end tests of `kubeapp::operator::election` against a real kube-apiserver + etcd:
+//! End-to-end tests of `kubeapp::ha::election` against a real kube-apiserver + etcd:
 //!
 //! - of three candidates exactly one leads (never two at any sampled moment), and the Lease names
 //!   it; stopping the leader releases the Lease and a follower takes it through its watch, long
@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
+use kubeapp::ha::RunInTerms as _;
+use kubeapp::ha::election::{ElectionConfig, LeaderElector, Leadership, LeaseTimings};
 use kubeapp::operator::CancellationToken;
-use kubeapp::operator::election::{ElectionConfig, LeaderElector, Leadership, LeaseTimings};
 use kubeapp::sdk::testenv::TestEnv;
 
 const WAIT: Duration = Duration::from_secs(60);

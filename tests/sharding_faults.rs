@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 const OBJECTS: usize = 1_500;
 const TIMINGS: [&str; 3] = ["6s", "4s", "1s"];
 const RENEW_DEADLINE_US: i64 = 4_000_000;
-const RUST_LOG: &str = "info,kubeapp::calls=debug,kubeapp_operator::sharding=debug";
+const RUST_LOG: &str = "info,kubeapp::calls=debug,kubeapp_ha::sharding=debug";
 const NAMES: [&str; 3] = ["replica-a", "replica-b", "replica-c"];
 
 fn greeting(ns: &str, name: &str, message: &str) -> DynamicObject {

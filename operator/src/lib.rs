@@ -36,14 +36,18 @@
 //! 0. vocabulary: [`object`] (objects, keys, the [`Kind`] bound), `action` ([`ReconcileAction`],
 //!    [`TriggerCause`]), metric plumbing;
 //! 1. the cache: [`store`] ([`Store<K>`], the shared cache, [`InformerEvent`]s), [`own_writes`];
-//! 2. leases and shard slots: [`election`], [`sharding`];
+//! 2. the seams an outside crate plugs into: [`gate`] (what a controller term asks before a
+//!    call and for an event) and [`list_scope`] (what a shared informer lists and watches in);
+//!    the `kubeapp-ha` crate (leader election, sharding) implements them, and the core never
+//!    imports it;
 //! 3. the erased handler traits and what handlers write with: [`handler`], [`view`], `watcher`
 //!    and `reconciler` (the `Dyn*` traits, public through [`erased`]; the reconcile request,
 //!    result and error at the crate root), [`failures`], [`apply`], [`events`];
 //! 4. the metric sets: [`metrics`];
 //! 5. [`informer`] (list+watch, decode, re-list diff) and [`informers`] (the shared registry,
 //!    whose fan-out hands events to subscribers through a trait it owns);
-//! 6. [`controller`] (per-object lanes, dispatch, retries);
+//! 6. [`controller`] (per-object lanes, dispatch, retries, and terms: runs that come and go,
+//!    [`controller::Term`]);
 //! 7. [`opinionated`] (finalizer wrappers) and [`erased`] (the erased layer's public face);
 //! 8. the typed handle: [`kind`], [`context`], [`trigger`];
 //! 9. the registry of metric sets an operator process serves: [`metrics_registry`].
@@ -73,15 +77,16 @@ mod action;
 pub mod apply;
 pub mod context;
 pub mod controller;
-pub mod election;
 pub mod erased;
 pub mod events;
 mod failing_objects;
 pub mod failures;
+pub mod gate;
 pub mod handler;
 pub mod informer;
 pub mod informers;
 pub mod kind;
+pub mod list_scope;
 mod metric_cells;
 mod metric_registration;
 pub mod metrics;
@@ -91,7 +96,6 @@ pub mod opinionated;
 pub mod own_writes;
 mod reconciler;
 mod related;
-pub mod sharding;
 pub mod store;
 pub mod trigger;
 pub mod view;

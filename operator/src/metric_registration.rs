@@ -13,7 +13,7 @@ use prometheus::core::Collector;
 /// A set of collectors that a [`MetricsRegistry`](crate::MetricsRegistry) creates once, with
 /// every name under the registry's prefix, and registers into its Prometheus registry:
 /// `metrics.set::<MySet>()?`. kubeapp's own sets implement it (the controller's, the client's,
-/// the finalizers', sharding's, leader election's; components' and phases' in their crates), and
+/// the finalizers'; sharding's and leader election's, components' and phases' in their crates), and
 /// so can a user's.
 ///
 /// ```

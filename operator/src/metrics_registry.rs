@@ -13,7 +13,7 @@
 //! - [`finalizer`](MetricsRegistry::finalizer): the opinionated wrappers' finalizer patches
 //!   ([`FinalizerMetrics`]);
 //! - [`set::<M>()`](MetricsRegistry::set): any other [`MetricSet`] (the Kubernetes client's
-//!   `ClientMetrics` of `kubeapp-runner`, sharding's, leader election's, components', phases', a
+//!   `ClientMetrics` of `kubeapp-runner`, `kubeapp-ha`'s sharding and leader election's, components', phases', a
 //!   user's), made once per registry under its prefix, so no prefix is passed by hand. A set
 //!   whose names clash with collectors registered before is a [`MetricSetError::Clash`] and
 //!   registers nothing (the two above log a clash instead and count unexported, as they cannot

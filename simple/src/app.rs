@@ -55,6 +55,7 @@ use async_trait::async_trait;
 use kube::Client;
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::admission::AdmissionRequest;
+use kubeapp_ha::RunInTerms as _;
 use kubeapp_operator::opinionated::FinalizerMetrics;
 use kubeapp_operator::{ControllerConfig, ControllerMetrics, InformerController, SyncedFlag};
 use kubeapp_sdk::app::{AdmissionError, AppError, ConversionError, HealthCheck};
@@ -85,8 +86,8 @@ pub struct App {
     finalizer_metrics: FinalizerMetrics,
     own_collectors: Vec<crate::config::CollectorFactory>,
     declared_webhooks: Vec<String>,
-    leadership: Option<kubeapp_operator::election::Leadership>,
-    sharding: Option<kubeapp_operator::sharding::Membership>,
+    leadership: Option<kubeapp_ha::election::Leadership>,
+    sharding: Option<kubeapp_ha::sharding::Membership>,
     ready_only_when_leading: bool,
     ready_requires_writes: Option<u64>,
 }
@@ -125,6 +126,13 @@ impl App {
             controller_config = controller_config.informers(informers.clone());
         }
         let controller = InformerController::new(controller_config);
+        if config.sharding.is_some() {
+            // Before the kinds register: their informers list in shard scopes, which a sharded
+            // term narrows to the replica's share where the apiserver filters by shard.
+            controller
+                .informers()
+                .list_in(kubeapp_ha::sharding::shard_scopes());
+        }
         let mut managed = Vec::new();
         let mut hooks = Vec::new();
         let mut config = config;
@@ -330,7 +338,7 @@ impl kubeapp_sdk::app::App for App {
         if let Some(leadership) = &self.leadership
             && self.ready_only_when_leading
         {
-            checks.push(Arc::new(kubeapp_operator::election::LeadershipReady(
+            checks.push(Arc::new(kubeapp_ha::election::LeadershipReady(
                 leadership.clone(),
             )));
         }

@@ -58,8 +58,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use kubeapp_operator::election::{ElectionConfig, LeaseTimings};
-use kubeapp_operator::sharding::ShardingConfig;
+use kubeapp_ha::election::{ElectionConfig, LeaseTimings};
+use kubeapp_ha::sharding::ShardingConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;

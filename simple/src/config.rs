@@ -1,7 +1,7 @@
 //! [`AppConfig`]: what an [`App`](crate::App) is built from, and [`AppConfigError`], why it
 //! could not be.
 
-use kubeapp_operator::election::Leadership;
+use kubeapp_ha::election::Leadership;
 use std::fmt;
 use std::sync::Arc;
 
@@ -34,7 +34,7 @@ pub struct AppConfig {
     pub(crate) informers: Option<Informers>,
     pub(crate) namespace: Option<String>,
     pub(crate) leadership: Option<Leadership>,
-    pub(crate) sharding: Option<kubeapp_operator::sharding::Membership>,
+    pub(crate) sharding: Option<kubeapp_ha::sharding::Membership>,
     pub(crate) ready_only_when_leading: bool,
     pub(crate) ready_requires_writes: Option<u64>,
 }
@@ -92,7 +92,7 @@ impl AppConfig {
     }
 
     /// Runs the app's handlers only while `leadership` says this process leads (see
-    /// [`InformerController::run_while_leading`](kubeapp_operator::InformerController::run_while_leading)):
+    /// [`RunInTerms::run_while_leading`](kubeapp_ha::RunInTerms::run_while_leading)):
     /// the informers keep their caches warm meanwhile, and a new term starts with every cached
     /// object delivered as an Add. The `cli` feature's `--leader-elect` sets it.
     #[must_use]
@@ -102,12 +102,15 @@ impl AppConfig {
     }
 
     /// Runs the app's handlers only on this replica's share of a shard ring's objects (see
-    /// [`InformerController::run_sharded`](kubeapp_operator::InformerController::run_sharded)
-    /// and [`sharding`](kubeapp_operator::sharding)); the ring itself runs beside the app. The
-    /// `cli` feature's `--shard` sets it. Not together with [`leadership`](Self::leadership)
-    /// (sharding wins).
+    /// [`RunInTerms::run_sharded`](kubeapp_ha::RunInTerms::run_sharded) and
+    /// [`sharding`](kubeapp_ha::sharding)); the ring itself runs beside the app. The app's
+    /// informers are made with [`shard_scopes`](kubeapp_ha::sharding::shard_scopes), so where
+    /// the apiserver can filter by shard they cache only this replica's share (on a registry
+    /// given with [`informers`](Self::informers), every informer made after the app's
+    /// construction gets them). The `cli` feature's `--shard` sets it. Not together with
+    /// [`leadership`](Self::leadership) (sharding wins).
     #[must_use]
-    pub fn sharding(mut self, membership: kubeapp_operator::sharding::Membership) -> Self {
+    pub fn sharding(mut self, membership: kubeapp_ha::sharding::Membership) -> Self {
         self.sharding = Some(membership);
         self
     }

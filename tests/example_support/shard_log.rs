@@ -1,5 +1,5 @@
 //! Several sharded replicas on one timeline, read from their JSON logs (run with
-//! `RUST_LOG=info,kubeapp::calls=debug,kubeapp_operator::sharding=debug`):
+//! `RUST_LOG=info,kubeapp::calls=debug,kubeapp_ha::sharding=debug`):
 //!
 //! - handler calls (target `kubeapp::calls`: a start and an end line per call, or an end line
 //!   with `started=false` for a call refused because the replica stopped acting just before);

@@ -35,6 +35,7 @@ use super::lanes::{HandlerId, Lanes, PushExtra, Taken, Work};
 use super::pending::Retries;
 use super::registry::{Handlers, Registration};
 use crate::action::TriggerCause;
+use crate::gate::{CallGate, EventFilter};
 use crate::handler::HandlerContext;
 use crate::informer::KindInfo;
 use crate::informers::Fanout;
@@ -58,12 +59,12 @@ pub(crate) struct Running {
     pub tracker: TaskTracker,
     /// The runtime the controller runs on (subscriptions made from outside it spawn there).
     pub runtime: tokio::runtime::Handle,
-    /// While leader-elected: whether this process holds the Lease, asked before every handler
-    /// call (see [`InformerController::run_while_leading`](super::InformerController::run_while_leading)).
-    pub gate: Option<crate::election::Leadership>,
-    /// While sharded: the slots this term acts on; events of other objects are dropped before
-    /// they reach the lanes (see [`sharding`](crate::sharding)).
-    pub shard: Option<Arc<crate::sharding::gate::ShardGate>>,
+    /// In a term (e.g. leader-elected): asked before every handler call (see
+    /// [`gate`](crate::gate)).
+    pub gate: Option<Arc<dyn CallGate>>,
+    /// In a term (e.g. sharded): the events it handles; others are dropped before they reach
+    /// the lanes (see [`gate`](crate::gate)).
+    pub filter: Option<Arc<dyn EventFilter>>,
     /// Set by the run's own task as it sees `stop` cancelled (see [`stop_seen`](Self::stop_seen)).
     pub stop_seen: AtomicBool,
     /// Workers the hard stop dropped in the middle of an item (each with a handler call under
@@ -82,12 +83,12 @@ impl Running {
         self.stop_seen.load(Ordering::Acquire)
     }
 
-    /// Whether this run handles `object` at all: always, unless sharded and the object's slot is
-    /// not active.
+    /// Whether this run handles `object` at all: always, unless the term's [`EventFilter`]
+    /// (e.g. a shard's active slots) does not admit it.
     pub(crate) fn admits(&self, object: &SharedObject) -> bool {
-        self.shard
+        self.filter
             .as_ref()
-            .is_none_or(|gate| gate.admits_uid(object.metadata().uid.as_deref()))
+            .is_none_or(|filter| filter.admits(object))
     }
 
     /// Whether a new event or retry may start: not stopping, and leading if elected.
@@ -95,12 +96,13 @@ impl Running {
         !self.stop.is_cancelled() && self.leading()
     }
 
-    /// Whether the next handler call of the event in hand may start: leading, if elected. A
+    /// Whether the next handler call of the event in hand may start: the term's [`CallGate`]
+    /// allows it (leading, if elected). A
     /// stop is checked once per event (asking the stop token takes a lock, and an event has a
     /// call per handler): an event under way when the stop comes finishes its handlers within
     /// the grace period, as a call under way does; the hard stop drops it.
     pub(crate) fn leading(&self) -> bool {
-        self.gate.as_ref().is_none_or(|gate| gate.is_leader())
+        self.gate.as_ref().is_none_or(|gate| gate.may_call())
     }
 }
 

@@ -101,25 +101,23 @@ mod durations;
 pub mod failures;
 pub(crate) mod kind;
 pub(crate) mod lanes;
-mod leading;
 mod outcome;
 mod pending;
 pub(crate) mod registry;
 mod retry;
-mod sharded;
 mod shared_kinds;
 mod subscription;
+pub mod term;
 #[cfg(test)]
 mod tests;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use crate::informer::Informer;
 use crate::informers::Informers;
@@ -131,6 +129,7 @@ use crate::watcher::DynWatcher;
 pub use self::retry::{
     DEFAULT_RETRY_BASE, DEFAULT_RETRY_CAP, GO_SDK_LAST_ATTEMPT, RetryDequeuePolicy, RetryPolicy,
 };
+pub use self::term::{SharedKind, Term};
 #[doc(no_inline)]
 pub use crate::handler::HandlerError;
 
@@ -311,22 +310,14 @@ pub enum ControllerError {
     /// `run` was called while the controller runs or after it stopped.
     #[error("the controller already ran; make a new one")]
     AlreadyRan,
-    /// Leader election needs every kind on shared informers (`kind`, `KindHandle`, a simple
-    /// App's kinds): kinds added with `add_informer` cannot be listed again for a new term.
+    /// Running in terms (leader election, sharding) needs every kind on shared informers
+    /// (`kind`, `KindHandle`, a simple App's kinds): kinds added with `add_informer` cannot be
+    /// listed again for a new term.
     #[error(
         "leader election needs every kind registered through InformerController::kind (shared \
          informers); kinds added with add_informer cannot restart: {0}"
     )]
     NotRestartable(String),
-}
-
-/// What a term's handler calls are gated on.
-#[derive(Default)]
-pub(crate) struct TermGates {
-    /// Leader election, or a shard ring's own Lease validity: checked before every call.
-    pub(crate) leadership: Option<crate::election::Leadership>,
-    /// Sharding: the active slots, checked for every event.
-    pub(crate) shard: Option<Arc<crate::sharding::gate::ShardGate>>,
 }
 
 enum RunState {
@@ -549,97 +540,7 @@ impl InformerController {
     /// [`ControllerError::AlreadyRan`] when the controller runs or ran already: a controller runs
     /// once.
     pub async fn run(&self, stop: CancellationToken) -> Result<(), ControllerError> {
-        self.run_term(stop, TermGates::default(), None, false).await
-    }
-
-    /// One run until `stop`: handler calls gated by `gates` (leader election, sharding), the grace period
-    /// `grace` instead of the configured one when given, and, when `restartable`, a controller
-    /// that may run again afterwards (its queued work dropped: the next run subscribes anew and
-    /// gets every cached object as an Add).
-    pub(crate) async fn run_term(
-        &self,
-        stop: CancellationToken,
-        gates: TermGates,
-        grace: Option<Arc<dyn Fn() -> std::time::Duration + Send + Sync>>,
-        restartable: bool,
-    ) -> Result<(), ControllerError> {
-        let run = Arc::new(Running {
-            stop: stop.clone(),
-            hard_stop: CancellationToken::new(),
-            tracker: TaskTracker::new(),
-            runtime: tokio::runtime::Handle::current(),
-            gate: gates.leadership,
-            shard: gates.shard,
-            stop_seen: AtomicBool::new(false),
-            abandoned: AtomicU64::new(0),
-        });
-        let informers = {
-            let mut state = self
-                .shared
-                .state
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            match std::mem::replace(&mut *state, RunState::Running(Arc::clone(&run))) {
-                RunState::Idle { informers } => informers,
-                previous => {
-                    *state = previous;
-                    return Err(ControllerError::AlreadyRan);
-                }
-            }
-        };
-        for (kind, informer) in informers {
-            spawn_informer(self.named_kind(&kind), informer, &run);
-        }
-        for runtime in self.runtimes() {
-            shared_kinds::start(&runtime, &run);
-        }
-        stop.cancelled().await;
-        run.stop_seen.store(true, Ordering::Release);
-        for runtime in self.runtimes() {
-            shared_kinds::stop(&runtime, &run);
-        }
-
-        tracing::info!("controller stopping; waiting for in-flight handlers");
-        run.tracker.close();
-        let grace = grace.map_or(self.shared.config.shutdown_grace, |grace| grace());
-        if tokio::time::timeout(grace, run.tracker.wait())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                ?grace,
-                "handlers still running after the grace period; cancelling them"
-            );
-            run.hard_stop.cancel();
-            run.tracker.wait().await;
-            let abandoned = run.abandoned.load(Ordering::Relaxed);
-            if abandoned > 0 {
-                self.shared
-                    .abandoned_calls
-                    .fetch_add(abandoned, Ordering::Relaxed);
-                tracing::error!(
-                    abandoned,
-                    ?grace,
-                    "handler calls abandoned: still running when the grace period ran out"
-                );
-            }
-        }
-        for kind in self.runtimes() {
-            kind.clear();
-        }
-        *self
-            .shared
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = if restartable {
-            RunState::Idle {
-                informers: Vec::new(),
-            }
-        } else {
-            RunState::Stopped
-        };
-        tracing::info!("controller stopped");
-        Ok(())
+        self.run_gated(stop, Term::default(), false).await
     }
 }
 

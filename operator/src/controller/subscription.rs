@@ -1,5 +1,6 @@
 //! A controller's kind as a subscriber of its shared informer: an event the run admits enters
-//! the kind's lanes; one outside the run's active shard slots is dropped without waiting; a
+//! the kind's lanes; one the run's [`EventFilter`](crate::gate::EventFilter) does not admit (e.g.
+//! outside a sharded term's active slots) is dropped without waiting; a
 //! full backlog of events for watchers hands the informer a wait for room (see
 //! [`informers`](crate::informers), which owns the [`Subscribe`] trait).
 
@@ -27,7 +28,7 @@ struct KindSubscription {
 impl Subscribe for KindSubscription {
     fn offer(&self, event: InformerEvent) -> Offer {
         let run = &self.run;
-        // Sharded: an object outside the run's active slots is forgotten, never queued.
+        // Filtered (e.g. sharded): an object the term does not admit is forgotten, never queued.
         if !run.admits(event.object()) {
             return Offer::taken_or_gone(!run.stop_seen());
         }
@@ -43,10 +44,11 @@ impl Subscribe for KindSubscription {
         }
     }
 
-    /// A kind with watchers (its backlog of events for watchers is bounded) that is not sharded
-    /// (a sharded kind drops events outside its slots without waiting).
+    /// A kind with watchers (its backlog of events for watchers is bounded) whose term filters
+    /// no events (a filtered term, e.g. sharded, drops the events it does not admit without
+    /// waiting).
     fn pauses_informer(&self) -> bool {
-        self.run.shard.is_none() && self.runtime.has_watchers()
+        self.run.filter.is_none() && self.runtime.has_watchers()
     }
 
     fn is_same(&self, other: &dyn Subscribe) -> bool {

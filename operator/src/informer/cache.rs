@@ -9,8 +9,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use crate::list_scope::ListRange;
 use crate::object::{ObjectKey, SharedObject, Undecodable, as_undecodable, share};
-use crate::sharding::assignment::{SlotSet, slot_of_uid};
 use crate::store::cache::SharedCache;
 
 use super::InformerEvent;
@@ -19,11 +19,10 @@ use super::InformerEvent;
 /// as an [`Undecodable`](crate::object::Undecodable), so `object` is always set by the informer;
 /// `None` (an object known only by its key) keeps the previous cached state and still counts as
 /// listed.
-#[derive(Debug)]
 pub(crate) enum Observed {
-    /// A (re-)list begins; `within`: the shard slots the apiserver filters it to (`None`: every
-    /// object).
-    ListStart { within: Option<SlotSet> },
+    /// A (re-)list begins; `within`: the objects it covers, as its [`ListScope`](crate::list_scope::ListScope)
+    /// says (`None`: every object).
+    ListStart { within: Option<ListRange> },
     /// An object from a list page or a watch event.
     Object {
         key: ObjectKey,
@@ -49,8 +48,8 @@ pub(crate) struct InformerCache {
 /// A list in progress.
 struct Listing {
     seen: HashSet<ObjectKey>,
-    /// The shard slots the list is filtered to (`None`: every object).
-    within: Option<SlotSet>,
+    /// The objects the list covers (`None`: every object).
+    within: Option<ListRange>,
 }
 
 /// Where the last known states live.
@@ -88,8 +87,8 @@ impl Objects {
         }
     }
 
-    /// Removes `key` without an event: an object outside the shard range being listed, which
-    /// is forgotten, never reported deleted. A shared cache is written here directly (no
+    /// Removes `key` without an event: an object outside the range being listed (e.g. another
+    /// replica's shard), which is forgotten, never reported deleted. A shared cache is written here directly (no
     /// subscriber hears of it); the object is outside the replica's share, so no active slot,
     /// and no delivery from the cache, involves it.
     fn forget(&mut self, key: &ObjectKey) {
@@ -204,10 +203,8 @@ impl InformerCache {
                         let Some(last) = self.objects.get(&key) else {
                             continue;
                         };
-                        // Outside the list's shard range: not deleted, only not ours to cache.
-                        if within.is_some_and(|slots| {
-                            !slots.contains(slot_of_uid(uid(&last).unwrap_or("")))
-                        }) {
+                        // Outside the list's range: not deleted, only not ours to cache.
+                        if within.as_ref().is_some_and(|covers| !covers(&last)) {
                             self.objects.forget(&key);
                         } else if let Some(last) = self.objects.remove(&key) {
                             out.push(InformerEvent::Delete(last));

@@ -11,9 +11,9 @@ use kube::runtime::watcher::Event;
 use super::cache::{InformerCache, Observed};
 use super::watch_errors::WatchErrorLog;
 use super::{Decode, InformerEvent, ListWatchOptions, RawEvents, SyncedFlag};
+use crate::list_scope::ListScope;
 use crate::metrics::KindMetrics;
 use crate::object::{ObjectKey, SharedObject, as_undecodable, share};
-use crate::sharding::server_side::ShardScope;
 use crate::store::cache::SharedCache;
 
 /// Turns raw watch traffic into informer events through the cache (see the module docs).
@@ -26,7 +26,7 @@ pub(super) fn informer_events(
     synced: SyncedFlag,
     metrics: KindMetrics,
     shared: Option<Arc<SharedCache>>,
-    scope: Option<Arc<ShardScope>>,
+    scope: Option<Arc<dyn ListScope>>,
 ) -> BoxStream<'static, InformerEvent> {
     informer_events_served(
         raw, options, decode, kind, synced, metrics, shared, scope, None,
@@ -44,7 +44,7 @@ pub(super) fn informer_events_served(
     synced: SyncedFlag,
     metrics: KindMetrics,
     shared: Option<Arc<SharedCache>>,
-    scope: Option<Arc<ShardScope>>,
+    scope: Option<Arc<dyn ListScope>>,
     served: Option<ApiResource>,
 ) -> BoxStream<'static, InformerEvent> {
     let resync = options.resync_interval.map(|period| {
@@ -83,8 +83,8 @@ struct InformerState {
     kind: String,
     synced: SyncedFlag,
     metrics: KindMetrics,
-    /// The shard slots a list is filtered to are read here when it starts.
-    scope: Option<Arc<ShardScope>>,
+    /// The range each list covers is asked here when it starts.
+    scope: Option<Arc<dyn ListScope>>,
     /// What failed lists and watches were reported as (a missing CRD once, see the module).
     watch_errors: WatchErrorLog,
 }
@@ -149,7 +149,7 @@ impl InformerState {
     fn observe(&self, event: Event<DynamicObject>) -> Observed {
         match event {
             Event::Init => Observed::ListStart {
-                within: self.scope.as_ref().and_then(|scope| scope.filtered()),
+                within: self.scope.as_ref().and_then(|scope| scope.list_range()),
             },
             Event::InitDone => Observed::ListDone,
             Event::InitApply(object) => {

@@ -3,7 +3,8 @@
 //! An [`Informer`] runs `kube_runtime::watcher` with its default backoff (exponential, 0.8 s to
 //! 30 s with jitter), so watch errors never become a hot loop. The backoff starts over only when
 //! data arrives (a list page or a watch event), so a list that keeps failing, e.g. without RBAC to
-//! list the kind, is retried ever less often up to every 30 s (see `backoff.rs`). Each failure is
+//! list the kind, is retried ever less often up to every 30 s (see [`list_scope`](crate::list_scope)'s
+//! `backoff.rs`). Each failure is
 //! counted and logged as a warning, except a `404` on the list (the kind's CRD is not installed):
 //! that is one error line per outage naming the CRD and how to install it (see `watch_errors.rs`).
 //! It keeps a cache of the last known state of every object and emits (see `events.rs` and
@@ -18,9 +19,10 @@
 //!   absent from the new list as [`InformerEvent::Delete`] with their last known state (a delete
 //!   missed during a disconnect is never dropped), changed objects as `Update`, new ones as `Add`;
 //!   an object whose UID changed under the same name as `Delete(old)` then `Add(new)`; a re-list
-//!   filtered to shard slots (a shared informer of a sharded kind, see
-//!   [`sharding`](crate::sharding#server-side-selection)) forgets, without an event, the absent
-//!   objects outside those slots (they left the replica's range; they were not deleted);
+//!   that covers only part of the kind (its [`ListScope`] gives a
+//!   range, e.g. a shard of a sharded kind, see `kubeapp-ha`'s `sharding`) forgets, without an
+//!   event, the absent objects outside that range (they left the replica's share; they were not
+//!   deleted);
 //! - with [`ListWatchOptions::resync_interval`], every cached object as [`InformerEvent::Resync`]
 //!   on each tick (watchers see `update(obj, obj)`, reconcilers `Resynced`). Ticks missed while the
 //!   consumer did not pull (backpressure) are not replayed: one resync, then a period later.
@@ -57,12 +59,10 @@
 //! closes a watch that lags too far behind; the informer then re-lists and the cache diff above
 //! reports what changed meanwhile.
 
-mod backoff;
 mod cache;
 mod decode;
 mod events;
 mod options;
-mod scoped;
 mod watch_errors;
 
 use std::fmt;
@@ -74,9 +74,9 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher::{self, Event};
 use serde::de::DeserializeOwned;
 
+use crate::list_scope::{ListScope, PlainWatch};
 use crate::metrics::{ControllerMetrics, KindMetrics};
 use crate::object::{SharedObject, Undecodable, share};
-use crate::sharding::server_side::ShardScope;
 use crate::store::cache::SharedCache;
 use crate::store::{InformerEvent, SyncedFlag};
 
@@ -126,13 +126,30 @@ impl Informer {
         K::DynamicType: Default,
     {
         let resource = ApiResource::erase::<K>(&K::DynamicType::default());
-        Self::watching(client, resource, options, typed_decoder::<K>())
+        Self::watching(
+            client,
+            resource,
+            options,
+            typed_decoder::<K>(),
+            Arc::new(PlainWatch),
+        )
     }
 
     /// An informer of an untyped kind; handlers get `DynamicObject`s.
     pub fn dynamic(client: Client, resource: ApiResource, options: ListWatchOptions) -> Self {
+        Self::dynamic_in(client, resource, options, Arc::new(PlainWatch))
+    }
+
+    /// An informer of an untyped kind that lists and watches in `scope` (see
+    /// [`list_scope`](crate::list_scope)); [`dynamic`](Self::dynamic) uses [`PlainWatch`].
+    pub fn dynamic_in(
+        client: Client,
+        resource: ApiResource,
+        options: ListWatchOptions,
+        scope: Arc<dyn ListScope>,
+    ) -> Self {
         let decode: Decode = Arc::new(|object: DynamicObject| Ok(share(object)));
-        Self::watching(client, resource, options, decode)
+        Self::watching(client, resource, options, decode, scope)
     }
 
     /// An informer fed by a stream of ready-made events, e.g. in tests or from another source of
@@ -199,7 +216,7 @@ impl Informer {
 
     /// The informer of a shared informer ([`Informers`](crate::Informers)): `api` and `config`
     /// as kube-rs gives them, `decode` turning each raw object into the kind's object, `scope`
-    /// the shard slots it is asked to cache (see [`sharding`](crate::sharding)).
+    /// what it lists and watches in (see [`list_scope`](crate::list_scope)).
     pub(crate) fn shared(
         api: Api<DynamicObject>,
         resource: &ApiResource,
@@ -207,7 +224,7 @@ impl Informer {
         resync: Option<std::time::Duration>,
         keep_managed_fields: bool,
         decode: Decode,
-        scope: Arc<ShardScope>,
+        scope: Arc<dyn ListScope>,
     ) -> Self {
         let mut options = ListWatchOptions::default();
         if let Some(period) = resync {
@@ -216,7 +233,7 @@ impl Informer {
         if keep_managed_fields {
             options = options.keep_managed_fields();
         }
-        Self::listing(api, resource, config, options, decode, Some(scope))
+        Self::listing(api, resource, config, options, decode, scope)
     }
 
     /// Group, version and kind of the objects.
@@ -266,25 +283,26 @@ impl Informer {
         resource: ApiResource,
         options: ListWatchOptions,
         decode: Decode,
+        scope: Arc<dyn ListScope>,
     ) -> Self {
         let api: Api<DynamicObject> = match &options.namespace {
             Some(ns) => Api::namespaced_with(client, ns, &resource),
             None => Api::all_with(client, &resource),
         };
         let config = options.watcher_config();
-        Self::listing(api, &resource, config, options, decode, None)
+        Self::listing(api, &resource, config, options, decode, scope)
     }
 
-    /// The list+watch of `api` with `config` (kube-runtime's watcher and its backoff), through
-    /// the cache, diff, managedFields rule, transform, resync and decoding of `options`; with a
-    /// `scope`, restarted with a shard selector as the scope asks (see `scoped.rs`).
+    /// The list+watch of `api` with `config` as `scope` starts it (the plain one: kube-runtime's
+    /// watcher and its backoff), through the cache, diff, managedFields rule, transform, resync
+    /// and decoding of `options`; each list covers what `scope` says when it starts.
     fn listing(
         api: Api<DynamicObject>,
         resource: &ApiResource,
         config: watcher::Config,
         options: ListWatchOptions,
         decode: Decode,
-        scope: Option<Arc<ShardScope>>,
+        scope: Arc<dyn ListScope>,
     ) -> Self {
         let info = KindInfo {
             group: resource.group.clone(),
@@ -297,13 +315,18 @@ impl Informer {
         let max_concurrent_workers = options.max_concurrent_workers;
         let resource = resource.clone();
         let source: Source = Box::new(move |metrics, shared| {
-            let raw = match &scope {
-                Some(scope) => scoped::scoped_watch(api, &resource, config, Arc::clone(scope)),
-                None => backoff::backoff_until_data(watcher::watcher(api, config).boxed()),
-            };
+            let raw = Arc::clone(&scope).watch(api, &resource, config);
             let served = Some(resource.clone());
             informer_events_served(
-                raw, options, decode, kind, flag, metrics, shared, scope, served,
+                raw,
+                options,
+                decode,
+                kind,
+                flag,
+                metrics,
+                shared,
+                Some(scope),
+                served,
             )
         });
         Self {
@@ -366,7 +389,7 @@ impl fmt::Debug for Informer {
     }
 }
 
-type RawEvents = BoxStream<'static, Result<Event<DynamicObject>, watcher::Error>>;
+type RawEvents = crate::list_scope::RawWatch;
 
 #[cfg(test)]
 #[path = "tests/resync.rs"]

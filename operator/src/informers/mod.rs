@@ -18,7 +18,7 @@ use std::any::TypeId;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 use kube::Api;
@@ -26,9 +26,9 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher;
 
 use crate::informer::{Decode, Informer, dynamic_decoder, typed_decoder_with};
+use crate::list_scope::{ListScope, ListScopes, PlainWatch};
 use crate::metrics::ControllerMetrics;
 use crate::object::Kind;
-use crate::sharding::server_side::ShardScope;
 use crate::store::{IndexFn, Store};
 
 pub use self::options::InformerOptions;
@@ -55,6 +55,8 @@ pub(crate) struct Registry {
     metrics: OnceLock<ControllerMetrics>,
     /// Informer tasks running.
     opened: AtomicUsize,
+    /// What each new shared informer lists and watches in (`None`: a [`PlainWatch`]).
+    list_scopes: RwLock<Option<ListScopes>>,
 }
 
 impl Registry {
@@ -109,6 +111,18 @@ impl Informers {
     /// a shared registry, e.g. a `kubeapp_runner::Runner`'s, names where its informers count.
     pub fn adopt_metrics(&self, metrics: &ControllerMetrics) {
         let _ = self.registry.metrics.set(metrics.clone());
+    }
+
+    /// Makes each shared informer registered from now on list and watch in the scope `scopes`
+    /// gives for its resource (default: [`PlainWatch`], every object its config selects); see
+    /// [`list_scope`](crate::list_scope). Set it before the kinds are registered: informers
+    /// already made keep their scope. `kubeapp-ha`'s sharding sets its shard scopes here.
+    pub fn list_in(&self, scopes: ListScopes) {
+        *self
+            .registry
+            .list_scopes
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(scopes);
     }
 
     /// How many watches are open (each one a list+watch against the apiserver).
@@ -276,7 +290,15 @@ impl Informers {
                         max_concurrent_workers,
                         ..
                     } = &registration;
-                    let scope = Arc::new(ShardScope::default());
+                    let scope: Arc<dyn ListScope> = match &*self
+                        .registry
+                        .list_scopes
+                        .read()
+                        .unwrap_or_else(PoisonError::into_inner)
+                    {
+                        Some(scopes) => scopes(resource),
+                        None => Arc::new(PlainWatch),
+                    };
                     let informer = Informer::shared(
                         api.clone(),
                         resource,

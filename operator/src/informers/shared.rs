@@ -27,8 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{InformerKey, Registry};
 use crate::informer::Informer;
+use crate::list_scope::ListScope;
 use crate::metrics::KindMetrics;
-use crate::sharding::server_side::ShardScope;
 use crate::store::InformerEvent;
 use crate::store::SharedCache;
 
@@ -142,9 +142,9 @@ pub(crate) struct Fanout {
     subscribed: tokio::sync::watch::Sender<usize>,
     /// Held while an event is applied and delivered, and while a subscriber joins.
     delivery: tokio::sync::Mutex<()>,
-    /// The shard slots a sharded controller asks this informer to cache (`None` for a
-    /// ready-made stream, which cannot be listed again); see [`crate::sharding`].
-    pub(crate) scope: Option<Arc<ShardScope>>,
+    /// What the informer lists and watches in (`None` for a ready-made stream, which cannot be
+    /// listed again); see [`crate::list_scope`].
+    pub(crate) scope: Option<Arc<dyn ListScope>>,
 }
 
 impl Fanout {
@@ -187,13 +187,13 @@ impl Fanout {
         }
     }
 
-    /// Delivers to `subscriber`, as Adds, every cached object `wanted` picks (a sharded run's
-    /// newly active slots), under the delivery lock: events before are in the cache, events after
+    /// Delivers to `subscriber`, as Adds, every cached object `wanted` picks (e.g. a sharded
+    /// term's newly active slots), under the delivery lock: events before are in the cache, events after
     /// follow in order.
     pub(crate) async fn deliver_cached(
         &self,
         subscriber: &Subscriber,
-        wanted: impl Fn(&crate::object::SharedObject) -> bool,
+        wanted: &(dyn Fn(&crate::object::SharedObject) -> bool + Sync),
     ) {
         let _delivering = self.delivery.lock().await;
         for object in self.cache.snapshot() {
@@ -348,7 +348,7 @@ impl SharedInformer {
         metrics: KindMetrics,
         resource: ApiResource,
         max_concurrent_workers: Option<usize>,
-        scope: Option<Arc<ShardScope>>,
+        scope: Option<Arc<dyn ListScope>>,
     ) -> Self {
         let cache = Arc::new(SharedCache::new(informer.synced()));
         Self {

@@ -37,6 +37,9 @@
 
 mod closures;
 #[cfg(test)]
+#[path = "tests/terms.rs"]
+mod term_tests;
+#[cfg(test)]
 mod tests;
 mod traits;
 #[cfg(test)]

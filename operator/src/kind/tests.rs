@@ -17,7 +17,7 @@ use crate::{ControllerConfig, InformerController, ReconcileRequest, ReconcileRes
 
 pub(super) const WAIT: Duration = Duration::from_secs(30);
 
-fn cm(name: &str, rv: u32) -> ConfigMap {
+pub(super) fn cm(name: &str, rv: u32) -> ConfigMap {
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some(name.into());
     cm.metadata.namespace = Some("ns".into());

@@ -25,6 +25,7 @@
 
 pub(crate) mod cache;
 mod event;
+mod kind_cache;
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -38,6 +39,7 @@ use crate::object::{KubeObject, ObjectKey, SharedObject, downcast_shared};
 use self::cache::OWNER_INDEX;
 pub(crate) use self::cache::{IndexFn, SharedCache, VersionWaitEnd, label_index, label_indexer};
 pub use self::event::{InformerEvent, SyncedFlag};
+pub use self::kind_cache::KindCache;
 
 /// Why a [`Store`] read could not be answered.
 #[derive(Debug, thiserror::Error)]

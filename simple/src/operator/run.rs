@@ -1,8 +1,8 @@
 //! The `run` command of an [`Operator`]: telemetry, client, Runner, leader election or shard
 //! ring, and the app built in its [`AppContext`], until a signal.
 
-use kubeapp_operator::election::{ElectionMetrics, LeaderElector};
-use kubeapp_operator::sharding::{ShardMetrics, ShardRing};
+use kubeapp_ha::election::{ElectionMetrics, LeaderElector};
+use kubeapp_ha::sharding::{ShardMetrics, ShardRing};
 use kubeapp_operator::{CancellationToken, MetricsRegistry};
 use kubeapp_runner::Runner;
 use kubeapp_runner::default_client_with_metrics;

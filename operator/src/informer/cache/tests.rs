@@ -274,16 +274,14 @@ fn an_undecodable_state_carries_the_last_decodable_one_and_a_first_decodable_sta
     assert_eq!(describe_views(&events), expected, "shared cache");
 }
 
-/// Lists a, b, c (uids a-uid, b-uid, c-uid), then re-lists filtered to the slots of a-uid and c-uid
-/// (and d-uid) seeing a and a new d: b left the range (forgotten), c was deleted (inside the range).
+/// Lists a, b, c (uids a-uid, b-uid, c-uid), then re-lists over a range without b-uid (a shard
+/// range, say) seeing a and a new d: b left the range (forgotten), c was deleted (inside the range).
 fn relist_after_a_range_change(
     mut apply: impl FnMut(Observed) -> Vec<InformerEvent>,
 ) -> Vec<InformerEvent> {
-    let mut within = SlotSet::EMPTY;
-    within.insert(slot_of_uid("a-uid"));
-    within.insert(slot_of_uid("c-uid"));
-    within.insert(slot_of_uid("d-uid"));
-    assert!(!within.contains(slot_of_uid("b-uid")), "pick other uids");
+    // The range of the second list: every uid but b's.
+    let within: ListRange =
+        Arc::new(|object: &SharedObject| object.metadata().uid.as_deref() != Some("b-uid"));
     apply(Observed::ListStart { within: None });
     for obj in [
         cm("a", "a-uid", "10"),

@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::stream::{BoxStream, StreamExt};
 use kube::runtime::watcher::{DefaultBackoff, Event};
 
-use super::RawEvents;
+use super::RawWatch as RawEvents;
 
 /// The delay after an error when a backoff strategy has no more to give (kube-runtime's default
 /// never ends; this is its cap).

@@ -1,10 +1,12 @@
 //! The server-side shard selector: a replica asks the apiserver for its share only, when the
 //! apiserver can do it.
 //!
-//! Every shared informer has a [`ShardScope`]: the slots its controller *wants* cached (a
-//! sharded controller sets its owned slots at the start of each term; nothing else sets it) and
-//! the slots its current list+watch is *filtered to*. The informer's watch
-//! (`informer::scoped`) follows the wanted slots: when they change and the apiserver honours
+//! A shared informer made while [`shard_scopes`] are the registry's list scopes
+//! ([`Informers::list_in`](kubeapp_operator::Informers::list_in)) lists in a [`ShardScope`], the
+//! core's [`ListScope`] of a sharded kind: the slots its controller *wants* cached (a sharded
+//! controller sets its owned slots at the start of each term; nothing else sets it) and the
+//! slots its current list+watch is *filtered to*. The informer's watch (`scoped.rs`) follows
+//! the wanted slots: when they change and the apiserver honours
 //! the selector, it drops its list or watch and lists again through a client carrying
 //! [`ShardSelectorLayer`](super::selector_layer::ShardSelectorLayer) with the new selector; the
 //! re-list forgets cached objects outside the new slots without reporting them deleted.
@@ -13,13 +15,18 @@
 //! is wanted ([`probe`]); if it does not (or the probe fails), the informer keeps watching every
 //! object and the controller's client-side filter does the sharding, as without this module.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use http::Request;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::watcher;
+use kubeapp_operator::list_scope::{ListRange, ListScope, ListScopes, RawWatch};
+use kubeapp_operator::object::SharedObject;
 use prometheus::IntGauge;
 use tokio::sync::watch;
 
-use super::assignment::SlotSet;
+use super::assignment::{SlotSet, slot_of_uid};
+use super::scoped::scoped_watch;
 use super::selector_layer::{SHARD_SELECTOR_PARAM, ShardSelection};
 
 /// What one shared informer caches: the slots wanted and the slots its watch is filtered to;
@@ -85,6 +92,34 @@ impl ShardScope {
             gauge.set(i64::from(honoured));
         }
     }
+}
+
+/// The shard scope is the core's list scope of a sharded kind: its watch follows the wanted
+/// slots (`scoped.rs`), and a list filtered to slots covers only the objects in them.
+impl ListScope for ShardScope {
+    fn watch(
+        self: Arc<Self>,
+        api: Api<DynamicObject>,
+        resource: &ApiResource,
+        config: watcher::Config,
+    ) -> RawWatch {
+        scoped_watch(api, resource, config, self)
+    }
+
+    fn list_range(&self) -> Option<ListRange> {
+        let slots = self.filtered()?;
+        Some(Arc::new(move |object: &SharedObject| {
+            slots.contains(slot_of_uid(object.metadata().uid.as_deref().unwrap_or("")))
+        }))
+    }
+}
+
+/// The [`ListScopes`] of a sharded app: every shared informer made from here on gets
+/// a shard scope (which watches every object until a sharded term asks for its share). Hand it
+/// to [`Informers::list_in`](kubeapp_operator::Informers::list_in) before the kinds are
+/// registered; without it, a sharded controller caches every object and filters them itself.
+pub fn shard_scopes() -> ListScopes {
+    Arc::new(|_: &ApiResource| -> Arc<dyn ListScope> { Arc::new(ShardScope::default()) })
 }
 
 /// A selector the apiserver's parser rejects (start not below end), to tell whether it parses

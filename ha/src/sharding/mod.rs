@@ -36,14 +36,17 @@
 //! # Server-side selection
 //!
 //! Where the apiserver has the `ShardedListAndWatch` feature gate (Kubernetes 1.36, alpha), each
-//! replica's informers of the sharded kinds list and watch only the replica's *owned* slots
+//! replica's informers of the sharded kinds (made with [`shard_scopes`] as their registry's list
+//! scopes, [`Informers::list_in`](kubeapp_operator::Informers::list_in); a simple App does it when
+//! sharded) list and watch only the replica's *owned* slots
 //! (`shardSelector=shardRange(object.metadata.uid, ..) || ..`, added to their requests by
 //! [`selector_layer::ShardSelectorLayer`], as kube's parameters have no field for it), so a
 //! replica caches only its share. At each term the controller asks for its owned slots; the
 //! informer then lists and watches again with the new selector and forgets (never reports as
 //! deleted) the cached objects outside the new range; an object inside it that the new list
 //! lacks was deleted and is reported so. Whether the apiserver honours the selector is probed
-//! once per informer (`server_side`); if not, the informer watches every object and the
+//! once per informer (`server_side`); if not (or the informers were made without shard
+//! scopes), the informer watches every object and the
 //! client-side filter above shards alone (it stays on in both cases). A store that shares the
 //! sharded kind's informer sees the same share. Metrics: `shard_server_side_selector`,
 //! `shard_cached_objects{kind}`. Facts and figures: `docs/high-availability.md`.
@@ -59,6 +62,7 @@ pub(crate) mod gate;
 pub mod handoff;
 mod metrics;
 mod ring;
+mod scoped;
 pub mod selector_layer;
 pub(crate) mod server_side;
 pub(crate) mod term;
@@ -79,6 +83,7 @@ pub use self::handoff::MemberAck;
 pub use self::metrics::{CachedObjects, ShardMetrics};
 pub use self::ring::{ACK_ANNOTATION, RING_LABEL};
 use self::ring::{Liveness, RingLeases};
+pub use self::server_side::shard_scopes;
 
 /// One replica's place in a ring; see the [module docs](self).
 #[derive(Clone, Debug)]

@@ -12,7 +12,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use kubeapp_operator::election::LeaseTimings;
+/// use kubeapp_ha::election::LeaseTimings;
 ///
 /// let quick = LeaseTimings::new(
 ///     Duration::from_secs(6),

@@ -49,6 +49,7 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
+use kubeapp_operator::gate::CallGate;
 use kubeapp_sdk::error::ErrorChain;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -225,6 +226,14 @@ impl Leadership {
         while !self.is_leader() {
             self.changed().await;
         }
+    }
+}
+
+/// A controller term's [`CallGate`]: a handler call starts only while
+/// [`is_leader`](Leadership::is_leader) (a lock and a clock read, no allocation).
+impl CallGate for Leadership {
+    fn may_call(&self) -> bool {
+        self.is_leader()
     }
 }
 

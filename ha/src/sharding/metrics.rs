@@ -1,17 +1,17 @@
 //! What a sharded replica reports: members seen, the share it owns and acts on, objects in it,
 //! handoffs and how long acknowledging took.
 
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{Gauge, Histogram, HistogramOpts, IntCounter, IntGauge, IntGaugeVec, Opts};
 
-use crate::metric_registration::{MetricSet, MetricsError};
-use crate::store::SharedCache;
+use kubeapp_operator::metrics::{MetricSet, MetricsError};
+use kubeapp_operator::store::KindCache;
 
 /// The sharding collectors of one replica: a [`MetricSet`], so
-/// `metrics.set::<ShardMetrics>()` of a [`MetricsRegistry`](crate::MetricsRegistry).
+/// `metrics.set::<ShardMetrics>()` of a [`MetricsRegistry`](kubeapp_operator::MetricsRegistry).
 #[derive(Clone, Debug)]
 pub struct ShardMetrics {
     /// `shard_members`: live members of the ring this replica sees (itself included).
@@ -46,22 +46,17 @@ pub struct ShardMetrics {
 #[derive(Clone)]
 pub struct CachedObjects {
     gauge: IntGaugeVec,
-    caches: Arc<Mutex<Vec<TrackedCache>>>,
+    /// The tracked caches (a [`KindCache`] does not keep its cache alive).
+    caches: Arc<Mutex<Vec<KindCache>>>,
 }
 
-/// A kind's name and its informer cache (not kept alive by the metric).
-type TrackedCache = (String, Weak<SharedCache>);
-
 impl CachedObjects {
-    /// Reports the size of `cache` as kind `kind` (a cache tracked already is not added twice).
-    pub(crate) fn track(&self, kind: &str, cache: &Arc<SharedCache>) {
+    /// Reports the size of `cache` under its kind (a cache tracked already is not added twice).
+    pub(crate) fn track(&self, cache: &KindCache) {
         let mut caches = self.caches.lock().unwrap_or_else(PoisonError::into_inner);
-        caches.retain(|(_, tracked)| tracked.strong_count() > 0);
-        if !caches
-            .iter()
-            .any(|(_, tracked)| std::ptr::eq(tracked.as_ptr(), Arc::as_ptr(cache)))
-        {
-            caches.push((kind.to_string(), Arc::downgrade(cache)));
+        caches.retain(KindCache::is_alive);
+        if !caches.iter().any(|tracked| tracked.is_same(cache)) {
+            caches.push(cache.clone());
         }
     }
 }
@@ -79,19 +74,16 @@ impl Collector for CachedObjects {
 
     fn collect(&self) -> Vec<MetricFamily> {
         let caches = self.caches.lock().unwrap_or_else(PoisonError::into_inner);
-        for (kind, cache) in caches.iter() {
-            if let Some(cache) = cache.upgrade() {
-                let count = cache.read().objects.len();
-                self.gauge
-                    .with_label_values(&[kind.as_str()])
-                    .set(i64::try_from(count).unwrap_or(i64::MAX));
-            }
+        for cache in caches.iter().filter(|cache| cache.is_alive()) {
+            self.gauge
+                .with_label_values(&[cache.kind()])
+                .set(i64::try_from(cache.len()).unwrap_or(i64::MAX));
         }
         self.gauge.collect()
     }
 }
 
-/// Made once per registry by [`MetricsRegistry::set`](crate::MetricsRegistry::set).
+/// Made once per registry by [`MetricsRegistry::set`](kubeapp_operator::MetricsRegistry::set).
 impl MetricSet for ShardMetrics {
     type Error = MetricsError;
 

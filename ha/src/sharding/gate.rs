@@ -3,6 +3,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use kubeapp_operator::gate::EventFilter;
+use kubeapp_operator::object::SharedObject;
+
 use super::assignment::{SLOTS, SlotSet, slot_of_uid};
 
 /// The active slots of one controller term (only ever grown: losing slots ends the term).
@@ -35,5 +38,13 @@ impl ShardGate {
             }
         }
         set
+    }
+}
+
+/// A sharded term's [`EventFilter`]: an event reaches the lanes only when its object is in an
+/// active slot (one hash of the uid and one atomic load, no allocation).
+impl EventFilter for ShardGate {
+    fn admits(&self, object: &SharedObject) -> bool {
+        self.admits_uid(object.metadata().uid.as_deref())
     }
 }

@@ -2,22 +2,23 @@
 //! change and the apiserver honours the shard selector, the current list or watch is dropped
 //! and a new one starts (a full list first) with the new selector. The new list begins with
 //! `Event::Init`, which the informer turns into a list whose end forgets the cached objects
-//! outside the new slots (see `cache.rs`).
+//! outside the new slots (the core's informer cache asks the scope's
+//! [`list_range`](kubeapp_operator::list_scope::ListScope::list_range) as the list starts).
 
 use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher;
+use kubeapp_operator::list_scope::{PlainWatch, RawWatch as RawEvents};
 use tokio::sync::watch;
 
-use super::{RawEvents, backoff};
-use crate::sharding::assignment::SlotSet;
-use crate::sharding::selector_layer::{ShardSelectorLayer, layered_client};
-use crate::sharding::server_side::{ShardScope, probe};
+use super::assignment::{SLOTS, SlotSet};
+use super::selector_layer::{ShardSelectorLayer, layered_client};
+use super::server_side::{ShardScope, probe};
 
 /// The raw events of `api` with `config`, following `scope`; see the [module docs](self).
-pub(super) fn scoped_watch(
+pub(crate) fn scoped_watch(
     api: Api<DynamicObject>,
     resource: &ApiResource,
     config: watcher::Config,
@@ -48,7 +49,7 @@ pub(super) fn scoped_watch(
 }
 
 fn start(api: &Api<DynamicObject>, config: &watcher::Config) -> RawEvents {
-    backoff::backoff_until_data(watcher::watcher(api.clone(), config.clone()).boxed())
+    PlainWatch::start(api.clone(), config.clone())
 }
 
 struct Scoped {
@@ -94,7 +95,7 @@ impl Scoped {
         }
         tracing::info!(
             kind = %self.kind,
-            slots = target.map_or(crate::sharding::assignment::SLOTS, |s| s.len()),
+            slots = target.map_or(SLOTS, |s| s.len()),
             "sharding: the shard range changed; listing again with the new shard selector"
         );
         self.scope.filter(target);
@@ -147,13 +148,13 @@ mod tests {
     use futures::StreamExt;
     use http::{Request, Response};
     use k8s_openapi::api::core::v1::ConfigMap;
-    use kube::api::{Api, ApiResource};
-    use kube::runtime::watcher;
+    use kube::api::ApiResource;
 
-    use crate::informer::{Informer, dynamic_decoder};
+    use kubeapp_operator::informer::{Informer, ListWatchOptions};
+    use kubeapp_operator::store::InformerEvent;
+
     use crate::sharding::assignment::{SlotSet, slot_of_uid};
     use crate::sharding::server_side::ShardScope;
-    use crate::store::InformerEvent;
 
     fn config_map(name: &str, uid: &str, rv: &str) -> serde_json::Value {
         serde_json::json!({
@@ -233,16 +234,12 @@ mod tests {
         assert!(!within.contains(slot_of_uid("b-uid")), "pick other uids");
         let requests = Arc::new(Mutex::new(Vec::new()));
         let resource = ApiResource::erase::<ConfigMap>(&());
-        let api = Api::all_with(fake_apiserver(Arc::clone(&requests)), &resource);
         let scope = Arc::new(ShardScope::default());
-        let informer = Informer::shared(
-            api,
-            &resource,
-            watcher::Config::default(),
-            None,
-            false,
-            dynamic_decoder(None),
-            Arc::clone(&scope),
+        let informer = Informer::dynamic_in(
+            fake_apiserver(Arc::clone(&requests)),
+            resource,
+            ListWatchOptions::default(),
+            Arc::clone(&scope) as _,
         );
         let mut events = informer.into_stream().unwrap();
         // A failure guard, not a timing: a stream that does not restart would wait forever.

@@ -3,11 +3,11 @@
 use prometheus::core::Collector;
 use prometheus::{IntGaugeVec, Opts};
 
-use crate::metric_registration::{MetricSet, MetricsError};
+use kubeapp_operator::metrics::{MetricSet, MetricsError};
 
 /// `leader_election_master_status{name}`: 1 while this replica holds the leader Lease `name`,
 /// else 0 (client-go's metric name, under the registry's prefix). A [`MetricSet`]:
-/// `metrics.set::<ElectionMetrics>()` of a [`MetricsRegistry`](crate::MetricsRegistry), handed
+/// `metrics.set::<ElectionMetrics>()` of a [`MetricsRegistry`](kubeapp_operator::MetricsRegistry), handed
 /// to [`LeaderElector::report_to`](super::LeaderElector::report_to).
 #[derive(Clone, Debug)]
 pub struct ElectionMetrics {
