@@ -317,31 +317,34 @@ async fn a_graph_is_torn_down_in_reverse_dependency_order_and_a_held_wave_stops_
     );
 
     // Release the Deployment: the teardown finishes and the Worker goes.
-    // Only the test's finalizer goes (the garbage collector's `foregroundDeletion` stays), on
-    // the version read.
-    let held = deployments.get("batch").await.expect("get the Deployment");
-    let finalizers: Vec<String> = held
-        .finalizers()
-        .iter()
-        .filter(|f| *f != HOLD)
-        .cloned()
-        .collect();
-    assert!(
-        finalizers.iter().any(|f| f == "foregroundDeletion"),
-        "the Deployment is deleted in the foreground: {:?}",
-        held.finalizers()
-    );
-    deployments
-        .patch(
-            "batch",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {
-                "finalizers": finalizers,
-                "resourceVersion": held.resource_version()
-            }})),
-        )
-        .await
-        .expect("release the Deployment");
+    // Only the test's finalizer goes (the garbage collector's `foregroundDeletion` stays while it
+    // deletes the ReplicaSet; it may be gone already), on the version read: a conflict with the
+    // garbage collector's own update reads again.
+    let mut attempts = 0;
+    loop {
+        let held = deployments.get("batch").await.expect("get the Deployment");
+        let finalizers: Vec<String> = held
+            .finalizers()
+            .iter()
+            .filter(|f| *f != HOLD)
+            .cloned()
+            .collect();
+        let released = deployments
+            .patch(
+                "batch",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {
+                    "finalizers": finalizers,
+                    "resourceVersion": held.resource_version()
+                }})),
+            )
+            .await;
+        match released {
+            Ok(_) => break,
+            Err(kube::Error::Api(status)) if status.code == 409 && attempts < 20 => attempts += 1,
+            Err(error) => panic!("release the Deployment: {error}"),
+        }
+    }
     let gone = tokio::time::timeout(
         WAIT,
         kube::runtime::wait::await_condition(
