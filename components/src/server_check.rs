@@ -13,10 +13,11 @@
 //! ServiceAccount, a Secret it mounts) are not resolved, as a dry run cannot know what the cluster
 //! will hold.
 
+use std::collections::HashMap;
 use std::fmt;
 
-use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
-use kube::discovery::{Scope, pinned_kind};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::discovery::{ApiCapabilities, Scope, pinned_kind};
 use serde_json::Value;
 
 use crate::dry_run::DryRun;
@@ -57,13 +58,22 @@ impl fmt::Display for Violation {
 /// is checked.
 pub async fn check_on_server(dry_run: &DryRun, client: &kube::Client) -> Vec<Violation> {
     let mut violations = Vec::new();
+    let mut discovered = HashMap::new();
     for (component, object) in &dry_run.applied {
-        violations.extend(check_one(component, object, client).await);
+        violations.extend(check_one(component, object, client, &mut discovered).await);
     }
     violations
 }
 
-async fn check_one(component: &str, object: &Value, client: &kube::Client) -> Vec<Violation> {
+/// What discovery said of each (apiVersion, kind) so far: one request per kind, not per object.
+type Discovered = HashMap<(String, String), Result<(ApiResource, ApiCapabilities), String>>;
+
+async fn check_one(
+    component: &str,
+    object: &Value,
+    client: &kube::Client,
+    discovered: &mut Discovered,
+) -> Vec<Violation> {
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
     let kind = object["kind"].as_str().unwrap_or_default();
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
@@ -78,10 +88,15 @@ async fn check_one(component: &str, object: &Value, client: &kube::Client) -> Ve
         field,
         message,
     };
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let gvk = GroupVersionKind::gvk(group, version, kind);
-    let (resource, capabilities) = match pinned_kind(client, &gvk).await {
-        Ok(found) => found,
+    let key = (api_version.to_string(), kind.to_string());
+    if !discovered.contains_key(&key) {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let found = pinned_kind(client, &gvk).await.map_err(|e| e.to_string());
+        discovered.insert(key.clone(), found);
+    }
+    let (resource, capabilities) = match &discovered[&key] {
+        Ok(found) => found.clone(),
         Err(error) => {
             return vec![violation(
                 None,
