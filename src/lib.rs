@@ -137,7 +137,7 @@ pub mod prelude {
     pub use kubeapp_operator::apply::conditions;
     pub use kubeapp_operator::{
         ApplyCleanup, BoxError, CancellationToken, Context, ControllerConfig, HandlerHandle,
-        InformerController, InformerOptions, Informers, KindHandle, OpinionatedOptions,
+        InformerController, InformerOptions, Informers, Kind, KindHandle, OpinionatedOptions,
         ReconcileAction, ReconcileError, ReconcileRequest, ReconcileResult, Reconciler, Store,
         Trigger, TriggerCause, Watcher, WatcherFns, apply_cleanup, reconciler_fn,
     };
@@ -145,5 +145,5 @@ pub mod prelude {
     pub use kubeapp_sdk::manifest::ManifestData;
     #[cfg(feature = "cli")]
     pub use kubeapp_simple::operator::Operator;
-    pub use kubeapp_simple::{App, AppConfig, ManagedKind, UnmanagedKind};
+    pub use kubeapp_simple::{AppConfig, ManagedKind, SimpleApp, UnmanagedKind};
 }

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kubeapp::operator::erased::DynReconcilerFn;
 use kubeapp::operator::erased::DynWatcherFns;
-use kubeapp::operator::informer::ListWatchOptions;
+use kubeapp::operator::list_watch::ListWatchOptions;
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, ReconcileError,
     ReconcileResult, RetryPolicy,

@@ -15,7 +15,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResource, Resource, ResourceExt};
 use kubeapp::operator::erased::DynReconcilerFn;
 use kubeapp::operator::erased::DynWatcherFns;
-use kubeapp::operator::informer::ListWatchOptions;
+use kubeapp::operator::list_watch::ListWatchOptions;
 use kubeapp::operator::opinionated::{FinalizerNameError, OpinionatedOptions};
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, OpinionatedReconciler,

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{Api, PostParams};
 use kubeapp::operator::erased::DynWatcherFns;
-use kubeapp::operator::informer::ListWatchOptions;
+use kubeapp::operator::list_watch::ListWatchOptions;
 use kubeapp::operator::{CancellationToken, ControllerConfig, Informer, InformerController};
 use kubeapp::sdk::testenv::TestEnv;
 use tokio::sync::mpsc;

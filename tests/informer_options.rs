@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
-use kubeapp::operator::informer::ListWatchOptions;
+use kubeapp::operator::list_watch::ListWatchOptions;
 use kubeapp::operator::{Informer, InformerEvent};
 use kubeapp::sdk::testenv::TestEnv;
 use tokio::sync::mpsc;

@@ -9,11 +9,11 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{CustomResource, CustomResourceExt};
 use kubeapp::operator::erased::{DynReconciler, DynReconcilerFn, DynWatcherFns};
-use kubeapp::operator::informer::ListWatchOptions;
+use kubeapp::operator::list_watch::ListWatchOptions;
 use kubeapp::operator::object::as_undecodable;
 use kubeapp::operator::{
-    CancellationToken, ControllerConfig, HandlerContext, Informer, InformerController,
-    ReconcileError, ReconcileRequest, ReconcileResult,
+    CancellationToken, ControllerConfig, DynContext, Informer, InformerController, ReconcileError,
+    ReconcileRequest, ReconcileResult,
 };
 use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;
@@ -94,7 +94,7 @@ impl DynReconciler for LogsUndecodable {
     async fn reconcile(
         &self,
         request: ReconcileRequest,
-        _: &HandlerContext,
+        _: &DynContext,
     ) -> Result<ReconcileResult, ReconcileError> {
         if let Some(object) = as_undecodable(&request.object) {
             let name = object.raw().metadata.name.clone().unwrap_or_default();

@@ -20,7 +20,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResource, ResourceExt};
 use kubeapp::operator::erased::DynReconcilerFn;
 use kubeapp::operator::erased::DynWatcherFns;
-use kubeapp::operator::informer::ListWatchOptions;
+use kubeapp::operator::list_watch::ListWatchOptions;
 use kubeapp::operator::opinionated::{
     ConflictRetry, FinalizerMetrics, OpinionatedOptions, opinionated_dequeue_policy,
 };

@@ -28,7 +28,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{CustomResource, ResourceExt};
 use kubeapp::operator::erased::DynReconcilerFn;
 use kubeapp::operator::erased::DynWatcherFns;
-use kubeapp::operator::informer::ListWatchOptions;
+use kubeapp::operator::list_watch::ListWatchOptions;
 use kubeapp::operator::opinionated::{OpinionatedOptions, opinionated_dequeue_policy};
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, OpinionatedReconciler,
@@ -519,7 +519,7 @@ impl<H: kubeapp::operator::erased::DynWatcher> kubeapp::operator::erased::DynWat
     async fn add(
         &self,
         object: kubeapp::operator::object::SharedObject,
-        ctx: &kubeapp::operator::HandlerContext,
+        ctx: &kubeapp::operator::DynContext,
     ) -> Result<(), kubeapp::operator::BoxError> {
         if object.metadata().name.as_deref() != Some(self.0) {
             return Ok(());
@@ -531,7 +531,7 @@ impl<H: kubeapp::operator::erased::DynWatcher> kubeapp::operator::erased::DynWat
         &self,
         old: kubeapp::operator::object::SharedObject,
         new: kubeapp::operator::object::SharedObject,
-        ctx: &kubeapp::operator::HandlerContext,
+        ctx: &kubeapp::operator::DynContext,
     ) -> Result<(), kubeapp::operator::BoxError> {
         if new.metadata().name.as_deref() != Some(self.0) {
             return Ok(());
@@ -542,7 +542,7 @@ impl<H: kubeapp::operator::erased::DynWatcher> kubeapp::operator::erased::DynWat
     async fn delete(
         &self,
         object: kubeapp::operator::object::SharedObject,
-        ctx: &kubeapp::operator::HandlerContext,
+        ctx: &kubeapp::operator::DynContext,
     ) -> Result<(), kubeapp::operator::BoxError> {
         if object.metadata().name.as_deref() != Some(self.0) {
             return Ok(());
@@ -558,7 +558,7 @@ impl<R: kubeapp::operator::erased::DynReconciler> kubeapp::operator::erased::Dyn
     async fn reconcile(
         &self,
         request: kubeapp::operator::ReconcileRequest,
-        ctx: &kubeapp::operator::HandlerContext,
+        ctx: &kubeapp::operator::DynContext,
     ) -> Result<ReconcileResult, kubeapp::operator::ReconcileError> {
         if request.object.metadata().name.as_deref() != Some(self.0) {
             return Ok(ReconcileResult::done());

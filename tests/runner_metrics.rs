@@ -16,7 +16,7 @@ use kubeapp::operator::{CancellationToken, WatcherFns};
 use kubeapp::runner::client_metrics::{ClientMetrics, instrumented_client};
 use kubeapp::runner::{Runner, RunnerConfig, RunnerError};
 use kubeapp::sdk::testenv::TestEnv;
-use kubeapp::simple::{App, AppConfig, UnmanagedKind};
+use kubeapp::simple::{AppConfig, SimpleApp, UnmanagedKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
@@ -108,7 +108,7 @@ async fn scrape_until(addr: SocketAddr, what: &str, done: impl Fn(&str) -> bool)
 
 /// An app watching the ConfigMaps of `ns` with the opinionated wrapper (its finalizer on each),
 /// given the runner's informers and metrics.
-fn app(name: &str, ns: &str, runner: &Runner, client: kube::Client) -> App {
+fn app(name: &str, ns: &str, runner: &Runner, client: kube::Client) -> SimpleApp {
     let configmaps = UnmanagedKind::<ConfigMap>::new()
         .namespace(ns)
         .opinionated()
@@ -117,7 +117,7 @@ fn app(name: &str, ns: &str, runner: &Runner, client: kube::Client) -> App {
         .unmanaged_kind(configmaps)
         .informers(runner.informers().clone())
         .metrics(runner.metrics().clone());
-    App::new(config, client).expect("a valid app")
+    SimpleApp::new(config, client).expect("a valid app")
 }
 
 /// A client for the test environment counting its requests into the runner's client metrics.

@@ -1,4 +1,4 @@
-//! End-to-end test of `kubeapp::simple::App` against a real kube-apiserver + etcd: a managed
+//! End-to-end test of `kubeapp::simple::SimpleApp` against a real kube-apiserver + etcd: a managed
 //! custom kind with a reconciler closure (opinionated: the app's finalizer, deletes handled), an
 //! unmanaged ConfigMap watcher (plain: no finalizer), the `informers-synced` health check, and the
 //! app's metric collectors, registered directly and through a Runner that serves `/metrics` and
@@ -18,7 +18,7 @@ use kubeapp::operator::{CancellationToken, ReconcileResult, WatcherFns};
 use kubeapp::runner::{Runner, RunnerConfig};
 use kubeapp::sdk::app::App as _;
 use kubeapp::sdk::testenv::TestEnv;
-use kubeapp::simple::{App, AppConfig, INFORMERS_SYNCED_CHECK, ManagedKind, UnmanagedKind};
+use kubeapp::simple::{AppConfig, INFORMERS_SYNCED_CHECK, ManagedKind, SimpleApp, UnmanagedKind};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -118,7 +118,7 @@ fn events_of(exposition: &str, kind: &str) -> f64 {
         .sum()
 }
 
-fn build_app(client: kube::Client, ns: &str, log: &Log) -> App {
+fn build_app(client: kube::Client, ns: &str, log: &Log) -> SimpleApp {
     let reconciled = log.clone();
     let widgets = ManagedKind::<Widget>::new().reconcile_fn(move |request, _ctx| {
         reconciled.push(format!(
@@ -148,7 +148,7 @@ fn build_app(client: kube::Client, ns: &str, log: &Log) -> App {
     let config = AppConfig::new(APP)
         .managed_kind(widgets)
         .unmanaged_kind(configmaps);
-    App::new(config, client).expect("a valid app")
+    SimpleApp::new(config, client).expect("a valid app")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! End-to-end tests of the simple App's typed kinds against a real kube-apiserver + etcd:
+//! End-to-end tests of the simple SimpleApp's typed kinds against a real kube-apiserver + etcd:
 //!
 //! - two apps in one Runner, built with the Runner's `Informers`, watching the same kind open
 //!   one list and one watch (counted client requests) and both see every object;
@@ -24,7 +24,7 @@ use kube::runtime::watcher;
 use kube::{CustomResource, ResourceExt};
 use kubeapp::operator::{CancellationToken, Context, ReconcileError, ReconcileResult, WatcherFns};
 use kubeapp::runner::{Runner, RunnerConfig};
-use kubeapp::simple::{App, AppConfig, ManagedKind, UnmanagedKind};
+use kubeapp::simple::{AppConfig, ManagedKind, SimpleApp, UnmanagedKind};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
@@ -126,7 +126,7 @@ async fn two_apps_in_one_runner_open_one_watch_of_a_kind() {
             }),
         ));
     for config in [reconciling, watching] {
-        let app = App::new(config, client.clone()).expect("a valid app");
+        let app = SimpleApp::new(config, client.clone()).expect("a valid app");
         runner.add_app(Arc::new(app));
     }
     let informers = runner.informers().clone();
@@ -223,7 +223,7 @@ async fn a_managed_kind_with_context_apply_cleanup_and_owns_keeps_its_child_and_
         .owns::<ConfigMap>(watcher::Config::default().labels(OWNED_LABEL));
     // No requeue-after anywhere: the app's reconciles come from Widget events and owned
     // ConfigMaps only.
-    let app = App::new(
+    let app = SimpleApp::new(
         AppConfig::new("owner").managed_kind(widgets),
         env.env.client(),
     )
@@ -333,7 +333,7 @@ async fn an_app_namespace_scopes_its_kinds_watches_to_that_namespace() {
             async { Ok(()) }
         },
     ));
-    let app = App::new(
+    let app = SimpleApp::new(
         AppConfig::new("scoped")
             .namespace(Some(env.ns.clone()))
             .unmanaged_kind(widgets),

@@ -17,7 +17,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostP
 use kube::{CustomResource, ResourceExt};
 use kubeapp::operator::erased::DynReconcilerFn;
 use kubeapp::operator::erased::DynWatcherFns;
-use kubeapp::operator::informer::ListWatchOptions;
+use kubeapp::operator::list_watch::ListWatchOptions;
 use kubeapp::operator::opinionated::{FinalizerMetrics, OpinionatedOptions};
 use kubeapp::operator::{
     CancellationToken, ControllerConfig, Informer, InformerController, OpinionatedReconciler,

@@ -21,6 +21,7 @@
 //! The bench binary is single-threaded (a current-thread runtime), so the counts are exact.
 #![allow(unsafe_code)] // The counting global allocator.
 
+use kube::core::GroupVersionKind;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
@@ -28,8 +29,8 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::DynamicObject;
 use kube_runtime::{reflector, watcher};
-use kubeapp_operator::informer::ListWatchOptions;
-use kubeapp_operator::{Informer, KindInfo};
+use kubeapp_operator::Informer;
+use kubeapp_operator::list_watch::ListWatchOptions;
 
 /// Counts live heap bytes and allocations; delegates the work to the system allocator.
 struct Counting;
@@ -200,7 +201,11 @@ fn per_object(before: (isize, isize), after: (isize, isize)) -> Held {
 fn kubeapp(runtime: &tokio::runtime::Runtime, options: ListWatchOptions) -> Held {
     runtime.block_on(async {
         let (tx, rx) = futures::channel::mpsc::unbounded();
-        let informer = Informer::from_watch_stream::<ConfigMap>(KindInfo::default(), rx, options);
+        let informer = Informer::from_watch_stream::<ConfigMap>(
+            GroupVersionKind::gvk("", "v1", "Test"),
+            rx,
+            options,
+        );
         let mut events = match informer.into_stream() {
             Ok(events) => events,
             Err(error) => panic!("informer metrics: {error}"),

@@ -14,7 +14,7 @@ use kube::Resource;
 
 use crate::apply::{Applier, Apply, StatusWriter};
 use crate::events::EventRecorder;
-use crate::handler::HandlerContext;
+use crate::handler::DynContext;
 use crate::object::Kind;
 use crate::own_writes::WrittenPart;
 use crate::related::RelatedCaches;
@@ -65,7 +65,7 @@ impl<C> ContextShared<C> {
 /// counts).
 pub struct Context<C = ()> {
     shared: Arc<ContextShared<C>>,
-    call: HandlerContext,
+    call: DynContext,
 }
 
 impl<C> Clone for Context<C> {
@@ -79,7 +79,7 @@ impl<C> Clone for Context<C> {
 
 impl<C> Context<C> {
     /// The context of one call of a handler attached with `shared`.
-    pub(crate) fn of_call(shared: &Arc<ContextShared<C>>, call: &HandlerContext) -> Self {
+    pub(crate) fn of_call(shared: &Arc<ContextShared<C>>, call: &DynContext) -> Self {
         Self {
             shared: Arc::clone(shared),
             call: call.clone(),
@@ -93,7 +93,7 @@ impl<C> Context<C> {
         data: Arc<C>,
         client: kube::Client,
         field_manager: &str,
-        call: HandlerContext,
+        call: DynContext,
     ) -> Self {
         Self {
             shared: ContextShared::new(data, Arc::new(HandlerEnv::detached(client, field_manager))),
@@ -178,7 +178,7 @@ impl<C> Context<C> {
 
     /// The untyped call context (kind name, cancellation token), for code written against the
     /// type-erased handler traits.
-    pub fn handler_context(&self) -> &HandlerContext {
+    pub fn dyn_context(&self) -> &DynContext {
         &self.call
     }
 }

@@ -20,7 +20,7 @@
 //!   [`Undecodable`](crate::object::Undecodable) state on (see [`view`](crate::view)).
 //!
 //! The argument order is the typed traits' everywhere: the object (or request) first, the
-//! [`HandlerContext`](crate::HandlerContext) last.
+//! [`DynContext`](crate::DynContext) last.
 //!
 //! These methods are reached through [`InformerController::erased`], not on the controller
 //! itself, so that the controller's own surface is the typed one.
@@ -28,14 +28,15 @@
 //! ```
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kubeapp_operator::erased::DynWatcherFns;
-//! use kubeapp_operator::{ControllerConfig, Informer, InformerController, KindInfo};
+//! use kube::core::GroupVersionKind;
+//! use kubeapp_operator::{ControllerConfig, Informer, InformerController};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
 //! let controller = InformerController::new(ControllerConfig::default());
 //! let (_events, stream) = futures::channel::mpsc::unbounded();
 //! let erased = controller.erased();
-//! erased.add_informer("configmaps", Informer::from_stream(KindInfo::default(), stream));
+//! erased.add_informer("configmaps", Informer::from_stream(GroupVersionKind::gvk("", "v1", "Test"), stream));
 //! erased.add_watcher(
 //!     "configmaps",
 //!     DynWatcherFns::<ConfigMap>::new().on_add(|cm, _ctx| async move {
@@ -47,7 +48,7 @@
 //! ```
 
 use crate::controller::InformerController;
-use crate::informer::Informer;
+use crate::list_watch::Informer;
 
 pub use crate::reconciler::{DynReconciler, DynReconcilerFn};
 pub use crate::watcher::{DynWatcher, DynWatcherFns};

@@ -1,7 +1,7 @@
 //! What every handler call gets and what a failed call becomes.
 //!
 //! Handlers ([`DynWatcher`](crate::erased::DynWatcher), [`DynReconciler`](crate::erased::DynReconciler)) receive a
-//! [`HandlerContext`] and return their own errors as [`BoxError`], so `?` works on any error type.
+//! [`DynContext`] and return their own errors as [`BoxError`], so `?` works on any error type.
 //! The controller turns each failed call into a [`HandlerError`]: the handler's error, a caught
 //! panic, or a timeout. That is what retry and dequeue policies look at.
 
@@ -52,7 +52,7 @@ impl HandlerError {
 /// controller begins to stop: in-flight handlers are still allowed to finish (within the
 /// controller's grace period), and a long-running handler may use the signal to wrap up early.
 #[derive(Clone)]
-pub struct HandlerContext {
+pub struct DynContext {
     shared: Arc<ContextShared>,
     attempt: u32,
 }
@@ -66,7 +66,7 @@ struct ContextShared {
     own_writes: Option<OwnWrites>,
 }
 
-impl HandlerContext {
+impl DynContext {
     /// A context for calling a handler outside a controller (tests, wrappers): kind `kind`, first
     /// attempt, cancelled when `stop` is.
     pub fn new(kind: &str, stop: CancellationToken) -> Self {
@@ -108,7 +108,7 @@ impl HandlerContext {
 
     /// Whether `other` is this very context: the same controller run and kind (the same shared
     /// part, not merely equal) and the same attempt.
-    pub(crate) fn is(&self, other: &HandlerContext) -> bool {
+    pub(crate) fn is(&self, other: &DynContext) -> bool {
         Arc::ptr_eq(&self.shared, &other.shared) && self.attempt == other.attempt
     }
 
@@ -146,9 +146,9 @@ impl HandlerContext {
     }
 }
 
-impl fmt::Debug for HandlerContext {
+impl fmt::Debug for DynContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HandlerContext")
+        f.debug_struct("DynContext")
             .field("kind", &self.kind())
             .field("attempt", &self.attempt)
             .field("cancelled", &self.is_cancelled())

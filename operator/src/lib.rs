@@ -15,7 +15,7 @@
 //! client, the apply/status helpers and an Event recorder. Every kind is watched once per process
 //! through [`Informers`], shared and reference counted. The controller fans each event out in
 //! order per object and concurrently across objects, with retries ([`RetryPolicy`],
-//! [`RetryDequeuePolicy`]); the [`controller`] module docs state the guarantees, the [`informer`]
+//! [`RetryDequeuePolicy`]); the [`controller`] module docs state the guarantees, the [`list_watch`]
 //! docs say how deletes missed during a disconnect are still delivered, `docs/api.md` records the
 //! API's decisions. Run the controller yourself ([`InformerController::run`] with a
 //! [`CancellationToken`]), or as an app of a `kubeapp_runner::Runner` (`kubeapp::runner`), which
@@ -44,7 +44,7 @@
 //!    and `reconciler` (the `Dyn*` traits, public through [`erased`]; the reconcile request,
 //!    result and error at the crate root), [`failures`], [`apply`], [`events`];
 //! 4. the metric sets: [`metrics`];
-//! 5. [`informer`] (list+watch, decode, re-list diff) and [`informers`] (the shared registry,
+//! 5. [`list_watch`] (list+watch, decode, re-list diff) and [`informers`] (the shared registry,
 //!    whose fan-out hands events to subscribers through a trait it owns);
 //! 6. [`controller`] (per-object lanes, dispatch, retries, and terms: runs that come and go,
 //!    [`controller::Term`]);
@@ -52,7 +52,7 @@
 //! 8. the typed handle: [`kind`], [`context`], [`trigger`];
 //! 9. the registry of metric sets an operator process serves: [`metrics_registry`].
 //!
-//! An event's path goes up the layers: [`informer`] -> [`informers`] (the cache first, then the
+//! An event's path goes up the layers: [`list_watch`] -> [`informers`] (the cache first, then the
 //! subscribers) -> [`controller`] (per-object lanes, retries) -> [`erased::DynWatcher`] /
 //! [`erased::DynReconciler`] (the typed handlers of [`kind`] behind them) -> [`metrics`] and `tracing` spans
 //! (`informer-event-add|update|delete`, `controller-event-watch`, `controller-event-reconcile`,
@@ -83,10 +83,10 @@ mod failing_objects;
 pub mod failures;
 pub mod gate;
 pub mod handler;
-pub mod informer;
 pub mod informers;
 pub mod kind;
 pub mod list_scope;
+pub mod list_watch;
 mod metric_cells;
 mod metric_registration;
 pub mod metrics;
@@ -108,13 +108,13 @@ pub use controller::{
     ControllerConfig, ControllerError, InformerController, RetryDequeuePolicy, RetryPolicy,
 };
 pub use events::{EventError, EventRecorder};
-pub use handler::{BoxError, HandlerContext, HandlerError};
-pub use informer::{Informer, KindInfo};
+pub use handler::{BoxError, DynContext, HandlerError};
 pub use informers::{InformerOptions, Informers};
 pub use kind::{
     ApplyCleanup, HandlerHandle, KindHandle, Reconciler, TriggerHandle, Watcher, WatcherFns,
     apply_cleanup, reconciler_fn,
 };
+pub use list_watch::Informer;
 pub use metrics::{ControllerMetrics, MetricSet};
 pub use metrics_registry::{MetricSetError, MetricsRegistry, MetricsRegistryError};
 pub use object::{Kind, KubeObject, ObjectKey};

@@ -19,7 +19,7 @@
 //! | `controller_oldest_retry_age_seconds` | gauge, how long the longest-failing of those has been failing (since the first failure of its run of failures; 0 when none) | `kind` |
 //! | `informer_synced` | gauge, 1 once the first complete list was delivered | `kind` |
 //! | `kubernetes_watch_events_total`, `kubernetes_watch_errors_total` | counter, raw watch traffic | `kind` |
-//! | `informer_decode_errors_total` | counter, object states that did not deserialize (once per state; see [`informer`](crate::informer#objects-that-do-not-deserialize)) | `kind` |
+//! | `informer_decode_errors_total` | counter, object states that did not deserialize (once per state; see [`list_watch`](crate::list_watch#objects-that-do-not-deserialize)) | `kind` |
 //! | `reconciler_terminal_errors_total` | counter, reconciles failed with a terminal error (never retried) | `kind` |
 //! | `controller_triggered_reconciles_total` | counter, reconciles queued by `owns`, `watches` or a `Trigger` | `kind` |
 //! | `handler_failures_total` | counter, failed handler calls by cause: `forbidden`, `conflict`, `not_found`, `server_error`, `timeout`, `handler_error` (see [`failures`](crate::failures)) | `kind`, `cause` |

@@ -8,7 +8,7 @@
 //! to an object of the kind ([`StatusWriter`](crate::apply::StatusWriter), the opinionated
 //! wrappers' finalizer patches) records the `resourceVersion` the apiserver returned, together
 //! with [what it wrote](WrittenPart); a handler that writes with its own client records its write
-//! with [`HandlerContext::note_own_write`](crate::handler::HandlerContext::note_own_write) (or
+//! with [`DynContext::note_own_write`](crate::handler::DynContext::note_own_write) (or
 //! [`Context::note_own_write`](crate::context::Context::note_own_write)).
 //!
 //! # The rule

@@ -30,7 +30,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::action::{ReconcileAction, TriggerCause};
-use crate::handler::{BoxError, HandlerContext};
+use crate::handler::{BoxError, DynContext};
 use crate::object::KubeObject;
 
 /// State a reconciler carries from one attempt of a request to the next: one value of the
@@ -289,7 +289,7 @@ pub trait DynReconciler: Send + Sync + 'static {
     async fn reconcile(
         &self,
         request: ReconcileRequest,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
     ) -> Result<ReconcileResult, ReconcileError>;
 }
 
@@ -298,7 +298,7 @@ impl<R: DynReconciler + ?Sized> DynReconciler for Arc<R> {
     async fn reconcile(
         &self,
         request: ReconcileRequest,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
     ) -> Result<ReconcileResult, ReconcileError> {
         (**self).reconcile(request, ctx).await
     }
@@ -309,7 +309,7 @@ impl<R: DynReconciler + ?Sized> DynReconciler for Box<R> {
     async fn reconcile(
         &self,
         request: ReconcileRequest,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
     ) -> Result<ReconcileResult, ReconcileError> {
         (**self).reconcile(request, ctx).await
     }
@@ -341,7 +341,7 @@ pub struct DynReconcilerFn<K, F> {
 impl<K, F, Fut> DynReconcilerFn<K, F>
 where
     K: KubeObject,
-    F: Fn(ReconcileRequest<K>, HandlerContext) -> Fut + Send + Sync + 'static,
+    F: Fn(ReconcileRequest<K>, DynContext) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<ReconcileResult, ReconcileError>> + Send + 'static,
 {
     /// Wraps `f`.
@@ -357,13 +357,13 @@ where
 impl<K, F, Fut> DynReconciler for DynReconcilerFn<K, F>
 where
     K: KubeObject,
-    F: Fn(ReconcileRequest<K>, HandlerContext) -> Fut + Send + Sync + 'static,
+    F: Fn(ReconcileRequest<K>, DynContext) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<ReconcileResult, ReconcileError>> + Send + 'static,
 {
     async fn reconcile(
         &self,
         request: ReconcileRequest,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
     ) -> Result<ReconcileResult, ReconcileError> {
         // The last decodable state of an undecodable object; none: skipped (see `view`).
         let Some(typed) = request.into_typed::<K>()? else {

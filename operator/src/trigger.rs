@@ -27,7 +27,7 @@ use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::action::TriggerCause;
-use crate::controller::kind::KindRuntime;
+use crate::controller::kind_runtime::KindRuntime;
 use crate::informers::{Offer, Subscribe};
 use crate::object::{KubeObject, ObjectKey, SharedObject};
 use crate::store::InformerEvent;

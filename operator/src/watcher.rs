@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::handler::{BoxError, HandlerContext};
+use crate::handler::{BoxError, DynContext};
 use crate::object::{KubeObject, SharedObject};
 use crate::view::{ViewChange, view, view_change};
 
@@ -44,20 +44,20 @@ use crate::view::{ViewChange, view, view_change};
 #[async_trait]
 pub trait DynWatcher: Send + Sync + 'static {
     /// An object appeared (initial list, creation, or re-list after a disconnect).
-    async fn add(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError>;
+    async fn add(&self, object: SharedObject, ctx: &DynContext) -> Result<(), BoxError>;
     /// An object changed; `old` is the last state the informer saw. A periodic resync calls this
     /// with `old` and `new` being the same object.
     async fn update(
         &self,
         old: SharedObject,
         new: SharedObject,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
     ) -> Result<(), BoxError>;
     /// An object is gone; `object` is its last known state.
-    async fn delete(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError>;
+    async fn delete(&self, object: SharedObject, ctx: &DynContext) -> Result<(), BoxError>;
     /// The object may have changed while nobody watched. Only wrappers call this; the default
     /// does nothing.
-    async fn sync(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
+    async fn sync(&self, object: SharedObject, ctx: &DynContext) -> Result<(), BoxError> {
         let _ = (ctx, object);
         Ok(())
     }
@@ -65,49 +65,49 @@ pub trait DynWatcher: Send + Sync + 'static {
 
 #[async_trait]
 impl<W: DynWatcher + ?Sized> DynWatcher for Arc<W> {
-    async fn add(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
+    async fn add(&self, object: SharedObject, ctx: &DynContext) -> Result<(), BoxError> {
         (**self).add(object, ctx).await
     }
     async fn update(
         &self,
         old: SharedObject,
         new: SharedObject,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
     ) -> Result<(), BoxError> {
         (**self).update(old, new, ctx).await
     }
-    async fn delete(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
+    async fn delete(&self, object: SharedObject, ctx: &DynContext) -> Result<(), BoxError> {
         (**self).delete(object, ctx).await
     }
-    async fn sync(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
+    async fn sync(&self, object: SharedObject, ctx: &DynContext) -> Result<(), BoxError> {
         (**self).sync(object, ctx).await
     }
 }
 
 #[async_trait]
 impl<W: DynWatcher + ?Sized> DynWatcher for Box<W> {
-    async fn add(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
+    async fn add(&self, object: SharedObject, ctx: &DynContext) -> Result<(), BoxError> {
         (**self).add(object, ctx).await
     }
     async fn update(
         &self,
         old: SharedObject,
         new: SharedObject,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
     ) -> Result<(), BoxError> {
         (**self).update(old, new, ctx).await
     }
-    async fn delete(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
+    async fn delete(&self, object: SharedObject, ctx: &DynContext) -> Result<(), BoxError> {
         (**self).delete(object, ctx).await
     }
-    async fn sync(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
+    async fn sync(&self, object: SharedObject, ctx: &DynContext) -> Result<(), BoxError> {
         (**self).sync(object, ctx).await
     }
 }
 
 type BoxFuture = futures::future::BoxFuture<'static, Result<(), BoxError>>;
-type OneFn<K> = Arc<dyn Fn(Arc<K>, HandlerContext) -> BoxFuture + Send + Sync>;
-type TwoFn<K> = Arc<dyn Fn(Arc<K>, Arc<K>, HandlerContext) -> BoxFuture + Send + Sync>;
+type OneFn<K> = Arc<dyn Fn(Arc<K>, DynContext) -> BoxFuture + Send + Sync>;
+type TwoFn<K> = Arc<dyn Fn(Arc<K>, Arc<K>, DynContext) -> BoxFuture + Send + Sync>;
 
 /// A watcher made of closures, one per event type; events without a closure succeed untouched.
 ///
@@ -145,7 +145,7 @@ impl<K> Default for DynWatcherFns<K> {
 
 fn one<K, F, Fut>(f: F) -> OneFn<K>
 where
-    F: Fn(Arc<K>, HandlerContext) -> Fut + Send + Sync + 'static,
+    F: Fn(Arc<K>, DynContext) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
 {
     Arc::new(move |obj, ctx| Box::pin(f(obj, ctx)))
@@ -161,7 +161,7 @@ impl<K: KubeObject> DynWatcherFns<K> {
     #[must_use]
     pub fn on_add<F, Fut>(mut self, f: F) -> Self
     where
-        F: Fn(Arc<K>, HandlerContext) -> Fut + Send + Sync + 'static,
+        F: Fn(Arc<K>, DynContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
     {
         self.add = Some(one(f));
@@ -172,7 +172,7 @@ impl<K: KubeObject> DynWatcherFns<K> {
     #[must_use]
     pub fn on_update<F, Fut>(mut self, f: F) -> Self
     where
-        F: Fn(Arc<K>, Arc<K>, HandlerContext) -> Fut + Send + Sync + 'static,
+        F: Fn(Arc<K>, Arc<K>, DynContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
     {
         self.update = Some(Arc::new(move |old, new, ctx| Box::pin(f(old, new, ctx))));
@@ -183,7 +183,7 @@ impl<K: KubeObject> DynWatcherFns<K> {
     #[must_use]
     pub fn on_delete<F, Fut>(mut self, f: F) -> Self
     where
-        F: Fn(Arc<K>, HandlerContext) -> Fut + Send + Sync + 'static,
+        F: Fn(Arc<K>, DynContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
     {
         self.delete = Some(one(f));
@@ -194,7 +194,7 @@ impl<K: KubeObject> DynWatcherFns<K> {
     #[must_use]
     pub fn on_sync<F, Fut>(mut self, f: F) -> Self
     where
-        F: Fn(Arc<K>, HandlerContext) -> Fut + Send + Sync + 'static,
+        F: Fn(Arc<K>, DynContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
     {
         self.sync = Some(one(f));
@@ -208,7 +208,7 @@ type WatcherFuture<'a> = Pin<Box<dyn Future<Output = Result<(), BoxError>> + Sen
 /// Calls a one-object closure, or succeeds when there is none.
 fn call_one<K: KubeObject>(
     f: Option<&OneFn<K>>,
-    ctx: &HandlerContext,
+    ctx: &DynContext,
     object: &SharedObject,
 ) -> BoxFuture {
     match f {
@@ -224,7 +224,7 @@ fn call_one<K: KubeObject>(
 // Written out instead of `#[async_trait]`: the closures' futures are boxed already, and an
 // `async fn` here would box each call a second time.
 impl<K: KubeObject> DynWatcher for DynWatcherFns<K> {
-    fn add<'s, 'c, 'f>(&'s self, object: SharedObject, ctx: &'c HandlerContext) -> WatcherFuture<'f>
+    fn add<'s, 'c, 'f>(&'s self, object: SharedObject, ctx: &'c DynContext) -> WatcherFuture<'f>
     where
         's: 'f,
         'c: 'f,
@@ -237,7 +237,7 @@ impl<K: KubeObject> DynWatcher for DynWatcherFns<K> {
         &'s self,
         old: SharedObject,
         new: SharedObject,
-        ctx: &'c HandlerContext,
+        ctx: &'c DynContext,
     ) -> WatcherFuture<'f>
     where
         's: 'f,
@@ -258,11 +258,7 @@ impl<K: KubeObject> DynWatcher for DynWatcherFns<K> {
         }
     }
 
-    fn delete<'s, 'c, 'f>(
-        &'s self,
-        object: SharedObject,
-        ctx: &'c HandlerContext,
-    ) -> WatcherFuture<'f>
+    fn delete<'s, 'c, 'f>(&'s self, object: SharedObject, ctx: &'c DynContext) -> WatcherFuture<'f>
     where
         's: 'f,
         'c: 'f,
@@ -271,11 +267,7 @@ impl<K: KubeObject> DynWatcher for DynWatcherFns<K> {
         call_one(self.delete.as_ref(), ctx, &object)
     }
 
-    fn sync<'s, 'c, 'f>(
-        &'s self,
-        object: SharedObject,
-        ctx: &'c HandlerContext,
-    ) -> WatcherFuture<'f>
+    fn sync<'s, 'c, 'f>(&'s self, object: SharedObject, ctx: &'c DynContext) -> WatcherFuture<'f>
     where
         's: 'f,
         'c: 'f,
@@ -307,7 +299,7 @@ mod tests {
                     Ok(())
                 }
             }));
-        let ctx = HandlerContext::new("cm", CancellationToken::new());
+        let ctx = DynContext::new("cm", CancellationToken::new());
         let mut cm = ConfigMap::default();
         cm.metadata.name = Some("a".into());
         watcher.add(share(cm.clone()), &ctx).await.expect("add");

@@ -1,6 +1,6 @@
-//! The [`App`] built from an [`AppConfig`] (re-exported here from [`crate::config`]).
+//! The [`SimpleApp`] built from an [`AppConfig`] (re-exported here from [`crate::config`]).
 //!
-//! # What `App::new` builds
+//! # What `SimpleApp::new` builds
 //!
 //! One [`InformerController`] with, per kind, one [`KindHandle<K>`](kubeapp_operator::KindHandle)
 //! (its informer the shared one of the app's [`Informers`](kubeapp_operator::Informers), so apps
@@ -17,20 +17,20 @@
 //!
 //! # Guarantees and defaults
 //!
-//! - [`App::new`] validates first (see [`crate::validate`]) and fails with every problem found.
+//! - [`SimpleApp::new`] validates first (see [`crate::validate`]) and fails with every problem found.
 //! - Handlers' [`Context`](kubeapp_operator::Context) applies and writes status as the field
 //!   manager named after the app, and reports Events as the app, unless
 //!   [`AppConfig::controller`](crate::AppConfig::controller) names the controller otherwise.
 //! - Kinds are registered while the app is built: inside a Tokio runtime their (shared)
 //!   informers start filling their caches at once; handlers are called only once the app runs.
-//! - [`App::run`](kubeapp_sdk::app::App::run) runs the controller until the stop token is cancelled
+//! - [`SimpleApp::run`](kubeapp_sdk::app::App::run) runs the controller until the stop token is cancelled
 //!   (then in-flight handler calls finish, bounded by the controller's shutdown grace). Calls still
 //!   running when the grace ran out are dropped, and `run` then returns
 //!   [`AppError::Abandoned`] with their number, so the process exits with a status that says so.
 //!   Only the stop's own abandoned calls count: calls dropped earlier, when a leadership or shard
 //!   term ended, were handed over (another replica handles those objects).
 //!   An app runs once: a second `run` fails.
-//! - [`App::health_checks`](kubeapp_sdk::app::App::health_checks) has one check,
+//! - [`SimpleApp::health_checks`](kubeapp_sdk::app::App::health_checks) has one check,
 //!   `informers-synced`, which passes only when every informer has delivered its first complete
 //!   list, and otherwise names the kinds that have not; with
 //!   [`AppConfig::ready_requires_writes`](crate::AppConfig::ready_requires_writes) also
@@ -39,13 +39,13 @@
 //!   [`MetricsRegistry`](kubeapp_operator::MetricsRegistry) of
 //!   [`AppConfig::metrics`](crate::AppConfig::metrics) (a Runner's: its one prefix, and every app
 //!   given it sums into the same series), else into private collectors of the app's own.
-//!   [`App::metric_collectors`](kubeapp_sdk::app::App::metric_collectors) hands out those
+//!   [`SimpleApp::metric_collectors`](kubeapp_sdk::app::App::metric_collectors) hands out those
 //!   collectors and the app's own ones (a Runner registers them; those it already holds are
 //!   accepted).
 //! - `validate`, `mutate` and `convert` route by group and kind to the managed kind's validator,
 //!   mutator or converter; a kind without one (or an unknown kind) answers the sdk's
 //!   `NotImplemented`.
-//! - [`App::declared_webhooks`](kubeapp_sdk::app::App::declared_webhooks) lists the webhooks of
+//! - [`SimpleApp::declared_webhooks`](kubeapp_sdk::app::App::declared_webhooks) lists the webhooks of
 //!   the manifest, so a Runner without a webhook server refuses to start the app.
 
 use std::fmt;
@@ -65,7 +65,7 @@ use tokio_util::sync::CancellationToken;
 pub use crate::config::{AppConfig, AppConfigError};
 use crate::kinds::KindSpec;
 
-/// The name of the health check of [`App`].
+/// The name of the health check of [`SimpleApp`].
 pub const INFORMERS_SYNCED_CHECK: &str = "informers-synced";
 
 /// Handlers for admission and conversion of one managed kind.
@@ -76,7 +76,7 @@ struct Hooks {
 }
 
 /// An operator app from an [`AppConfig`]; see the [module docs](self).
-pub struct App {
+pub struct SimpleApp {
     name: String,
     managed: Vec<ApiResource>,
     hooks: Vec<Hooks>,
@@ -92,7 +92,7 @@ pub struct App {
     ready_requires_writes: Option<u64>,
 }
 
-impl App {
+impl SimpleApp {
     /// Validates `config` and registers the app's kinds, handlers and triggers with `client`.
     /// Handlers run only once the app [runs](kubeapp_sdk::app::App::run); informers start
     /// listing when registered inside a Tokio runtime (see the [module docs](self)).
@@ -218,9 +218,9 @@ fn add_kind(
     Ok(())
 }
 
-impl fmt::Debug for App {
+impl fmt::Debug for SimpleApp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("App")
+        f.debug_struct("SimpleApp")
             .field("name", &self.name)
             .field("managed", &self.managed)
             .field("controller", &self.controller)
@@ -270,7 +270,7 @@ fn group_kind(object: &serde_json::Value) -> (String, String) {
 }
 
 #[async_trait]
-impl kubeapp_sdk::app::App for App {
+impl kubeapp_sdk::app::App for SimpleApp {
     fn name(&self) -> &str {
         &self.name
     }
@@ -455,7 +455,7 @@ mod tests {
         review.try_into().expect("request")
     }
 
-    fn app() -> App {
+    fn app() -> SimpleApp {
         let configmaps = ManagedKind::<ConfigMap>::new()
             .reconcile_fn(|_request, _ctx| async { Ok(ReconcileResult::done()) })
             .validate_fn(|request| async move {
@@ -475,7 +475,7 @@ mod tests {
                 UnmanagedKind::<k8s_openapi::api::core::v1::Secret>::new()
                     .watcher(WatcherFns::new()),
             );
-        App::new(config, offline_client()).expect("valid")
+        SimpleApp::new(config, offline_client()).expect("valid")
     }
 
     /// A kind of the manifest's group, for apps checked against a manifest.
@@ -507,7 +507,7 @@ mod tests {
                     .object
                     .ok_or_else(|| AdmissionError::denied("no object"))
             });
-        let app = App::new(
+        let app = SimpleApp::new(
             AppConfig::new("shop")
                 .manifest(manifest)
                 .managed_kind(pages),
@@ -603,7 +603,7 @@ mod tests {
         let config = AppConfig::new("shop")
             .managed_kind(ManagedKind::<ConfigMap>::new().watcher(WatcherFns::new()))
             .metric_collector(orders.clone());
-        let app = App::new(config, offline_client()).expect("a valid app");
+        let app = SimpleApp::new(config, offline_client()).expect("a valid app");
         orders.inc_by(3);
         let registry = prometheus::Registry::new();
         for collector in app.metric_collectors() {
@@ -629,7 +629,7 @@ mod tests {
         let configmaps = ManagedKind::<ConfigMap>::new()
             .watcher(WatcherFns::new())
             .finalizer("f".repeat(64));
-        let err = App::new(
+        let err = SimpleApp::new(
             AppConfig::new("shop").managed_kind(configmaps),
             offline_client(),
         )
@@ -642,7 +642,7 @@ mod tests {
         let configmaps = ManagedKind::<ConfigMap>::new()
             .watcher(WatcherFns::new())
             .finalizer("shop-configmaps-finalizer");
-        let err = App::new(
+        let err = SimpleApp::new(
             AppConfig::new("shop").managed_kind(configmaps),
             offline_client(),
         )

@@ -1,4 +1,4 @@
-//! [`AppConfig`]: what an [`App`](crate::App) is built from, and [`AppConfigError`], why it
+//! [`AppConfig`]: what an [`SimpleApp`](crate::SimpleApp) is built from, and [`AppConfigError`], why it
 //! could not be.
 
 use kubeapp_ha::election::Leadership;
@@ -14,12 +14,13 @@ use kubeapp_sdk::manifest::ManifestData;
 use kubeapp_sdk::rbac::RbacBuilder;
 use prometheus::core::Collector;
 
-use crate::kinds::{AppKind, KindSpec, ManagedKind, UnmanagedKind};
+use crate::kinds::{KindSpec, ManagedKind, UnmanagedKind};
 use crate::validate::{self, AppProblem};
+use kubeapp_operator::Kind;
 
-/// How to build an [`App`](crate::App): a plain struct with chained setters.
+/// How to build an [`SimpleApp`](crate::SimpleApp): a plain struct with chained setters.
 ///
-/// The Kubernetes client is not part of it but an argument of [`App::new`](crate::App::new), so that a config can
+/// The Kubernetes client is not part of it but an argument of [`SimpleApp::new`](crate::SimpleApp::new), so that a config can
 /// be built and [validated](Self::validate) without a cluster (and handed to an
 /// `AppProvider`-style factory that gets its client later).
 pub struct AppConfig {
@@ -40,7 +41,7 @@ pub struct AppConfig {
 }
 
 /// Hands out a fresh box of one of the app's own collectors (they are cheap handles to shared
-/// state), as often as [`App::metric_collectors`](kubeapp_sdk::app::App::metric_collectors) asks.
+/// state), as often as [`SimpleApp::metric_collectors`](kubeapp_sdk::app::App::metric_collectors) asks.
 pub(crate) type CollectorFactory = Arc<dyn Fn() -> Box<dyn Collector> + Send + Sync>;
 
 impl AppConfig {
@@ -124,7 +125,7 @@ impl AppConfig {
 
     /// Adds a kind the app owns.
     #[must_use]
-    pub fn managed_kind<K: AppKind, C: Send + Sync + 'static>(
+    pub fn managed_kind<K: Kind, C: Send + Sync + 'static>(
         mut self,
         kind: ManagedKind<K, C>,
     ) -> Self
@@ -137,7 +138,7 @@ impl AppConfig {
 
     /// Adds a kind the app only watches.
     #[must_use]
-    pub fn unmanaged_kind<K: AppKind, C: Send + Sync + 'static>(
+    pub fn unmanaged_kind<K: Kind, C: Send + Sync + 'static>(
         mut self,
         kind: UnmanagedKind<K, C>,
     ) -> Self
@@ -194,7 +195,7 @@ impl AppConfig {
 
     /// The metrics the app's controller and opinionated wrappers count into (default: private
     /// collectors of the app's own, handed out by
-    /// [`App::metric_collectors`](kubeapp_sdk::app::App::metric_collectors)). Apps given the same
+    /// [`SimpleApp::metric_collectors`](kubeapp_sdk::app::App::metric_collectors)). Apps given the same
     /// handle, e.g. every app of a [`Runner`](kubeapp_runner::Runner) given
     /// [`Runner::metrics`](kubeapp_runner::Runner::metrics), count into one series per kind,
     /// named with that handle's one prefix.
@@ -302,7 +303,7 @@ impl fmt::Debug for AppConfig {
     }
 }
 
-/// Why an [`App`](crate::App) could not be built.
+/// Why an [`SimpleApp`](crate::SimpleApp) could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum AppConfigError {
     /// The config is inconsistent; every problem is listed.

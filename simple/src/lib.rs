@@ -1,20 +1,20 @@
 //! # kubeapp-simple
 //!
-//! The simple `App` of kubeapp: an operator built from a manifest, managed kinds and closures, with
+//! The simple `SimpleApp` of kubeapp: an operator built from a manifest, managed kinds and closures, with
 //! telemetry set up in one call. It serves the common case in a page of code; the
 //! `kubeapp-operator` crate gives every part à la carte.
 //!
 //! Start with [`AppConfig`]: name the app, give it its manifest, add [`ManagedKind`]s (the kinds
 //! the app owns: a reconciler or a watcher, optional validator, mutator and converter;
 //! opinionated by default) and [`UnmanagedKind`]s (kinds it only watches; plain by default), then
-//! build an [`App`] with a client and hand it to a `kubeapp_runner::Runner`.
+//! build an [`SimpleApp`] with a client and hand it to a `kubeapp_runner::Runner`.
 //!
 //! - [`kinds`]: the kind builders.
 //! - [`validate`]: what makes an app invalid against its manifest (every problem is reported).
 //! - [`manifest_match`]: whether each managed kind's Rust type agrees with the manifest on
 //!   group, kind, version and plural.
 //! - [`config`]: [`AppConfig`], what an app is built from, and why it may be refused.
-//! - [`app`]: the [`App`] itself: informers, wrappers, finalizer names, health and metrics.
+//! - [`app`]: the [`SimpleApp`] itself: informers, wrappers, finalizer names, health and metrics.
 //! - [`provider`]: [`Provider`], the app behind `kubeapp_sdk`'s `AppProvider` (manifest first,
 //!   app once a client exists).
 //! - [`telemetry`]: logs and OTLP traces in one call.
@@ -71,7 +71,7 @@
 //!         ),
 //!     );
 //! config.validate()?;
-//! // With a cluster: `let app = kubeapp_simple::App::new(config, client)?;` and run it in a Runner.
+//! // With a cluster: `let app = kubeapp_simple::SimpleApp::new(config, client)?;` and run it in a Runner.
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
@@ -88,8 +88,8 @@ pub mod provider;
 pub mod telemetry;
 pub mod validate;
 
-pub use app::{App, INFORMERS_SYNCED_CHECK};
+pub use app::{INFORMERS_SYNCED_CHECK, SimpleApp};
 pub use config::{AppConfig, AppConfigError};
-pub use kinds::{AppKind, ManagedKind, UnmanagedKind};
+pub use kinds::{ManagedKind, UnmanagedKind};
 pub use provider::Provider;
 pub use validate::{AppProblem, Capability};

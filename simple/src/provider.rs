@@ -1,4 +1,4 @@
-//! [`Provider`]: the simple App behind `kubeapp_sdk`'s [`AppProvider`] trait.
+//! [`Provider`]: the simple SimpleApp behind `kubeapp_sdk`'s [`AppProvider`] trait.
 //!
 //! A provider pairs an app's manifest with a function that builds its [`AppConfig`], so that the
 //! manifest is available (to print CRDs and RBAC, to check webhooks) before there is a client, and
@@ -35,12 +35,12 @@ use std::sync::Arc;
 use kubeapp_sdk::app::{self as sdk_app, AppError, AppProvider};
 use kubeapp_sdk::manifest::ManifestData;
 
-use crate::app::{App, AppConfig};
+use crate::app::{AppConfig, SimpleApp};
 
 /// Builds the [`AppConfig`] of an app; called once per [`AppProvider::new_app`].
 type ConfigFn = dyn Fn() -> AppConfig + Send + Sync;
 
-/// An [`AppProvider`] for the simple [`App`]: a manifest plus a function that builds the app's
+/// An [`AppProvider`] for the simple [`SimpleApp`]: a manifest plus a function that builds the app's
 /// configuration.
 ///
 /// [`new_app`](AppProvider::new_app) calls the function, attaches the manifest (replacing any the
@@ -85,7 +85,9 @@ impl AppProvider for Provider {
 
     fn new_app(&self, client: kube::Client) -> Result<Arc<dyn sdk_app::App>, AppError> {
         let config = self.config();
-        Ok(Arc::new(App::new(config, client).map_err(AppError::from)?))
+        Ok(Arc::new(
+            SimpleApp::new(config, client).map_err(AppError::from)?,
+        ))
     }
 }
 

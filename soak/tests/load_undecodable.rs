@@ -345,7 +345,7 @@ fn logs() {
                 tracing_subscriber::EnvFilter::try_from_default_env()
                     // The informer logs each undecodable state at error level: thousands here.
                     .unwrap_or_else(|_| {
-                        "warn,kubeapp_operator::informer=off,kubeapp_operator::opinionated=off,\
+                        "warn,kubeapp_operator::list_watch=off,kubeapp_operator::opinionated=off,\
                          kube_client::client::builder=off"
                             .into()
                     }),

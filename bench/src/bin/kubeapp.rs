@@ -1,4 +1,4 @@
-//! The kubeapp contender: a `kubeapp::simple::App` with one managed kind whose reconciler runs
+//! The kubeapp contender: a `kubeapp::simple::SimpleApp` with one managed kind whose reconciler runs
 //! behind the opinionated wrapper (the default: it adds the finalizer `bench.kubeapp.dev/finalizer`), run in
 //! the `Runner` as a real operator would be. The logic: when `status.observedGeneration`
 //! differs from `metadata.generation`, merge-patch the status subresource so they are equal. The
@@ -24,7 +24,7 @@ use kubeapp::operator::{
 };
 use kubeapp::runner::{Runner, RunnerConfig};
 use kubeapp::sdk::manifest::ManifestData;
-use kubeapp::simple::{App, AppConfig, ManagedKind};
+use kubeapp::simple::{AppConfig, ManagedKind, SimpleApp};
 use kubeapp_bench::contender_cli::{ContenderArgs, client_from, init_logs};
 use kubeapp_bench::kind::{APP_NAME, BenchObject, FINALIZER, MANIFEST_YAML, status_patch};
 
@@ -51,7 +51,7 @@ async fn main() -> anyhow::Result<()> {
         ),
         None => config,
     };
-    let app = App::new(config, client).context("building the app")?;
+    let app = SimpleApp::new(config, client).context("building the app")?;
     let metrics_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, args.metrics_port));
     Runner::new(RunnerConfig::default().metrics_addr(metrics_addr))
         .context("configuring the runner")?

@@ -1,6 +1,6 @@
-//! The operator's app: the simple App with the `Probe` watcher, plus the example's own metric.
+//! The operator's app: the simple SimpleApp with the `Probe` watcher, plus the example's own metric.
 //!
-//! [`probe_app`] builds the config of a [`kubeapp::simple::App`] whose watcher counts into the
+//! [`probe_app`] builds the config of a [`kubeapp::simple::SimpleApp`] whose watcher counts into the
 //! example's [`StepMetrics`], a set taken from the Runner's registry (so on its `/metrics`).
 
 use kubeapp::sdk::manifest::ManifestData;
@@ -25,7 +25,7 @@ mod tests {
     use kube::Client;
     use kubeapp::operator::MetricsRegistry;
     use kubeapp::sdk::app::App as _;
-    use kubeapp::simple::App;
+    use kubeapp::simple::SimpleApp;
 
     use super::*;
 
@@ -41,7 +41,7 @@ mod tests {
         let metrics = MetricsRegistry::new(Some("probe")).expect("registry");
         let steps = metrics.set::<StepMetrics>().expect("the step set");
         let config = probe_app(manifest, &steps).metrics(metrics.clone());
-        let app = App::new(config, offline_client()).expect("the app matches its manifest");
+        let app = SimpleApp::new(config, offline_client()).expect("the app matches its manifest");
         assert_eq!(app.name(), "probe-watcher");
         assert_eq!(app.managed_kinds()[0].plural, "probes");
         // Every set is registered in the one registry, so a clash with any of their names

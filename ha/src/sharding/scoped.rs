@@ -150,7 +150,7 @@ mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::ApiResource;
 
-    use kubeapp_operator::informer::{Informer, ListWatchOptions};
+    use kubeapp_operator::list_watch::{Informer, ListWatchOptions};
     use kubeapp_operator::store::InformerEvent;
 
     use crate::sharding::assignment::{SlotSet, slot_of_uid};

@@ -16,6 +16,7 @@
 // Each includer uses a different part of this module.
 #![allow(dead_code)]
 
+use kube::core::GroupVersionKind;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -30,8 +31,7 @@ use kubeapp_operator::erased::DynWatcherFns;
 use kubeapp_operator::object::{SharedObject, share};
 use kubeapp_operator::{
     BoxError, CancellationToken, Context, ControllerConfig, Informer, InformerController,
-    InformerEvent, KindInfo, ReconcileError, ReconcileRequest, ReconcileResult, Reconciler,
-    Watcher,
+    InformerEvent, ReconcileError, ReconcileRequest, ReconcileResult, Reconciler, Watcher,
 };
 use tokio::time::Instant;
 
@@ -132,13 +132,14 @@ pub enum Input {
 impl Input {
     fn informer(self) -> Informer {
         match self {
-            Self::Events(events) => {
-                Informer::from_stream(KindInfo::default(), futures::stream::iter(events))
-            }
+            Self::Events(events) => Informer::from_stream(
+                GroupVersionKind::gvk("", "v1", "Test"),
+                futures::stream::iter(events),
+            ),
             Self::Watch(events) => Informer::from_watch_stream::<ConfigMap>(
-                KindInfo::default(),
+                GroupVersionKind::gvk("", "v1", "Test"),
                 futures::stream::iter(events.into_iter().map(Ok)),
-                kubeapp_operator::informer::ListWatchOptions::default(),
+                kubeapp_operator::list_watch::ListWatchOptions::default(),
             ),
         }
     }

@@ -8,7 +8,7 @@
 //! its call start, so a timeline built from the lines can tell a call that started after the
 //! replica's deadline (a bug) from one that was already under way (which Leases cannot fence).
 
-use super::kind::Running;
+use super::kind_runtime::Running;
 use super::lanes::{HandlerId, LaneKey};
 
 /// Writes the end line when dropped; nothing when the target is off.

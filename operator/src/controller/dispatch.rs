@@ -8,7 +8,7 @@
 //! Every handler call runs under [`KindRuntime::guarded`]: its future is polled inside
 //! `catch_unwind` (a panic becomes [`HandlerError::Panicked`]) and under the optional event
 //! timeout (the future is dropped when it runs out). The controller's hard stop drops the whole
-//! worker, and with it the call in flight (see [`kind`](super::kind)).
+//! worker, and with it the call in flight (see [`kind_runtime`](super::kind_runtime)).
 //!
 //! Spans are made only when a subscriber records them (see `info_span_if_recorded`); metrics use handles whose
 //! labels were resolved once per kind.
@@ -24,12 +24,12 @@ use super::call_log::CallLog;
 use super::counts::WorkerGauges;
 use super::durations::{Instant, Timed, WorkerDurations};
 use super::failures::{FailedCall, Failure, GaveUp};
-use super::kind::{KindRuntime, Running};
+use super::kind_runtime::{KindRuntime, Running};
 use super::lanes::{HandlerId, LaneKey, Queued};
 use super::pending::{Pending, Retries, RetryEntry, RetryWork};
 use super::registry::Handlers;
 use crate::action::ReconcileAction;
-use crate::handler::{HandlerContext, HandlerError, panic_message};
+use crate::handler::{DynContext, HandlerError, panic_message};
 use crate::object::{ObjectKey, SharedObject};
 use crate::reconciler::{DynReconciler, ReconcileRequest, ReconcileState};
 use crate::store::InformerEvent;
@@ -135,7 +135,7 @@ impl KindRuntime {
         &self,
         held: &mut Held<'_>,
         queued: Queued,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
         handlers: &Handlers,
     ) {
         let action = queued.action;
@@ -239,7 +239,7 @@ impl KindRuntime {
         &self,
         held: &mut Held<'_>,
         pending: Pending,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
         handlers: &Handlers,
     ) {
         if !held.run.acting() {
@@ -349,7 +349,7 @@ impl KindRuntime {
         handler: HandlerId,
         watcher: &dyn DynWatcher,
         event: &InformerEvent,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
         started: Instant,
     ) -> (CallEnd, Instant) {
         let attempt = ctx.attempt();
@@ -417,7 +417,7 @@ impl KindRuntime {
         reconciler: &dyn DynReconciler,
         request: ReconcileRequest,
         kept: &SharedObject,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
         started: Instant,
     ) -> (CallEnd, Instant) {
         let attempt = ctx.attempt();

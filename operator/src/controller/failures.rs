@@ -43,7 +43,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::dispatch::Held;
-use super::kind::KindRuntime;
+use super::kind_runtime::KindRuntime;
 use super::lanes::HandlerId;
 use crate::action::ReconcileAction;
 use crate::events::EventRecorder;

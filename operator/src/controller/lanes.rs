@@ -16,7 +16,7 @@
 //! replaced retry leaves no timer (and no task) behind.
 //!
 //! Everything here is synchronous and runs under the kind's lock; the tasks around it live in
-//! [`kind`](super::kind). Lanes sit in a slab whose slots are reused with their queue's allocation,
+//! [`kind_runtime`](super::kind_runtime). Lanes sit in a slab whose slots are reused with their queue's allocation,
 //! and the index from object to slot hashes an object's key once per event (a released lane is
 //! found by its stored hash and slot), so the steady state allocates nothing per event.
 

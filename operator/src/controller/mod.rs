@@ -54,7 +54,7 @@
 //!   attempt is the one the next attempt gets.
 //! - **Graceful stop.** When the stop token passed to [`InformerController::run`] is cancelled, the
 //!   controller stops reading informers and starting queued work, cancels the handlers'
-//!   [`HandlerContext`](crate::HandlerContext), and waits for in-flight work to finish, up to
+//!   [`DynContext`](crate::DynContext), and waits for in-flight work to finish, up to
 //!   [`ControllerConfig::shutdown_grace`] (default 30 s); then it drops what still runs (a handler
 //!   that blocks its thread without awaiting cannot be dropped, and delays the stop), logs how
 //!   many calls it dropped as an error and counts them in
@@ -79,7 +79,7 @@
 //!
 //! An update that is only the echo of the controller's own write (a status written through the
 //! SDK, an opinionated finalizer patch, a write a handler noted with
-//! [`note_own_write`](crate::HandlerContext::note_own_write)) starts no reconcile; a request into
+//! [`note_own_write`](crate::DynContext::note_own_write)) starts no reconcile; a request into
 //! which such echoes merged is skipped only when every event in it is one. Watchers still see
 //! them. See [`own_writes`](crate::own_writes) for the rule, and
 //! [`ControllerConfig::reconcile_own_writes`] to reconcile them anyway.
@@ -87,7 +87,7 @@
 //! Events waiting for watchers are bounded per kind by [`ControllerConfig::max_pending_events`]
 //! (default 1000; an event counts from its arrival until its handlers finished). When that many
 //! events of a kind wait, the controller stops pulling from the kind's informers until one is
-//! handled; the informer in turn stops reading its watch (see [`informer`](crate::informer)). A
+//! handled; the informer in turn stops reading its watch (see [`list_watch`](crate::list_watch)). A
 //! watcher slower than the event rate of one object therefore eventually pauses intake for its
 //! whole kind; other kinds are not affected. Events of a kind without watchers do not count and
 //! never pause intake: they merge, so they are bounded by the number of objects as said above.
@@ -99,7 +99,7 @@ mod counts;
 mod dispatch;
 mod durations;
 pub mod failures;
-pub(crate) mod kind;
+pub(crate) mod kind_runtime;
 pub(crate) mod lanes;
 mod outcome;
 mod pending;
@@ -119,8 +119,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::informer::Informer;
 use crate::informers::Informers;
+use crate::list_watch::Informer;
 use crate::metrics::ControllerMetrics;
 use crate::reconciler::DynReconciler;
 use crate::store::SyncedFlag;
@@ -133,7 +133,7 @@ pub use self::term::{SharedKind, Term};
 #[doc(no_inline)]
 pub use crate::handler::HandlerError;
 
-use self::kind::{KindRuntime, Running};
+use self::kind_runtime::{KindRuntime, Running};
 
 /// Settings of an [`InformerController`]; `ControllerConfig::default()` gives the contract's
 /// defaults.
@@ -351,10 +351,11 @@ struct Shared {
 /// use std::sync::{Arc, Mutex};
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// use kubeapp_operator::object::share;
+/// use kube::core::GroupVersionKind;
 /// use kubeapp_operator::erased::DynReconcilerFn;
 /// use kubeapp_operator::erased::DynWatcherFns;
 /// use kubeapp_operator::{
-///     ControllerConfig, Informer, InformerController, InformerEvent, KindInfo, ReconcileResult,
+///     ControllerConfig, Informer, InformerController, InformerEvent, ReconcileResult,
 /// };
 /// use tokio_util::sync::CancellationToken;
 ///
@@ -362,7 +363,7 @@ struct Shared {
 /// # async fn main() {
 /// let controller = InformerController::new(ControllerConfig::default());
 /// let (events, stream) = futures::channel::mpsc::unbounded();
-/// controller.erased().add_informer("configmaps", Informer::from_stream(KindInfo::default(), stream));
+/// controller.erased().add_informer("configmaps", Informer::from_stream(GroupVersionKind::gvk("", "v1", "Test"), stream));
 ///
 /// let seen = Arc::new(Mutex::new(Vec::new()));
 /// let log = seen.clone();
@@ -474,7 +475,7 @@ impl InformerController {
     /// [`ErasedHandlers::add_informer`](crate::erased::ErasedHandlers::add_informer)).
     pub(crate) fn register_informer(&self, kind: &str, informer: Informer) {
         let runtime = self.named_kind(kind);
-        let _ = runtime.info.set(informer.kind_info().clone());
+        let _ = runtime.info.set(informer.gvk().clone());
         runtime.init_workers(informer.max_concurrent_workers());
         let flag = informer.synced();
         if flag.is_synced() {

@@ -5,7 +5,7 @@
 
 use super::dispatch::{CallEnd, Held, Origin};
 use super::failures::{FailedCall, Failure, GaveUp};
-use super::kind::KindRuntime;
+use super::kind_runtime::KindRuntime;
 use super::lanes::HandlerId;
 use super::pending::{Added, MAX_RETRIES_PER_HANDLER, RetryEntry, RetryWork};
 use crate::action::ReconcileAction;

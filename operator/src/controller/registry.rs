@@ -9,7 +9,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 
-use super::kind::{KindRuntime, Running, State};
+use super::kind_runtime::{KindRuntime, Running, State};
 use super::lanes::{HandlerId, PushExtra};
 use crate::informers::{Fanout, Subscriber};
 use crate::reconciler::DynReconciler;

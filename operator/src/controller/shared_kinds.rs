@@ -4,11 +4,11 @@
 
 use std::sync::{Arc, PoisonError};
 
-use super::kind::{KindRuntime, Running};
+use super::kind_runtime::{KindRuntime, Running};
 use super::subscription::kind_subscriber;
 use super::{InformerController, RunState};
-use crate::informer::KindInfo;
 use crate::informers::{Fanout, Subscriber};
+use kube::core::GroupVersionKind;
 
 impl InformerController {
     /// The kind runtime fed by the shared informer `fanout`, made (and, while the controller
@@ -38,7 +38,7 @@ impl InformerController {
             Arc::clone(&self.shared.config),
             self.shared.metrics.for_kind(&name),
         ));
-        let _ = runtime.info.set(KindInfo {
+        let _ = runtime.info.set(GroupVersionKind {
             group: fanout.resource.group.clone(),
             version: fanout.resource.version.clone(),
             kind: fanout.resource.kind.clone(),

@@ -7,7 +7,7 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use super::kind::{Enqueue, KindRuntime, Running};
+use super::kind_runtime::{Enqueue, KindRuntime, Running};
 use crate::informers::{Offer, Subscribe, Subscriber};
 use crate::store::InformerEvent;
 

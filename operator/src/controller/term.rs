@@ -21,7 +21,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::kind::Running;
+use super::kind_runtime::Running;
 use super::subscription::kind_subscriber;
 use super::{ControllerError, InformerController, RunState, shared_kinds, spawn_informer};
 use crate::gate::{CallGate, EventFilter};

@@ -17,7 +17,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::action::ReconcileAction;
-use crate::informer::KindInfo;
 use crate::object::{SharedObject, share};
 use crate::reconciler::{
     DynReconcilerFn, ReconcileError, ReconcileRequest, ReconcileResult, ReconcileState,
@@ -25,6 +24,7 @@ use crate::reconciler::{
 use crate::store::InformerEvent;
 use crate::watcher::DynWatcherFns;
 use crate::{BoxError, HandlerError};
+use kube::core::GroupVersionKind;
 
 const KIND: &str = "configmaps";
 const WAIT: Duration = Duration::from_secs(600);
@@ -118,9 +118,10 @@ impl Harness {
     fn start(config: ControllerConfig, setup: impl FnOnce(&InformerController)) -> Self {
         let controller = InformerController::new(config);
         let (events, stream) = mpsc::unbounded();
-        controller
-            .erased()
-            .add_informer(KIND, Informer::from_stream(KindInfo::default(), stream));
+        controller.erased().add_informer(
+            KIND,
+            Informer::from_stream(GroupVersionKind::gvk("", "v1", "Test"), stream),
+        );
         setup(&controller);
         let stop = CancellationToken::new();
         let running = tokio::spawn({
@@ -659,9 +660,10 @@ async fn a_slow_watcher_applies_backpressure_on_intake() {
         futures::stream::iter((1..=6).map(|rv| update("a", rv, rv + 1, 1))).inspect(move |_| {
             counted.fetch_add(1, Ordering::SeqCst);
         });
-    controller
-        .erased()
-        .add_informer(KIND, Informer::from_stream(KindInfo::default(), events));
+    controller.erased().add_informer(
+        KIND,
+        Informer::from_stream(GroupVersionKind::gvk("", "v1", "Test"), events),
+    );
     let (l, r) = (log.clone(), release.clone());
     controller.erased().add_watcher(
         KIND,
@@ -729,9 +731,10 @@ async fn a_kind_without_watchers_never_pauses_intake_and_its_waiting_requests_me
     let stream = futures::stream::iter(events).inspect(move |_| {
         counted.fetch_add(1, Ordering::SeqCst);
     });
-    controller
-        .erased()
-        .add_informer(KIND, Informer::from_stream(KindInfo::default(), stream));
+    controller.erased().add_informer(
+        KIND,
+        Informer::from_stream(GroupVersionKind::gvk("", "v1", "Test"), stream),
+    );
     let (l, r) = (log.clone(), release.clone());
     controller.erased().add_reconciler(
         KIND,
@@ -810,7 +813,7 @@ async fn handlers_and_informers_added_after_start_receive_later_events() {
         .add_watcher("secrets-like", ok_watcher("s0", &log));
     h.controller.erased().add_informer(
         "secrets-like",
-        Informer::from_stream(KindInfo::default(), stream),
+        Informer::from_stream(GroupVersionKind::gvk("", "v1", "Test"), stream),
     );
     more.unbounded_send(add("x", 1)).expect("send");
     let entries = log.wait_len(5).await;

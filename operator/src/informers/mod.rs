@@ -25,8 +25,8 @@ use kube::Api;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher;
 
-use crate::informer::{Decode, Informer, dynamic_decoder, typed_decoder_with};
 use crate::list_scope::{ListScope, ListScopes, PlainWatch};
+use crate::list_watch::{Decode, Informer, dynamic_decoder, typed_decoder_with};
 use crate::metrics::ControllerMetrics;
 use crate::object::Kind;
 use crate::store::{IndexFn, Store};

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::informer::TypedTransform;
+use crate::list_watch::TypedTransform;
 use crate::object::KubeObject;
 use crate::store::{IndexFn, Store, label_index, label_indexer};
 

@@ -26,8 +26,8 @@ use kube::api::ApiResource;
 use tokio_util::sync::CancellationToken;
 
 use super::{InformerKey, Registry};
-use crate::informer::Informer;
 use crate::list_scope::ListScope;
+use crate::list_watch::Informer;
 use crate::metrics::KindMetrics;
 use crate::store::InformerEvent;
 use crate::store::SharedCache;

@@ -60,7 +60,7 @@ use crate::apply::Applier;
 use crate::context::HandlerEnv;
 use crate::controller::InformerController;
 use crate::controller::failures::FailureEvents;
-use crate::controller::kind::KindRuntime;
+use crate::controller::kind_runtime::KindRuntime;
 use crate::controller::lanes::HandlerId;
 use crate::controller::registry::Registration;
 use crate::events::{EventRecorder, Reporter};

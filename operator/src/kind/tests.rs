@@ -1,6 +1,7 @@
 //! Typed kinds over synthetic streams ([`InformerController::kind_from_stream`]): what the typed
 //! handlers get, in which order, and that a stream is read only once the controller listens.
 
+use kube::core::GroupVersionKind;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::Context;
 use crate::handler::BoxError;
-use crate::informer::{Informer, KindInfo};
+use crate::list_watch::Informer;
 use crate::object::share;
 use crate::store::InformerEvent;
 use crate::{ControllerConfig, InformerController, ReconcileRequest, ReconcileResult, Watcher};
@@ -108,7 +109,10 @@ async fn a_kind_over_a_stream_gives_typed_handlers_every_event_in_order_and_skip
         InformerEvent::Add(share(cm("b", 3))),
         InformerEvent::Delete(share(cm("a", 2))),
     ];
-    let informer = Informer::from_stream(KindInfo::default(), futures::stream::iter(events));
+    let informer = Informer::from_stream(
+        GroupVersionKind::gvk("", "v1", "Test"),
+        futures::stream::iter(events),
+    );
     // Registered before the controller runs: a stream read at once would leave only the final
     // cache (b) for the handlers, as one Add.
     let config_maps = controller.kind_from_stream::<ConfigMap>(informer, offline_client());
@@ -239,7 +243,10 @@ async fn a_lent_context_carries_each_calls_attempt_and_the_user_data() {
         .enumerate()
         .map(|(i, name)| InformerEvent::Add(share(cm(name, u32::try_from(i).unwrap_or(0) + 1))))
         .collect();
-    let informer = Informer::from_stream(KindInfo::default(), futures::stream::iter(events));
+    let informer = Informer::from_stream(
+        GroupVersionKind::gvk("", "v1", "Test"),
+        futures::stream::iter(events),
+    );
     let config_maps = controller
         .kind_from_stream::<ConfigMap>(informer, offline_client())
         .with_context(Arc::new(String::from("user-data")));
@@ -321,7 +328,7 @@ async fn a_kind_with_watchers_gets_a_full_backlog_from_an_always_ready_shared_in
     let stream = futures::StreamExt::inspect(futures::stream::iter(events), move |_| {
         counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     });
-    let informer = Informer::from_stream(KindInfo::default(), stream);
+    let informer = Informer::from_stream(GroupVersionKind::gvk("", "v1", "Test"), stream);
     let config_maps = controller.kind_from_stream::<ConfigMap>(informer, offline_client());
     let seen = Arc::new(std::sync::OnceLock::new());
     let _watcher = config_maps.watch(PulledAtFirstCall {
@@ -374,7 +381,7 @@ fn a_shared_informer_feeding_only_a_kind_without_watchers_still_lets_other_tasks
                     new: share(cm("a", rv + 1)),
                 }
             });
-            let informer = Informer::from_stream(KindInfo::default(), endless);
+            let informer = Informer::from_stream(GroupVersionKind::gvk("", "v1", "Test"), endless);
             let config_maps = controller.kind_from_stream::<ConfigMap>(informer, offline_client());
             let once = Arc::new(std::sync::Once::new());
             let _reconciler = config_maps.reconcile_fn(
@@ -456,7 +463,10 @@ async fn a_full_backlog_makes_the_shared_informer_wait_and_loses_no_update() {
             }
         })
     });
-    let informer = Informer::from_stream(KindInfo::default(), futures::stream::iter(events));
+    let informer = Informer::from_stream(
+        GroupVersionKind::gvk("", "v1", "Test"),
+        futures::stream::iter(events),
+    );
     let config_maps = controller.kind_from_stream::<ConfigMap>(informer, offline_client());
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let _watcher = config_maps.watch(UpdateLog {

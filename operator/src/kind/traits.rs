@@ -15,7 +15,7 @@ use async_trait::async_trait;
 
 use crate::action::ReconcileAction;
 use crate::context::{Context, ContextShared, HandlerEnv};
-use crate::handler::{BoxError, HandlerContext};
+use crate::handler::{BoxError, DynContext};
 use crate::object::{KubeObject, SharedObject};
 use crate::reconciler::{DynReconciler, ReconcileError, ReconcileRequest, ReconcileResult};
 use crate::view::{ViewChange, view_change_owned, view_owned};
@@ -176,8 +176,8 @@ pub(crate) struct Erased<K, C, H> {
     shared: Arc<ContextShared<C>>,
     /// The [`Context`] of the first controller run's first-attempt calls, lent to each of them.
     /// A context per call would cost two reference counts up and two down per handler call (the
-    /// typed API before `Context` lent the controller's `&HandlerContext`); the controller
-    /// makes one first-attempt `HandlerContext` per run and kind, so one context serves every
+    /// typed API before `Context` lent the controller's `&DynContext`); the controller
+    /// makes one first-attempt `DynContext` per run and kind, so one context serves every
     /// call of the run. Retries, and runs after the first (a restart under leader election),
     /// get a context made for the call.
     first_attempts: OnceLock<Context<C>>,
@@ -196,17 +196,17 @@ impl<K, C, H> Erased<K, C, H> {
 
     /// The kept context when it is `call`'s, else `None` (then [`context`](Self::context)
     /// makes one).
-    fn kept_context(&self, call: &HandlerContext) -> Option<&Context<C>> {
+    fn kept_context(&self, call: &DynContext) -> Option<&Context<C>> {
         let kept = if call.attempt() == 0 {
             self.first_attempts
                 .get_or_init(|| Context::of_call(&self.shared, call))
         } else {
             self.first_attempts.get()?
         };
-        kept.handler_context().is(call).then_some(kept)
+        kept.dyn_context().is(call).then_some(kept)
     }
 
-    fn context(&self, call: &HandlerContext) -> Context<C> {
+    fn context(&self, call: &DynContext) -> Context<C> {
         Context::of_call(&self.shared, call)
     }
 }
@@ -232,7 +232,7 @@ where
     C: Send + Sync + 'static,
     W: Watcher<K, C>,
 {
-    async fn add(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
+    async fn add(&self, object: SharedObject, ctx: &DynContext) -> Result<(), BoxError> {
         let made;
         match view_owned::<K>(object)? {
             Some(object) => self.inner.add(object, context_for!(self, ctx, made)).await,
@@ -244,7 +244,7 @@ where
         &self,
         old: SharedObject,
         new: SharedObject,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
     ) -> Result<(), BoxError> {
         let made;
         match view_change_owned::<K>(old, new)? {
@@ -257,7 +257,7 @@ where
         }
     }
 
-    async fn delete(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
+    async fn delete(&self, object: SharedObject, ctx: &DynContext) -> Result<(), BoxError> {
         let made;
         match view_owned::<K>(object)? {
             Some(object) => {
@@ -269,7 +269,7 @@ where
         }
     }
 
-    async fn sync(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
+    async fn sync(&self, object: SharedObject, ctx: &DynContext) -> Result<(), BoxError> {
         let made;
         match view_owned::<K>(object)? {
             Some(object) => self.inner.sync(object, context_for!(self, ctx, made)).await,
@@ -291,7 +291,7 @@ where
     async fn reconcile(
         &self,
         request: ReconcileRequest,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
     ) -> Result<ReconcileResult, ReconcileError> {
         let Some(typed) = request.into_typed::<K>()? else {
             return Ok(ReconcileResult::done());

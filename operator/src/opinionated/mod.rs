@@ -212,7 +212,7 @@
 //! use kubeapp_operator::opinionated::{OpinionatedOptions, OpinionatedWatcher, opinionated_dequeue_policy};
 //! use kubeapp_operator::erased::DynWatcherFns;
 //! use kubeapp_operator::{ControllerConfig, Informer, InformerController};
-//! use kubeapp_operator::informer::ListWatchOptions;
+//! use kubeapp_operator::list_watch::ListWatchOptions;
 //!
 //! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! let controller = InformerController::new(
@@ -248,7 +248,7 @@ use kube::Client;
 use kube::api::ApiResource;
 
 use crate::controller::RetryDequeuePolicy;
-use crate::handler::{BoxError, HandlerContext};
+use crate::handler::{BoxError, DynContext};
 use crate::object::Undecodable;
 
 use self::undecodable::{UndecodableHandler, UndecodableOptions};
@@ -314,7 +314,7 @@ impl OpinionatedOptions {
     #[must_use]
     pub fn on_undecodable_delete<F, Fut>(mut self, hook: F) -> Self
     where
-        F: Fn(HandlerContext, Arc<Undecodable>) -> Fut + Send + Sync + 'static,
+        F: Fn(DynContext, Arc<Undecodable>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
     {
         self.undecodable.on_delete = Some(Arc::new(move |ctx, object| Box::pin(hook(ctx, object))));

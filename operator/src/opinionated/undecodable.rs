@@ -71,7 +71,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
 use super::finalizer::{FinalizerChange, FinalizerMetrics, FinalizerPatcher};
 use super::progress::{Progress, ProgressMap, incarnation};
-use crate::handler::{BoxError, HandlerContext};
+use crate::handler::{BoxError, DynContext};
 use crate::object::{KubeObject, ObjectKey, Undecodable};
 
 /// The Event reason of an undecodable object (held, or changed without being deleted).
@@ -85,9 +85,7 @@ pub const DEFAULT_EVENT_REPORTER: &str = "kubeapp-opinionated";
 /// serde error) instead of the typed one; see
 /// [`OpinionatedOptions::on_undecodable_delete`](super::OpinionatedOptions::on_undecodable_delete).
 pub type UndecodableDeleteHook = Arc<
-    dyn Fn(HandlerContext, Arc<Undecodable>) -> BoxFuture<'static, Result<(), BoxError>>
-        + Send
-        + Sync,
+    dyn Fn(DynContext, Arc<Undecodable>) -> BoxFuture<'static, Result<(), BoxError>> + Send + Sync,
 >;
 
 /// The settings for undecodable objects, part of [`OpinionatedOptions`](super::OpinionatedOptions).
@@ -205,7 +203,7 @@ impl UndecodableHandler {
     /// otherwise [`changed`](Self::changed).
     pub(crate) async fn handle(
         &self,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
         object: Arc<Undecodable>,
         held: bool,
         progress: &ProgressMap,
@@ -223,7 +221,7 @@ impl UndecodableHandler {
     /// the hook, or the opt-in release, or it stays held (an error, retried by policy).
     pub(crate) async fn deleting(
         &self,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
         object: Arc<Undecodable>,
         progress: &ProgressMap,
         patcher: &FinalizerPatcher,
@@ -304,7 +302,7 @@ impl UndecodableHandler {
     /// The watch says an undecodable object is gone: the hook, unless its delete was handled.
     pub(crate) async fn gone(
         &self,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
         object: Arc<Undecodable>,
         handled: bool,
     ) -> Result<(), BoxError> {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use http_body_util::BodyExt;
 use kube::CustomResource;
-use kubeapp_operator::handler::HandlerContext;
+use kubeapp_operator::handler::DynContext;
 use kubeapp_operator::{CancellationToken, ReconcileRequest, ReconcileState};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -174,7 +174,7 @@ async fn reconcile(
         Arc::new(()),
         client(Arc::clone(server)),
         "phases-test",
-        HandlerContext::new("jobs", CancellationToken::new()),
+        DynContext::new("jobs", CancellationToken::new()),
     );
     let request = ReconcileRequest {
         action: ReconcileAction::Updated,

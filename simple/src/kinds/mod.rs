@@ -44,11 +44,6 @@ pub(crate) use self::admission::{AdmissionMutator, AdmissionValidator};
 pub(crate) use self::handlers::Register;
 use self::handlers::{Handlers, api_in, with_data};
 
-/// What a Rust type needs to be a kind of a simple App: a `kube::Resource` with a static type
-/// (a derived custom resource or a k8s-openapi type) that (de)serializes; the operator crate's
-/// [`Kind`].
-pub use kubeapp_operator::Kind as AppKind;
-
 /// Everything the app needs of one kind, its Rust type erased.
 pub(crate) struct KindSpec {
     pub(crate) resource: ApiResource,
@@ -351,7 +346,7 @@ pub struct ManagedKind<K, C = ()> {
     data: Arc<C>,
 }
 
-impl<K: AppKind> ManagedKind<K>
+impl<K: Kind> ManagedKind<K>
 where
     K::Scope: KindScope,
 {
@@ -366,7 +361,7 @@ where
     }
 }
 
-impl<K: AppKind, C: Send + Sync + 'static> ManagedKind<K, C>
+impl<K: Kind, C: Send + Sync + 'static> ManagedKind<K, C>
 where
     K::Scope: KindScope,
 {
@@ -422,7 +417,7 @@ where
     }
 }
 
-impl<K: AppKind> Default for ManagedKind<K>
+impl<K: Kind> Default for ManagedKind<K>
 where
     K::Scope: KindScope,
 {
@@ -444,7 +439,7 @@ pub struct UnmanagedKind<K, C = ()> {
     data: Arc<C>,
 }
 
-impl<K: AppKind> UnmanagedKind<K>
+impl<K: Kind> UnmanagedKind<K>
 where
     K::Scope: KindScope,
 {
@@ -458,7 +453,7 @@ where
     }
 }
 
-impl<K: AppKind, C: Send + Sync + 'static> UnmanagedKind<K, C>
+impl<K: Kind, C: Send + Sync + 'static> UnmanagedKind<K, C>
 where
     K::Scope: KindScope,
 {
@@ -472,7 +467,7 @@ where
     }
 }
 
-impl<K: AppKind> Default for UnmanagedKind<K>
+impl<K: Kind> Default for UnmanagedKind<K>
 where
     K::Scope: KindScope,
 {

@@ -10,7 +10,7 @@ use kubeapp_sdk::error::error_chain;
 use kubeapp_sdk::manifest::ManifestData;
 
 use super::{AppContext, Operator, OperatorError, webhooks};
-use crate::app::App;
+use crate::app::SimpleApp;
 use crate::cli::OperatorArgs;
 use crate::manifest_match;
 use crate::telemetry;
@@ -125,7 +125,7 @@ where
             }
             None => None,
         };
-        let runner = runner.app(App::new(config, client)?);
+        let runner = runner.app(SimpleApp::new(config, client)?);
         tracing::info!(
             metrics_addr = %args.metrics_addr,
             namespace = args.namespace.as_deref().unwrap_or("(all)"),

@@ -5,6 +5,7 @@
 //!
 //! [`deliver_cached`]: InformerController::deliver_cached
 
+use kube::core::GroupVersionKind;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -15,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::tests::{Log, Logging, WAIT, cm, offline_client};
 use crate::controller::Term;
 use crate::gate::{CallGate, EventFilter};
-use crate::informer::{Informer, KindInfo};
+use crate::list_watch::Informer;
 use crate::object::{SharedObject, share};
 use crate::store::InformerEvent;
 use crate::{ControllerConfig, InformerController};
@@ -64,7 +65,7 @@ async fn a_term_asks_its_gate_before_each_call_admits_only_what_its_filter_does_
 {
     let controller = InformerController::new(ControllerConfig::default());
     let (events, stream) = futures::channel::mpsc::unbounded();
-    let informer = Informer::from_stream(KindInfo::default(), stream);
+    let informer = Informer::from_stream(GroupVersionKind::gvk("", "v1", "Test"), stream);
     let config_maps = controller.kind_from_stream::<ConfigMap>(informer, offline_client());
     let log = Log::new();
     let _watcher = config_maps.watch(Logging(log.clone()));

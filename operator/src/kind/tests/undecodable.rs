@@ -3,11 +3,12 @@
 //! decodable states (see [`view`](crate::view)).
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::core::GroupVersionKind;
 use tokio_util::sync::CancellationToken;
 
 use super::tests::{Log, Logging, label, offline_client};
 use crate::context::Context;
-use crate::informer::{Informer, KindInfo};
+use crate::list_watch::Informer;
 use crate::{ControllerConfig, InformerController, ReconcileRequest, ReconcileResult};
 
 /// A raw ConfigMap at `rv` whose data decodes, or not (a number where a string belongs).
@@ -58,9 +59,9 @@ async fn kind_handlers_get_the_last_decodable_state_of_an_undecodable_object_and
         futures::stream::pending(),
     );
     let informer = Informer::from_watch_stream::<ConfigMap>(
-        KindInfo::default(),
+        GroupVersionKind::gvk("", "v1", "Test"),
         stream,
-        crate::informer::ListWatchOptions::default(),
+        crate::list_watch::ListWatchOptions::default(),
     );
     let config_maps = controller.kind_from_stream::<ConfigMap>(informer, offline_client());
     let log = Log::new();

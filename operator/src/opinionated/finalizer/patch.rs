@@ -7,7 +7,7 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use tracing::Instrument;
 
-use crate::handler::HandlerContext;
+use crate::handler::DynContext;
 use crate::object::ObjectKey;
 use crate::own_writes::WrittenPart;
 
@@ -138,7 +138,7 @@ impl FinalizerPatcher {
     /// resourceVersion precondition makes that safe); otherwise the object is read first.
     pub(crate) async fn apply(
         &self,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
         meta: &ObjectMeta,
         trusted: bool,
         change: FinalizerChange<'_>,
@@ -178,7 +178,7 @@ impl FinalizerPatcher {
 
     async fn apply_with_retries(
         &self,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
         known: &ObjectMeta,
         trusted: bool,
         key: &ObjectKey,
@@ -297,7 +297,7 @@ impl FinalizerPatcher {
 }
 
 /// Waits `delay`; false when the handler context was cancelled first.
-pub(crate) async fn backoff(ctx: &HandlerContext, delay: Duration) -> bool {
+pub(crate) async fn backoff(ctx: &DynContext, delay: Duration) -> bool {
     tokio::select! {
         () = tokio::time::sleep(delay) => true,
         () = ctx.cancelled() => false,

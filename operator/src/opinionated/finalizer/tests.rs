@@ -5,7 +5,7 @@ use std::time::Duration;
 use kube::api::ApiResource;
 use prometheus::Registry;
 
-use crate::handler::HandlerContext;
+use crate::handler::DynContext;
 
 use super::*;
 use tokio_util::sync::CancellationToken;
@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 #[tokio::test(start_paused = true)]
 async fn the_conflict_backoff_ends_early_when_the_context_is_cancelled() {
     let stop = CancellationToken::new();
-    let ctx = HandlerContext::new("widgets", stop.clone());
+    let ctx = DynContext::new("widgets", stop.clone());
     let started = tokio::time::Instant::now();
     assert!(backoff(&ctx, Duration::from_millis(50)).await, "waited");
     assert_eq!(started.elapsed(), Duration::from_millis(50));

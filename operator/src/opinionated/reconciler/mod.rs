@@ -18,7 +18,7 @@ use super::progress::{Progress, ProgressMap, incarnation};
 use super::undecodable::UndecodableHandler;
 use super::{OpinionatedOptions, mark_error};
 use crate::action::ReconcileAction;
-use crate::handler::HandlerContext;
+use crate::handler::DynContext;
 use crate::object::{Undecodable, as_undecodable};
 use crate::reconciler::{
     DynReconciler, ReconcileError, ReconcileRequest, ReconcileResult, ReconcileState,
@@ -235,7 +235,7 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
     /// [module docs](super#objects-that-do-not-decode).
     async fn run_undecodable(
         &self,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
         action: ReconcileAction,
         object: Arc<Undecodable>,
     ) -> Result<ReconcileResult, ReconcileError> {
@@ -285,7 +285,7 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
     /// may start from the event's copy (see the [finalizer module](super::finalizer)).
     async fn patch_after(
         &self,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
         request: &ReconcileRequest,
         result: ReconcileResult,
         change: FinalizerChange<'_>,
@@ -317,7 +317,7 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
     /// 2,000 new objects when the two writes came the other way round: 771 of 2,000 finalizer
     /// patches sent straight after the status write were applied twice (4,773 etcd updates for
     /// 4,002 writes).
-    async fn let_cache_catch_up(&self, ctx: &HandlerContext, request: &ReconcileRequest) {
+    async fn let_cache_catch_up(&self, ctx: &DynContext, request: &ReconcileRequest) {
         let (Some(own), Some(uid)) = (ctx.own_writes(), request.object.metadata().uid.as_deref())
         else {
             return;
@@ -334,7 +334,7 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
 
     async fn run(
         &self,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
         request: ReconcileRequest,
         decision: ReconcileDecision,
     ) -> Result<ReconcileResult, ReconcileError> {
@@ -489,7 +489,7 @@ impl<R: DynReconciler> DynReconciler for OpinionatedReconciler<R> {
     async fn reconcile(
         &self,
         request: ReconcileRequest,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
     ) -> Result<ReconcileResult, ReconcileError> {
         if let Some(undecodable) = as_undecodable(&request.object) {
             match undecodable.last_decodable() {

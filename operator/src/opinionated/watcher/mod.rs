@@ -20,7 +20,7 @@ use super::finalizer::{
 use super::progress::{Progress, ProgressMap, incarnation};
 use super::undecodable::UndecodableHandler;
 use super::{OpinionatedOptions, mark_error};
-use crate::handler::{BoxError, HandlerContext};
+use crate::handler::{BoxError, DynContext};
 use crate::object::{SharedObject, Undecodable, as_undecodable};
 use crate::watcher::DynWatcher;
 
@@ -115,7 +115,7 @@ macro_rules! wrapper_span {
 impl<W: DynWatcher> OpinionatedWatcher<W> {
     async fn patch(
         &self,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
         meta: &ObjectMeta,
         trusted: bool,
         change: FinalizerChange<'_>,
@@ -125,14 +125,14 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
 
     /// The event's copy may be used for a first patch attempt unless this is a retry (whose copy
     /// is the failed event's, known to be old).
-    fn trust_event_copy(ctx: &HandlerContext) -> bool {
+    fn trust_event_copy(ctx: &DynContext) -> bool {
         ctx.attempt() == 0
     }
 
     /// `delete` (unless this process already handled it for this incarnation), then release.
     async fn handle_deletion(
         &self,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
         object: SharedObject,
     ) -> Result<(), BoxError> {
         let id = incarnation(object.as_ref());
@@ -156,11 +156,7 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
     }
 
     /// In-progress finalizer, `add`, then swap it for ours; parts already done are skipped.
-    async fn complete_add(
-        &self,
-        ctx: &HandlerContext,
-        object: SharedObject,
-    ) -> Result<(), BoxError> {
+    async fn complete_add(&self, ctx: &DynContext, object: SharedObject) -> Result<(), BoxError> {
         let id = incarnation(object.as_ref());
         let (ours, wip) = (self.names.finalizer(), self.names.in_progress());
         let mut latest = object.metadata().clone();
@@ -239,7 +235,7 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
     /// failed update is retried against it.
     async fn update_since_add(
         &self,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
         old: SharedObject,
         new: SharedObject,
     ) -> Result<(), BoxError> {
@@ -268,7 +264,7 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
     /// swap is completed and the change goes to `update(old, new)`.
     async fn complete_add_or_update(
         &self,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
         old: SharedObject,
         new: SharedObject,
     ) -> Result<(), BoxError> {
@@ -285,7 +281,7 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
 
     async fn run_add(
         &self,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
         object: SharedObject,
         decision: AddDecision,
     ) -> Result<(), BoxError> {
@@ -319,7 +315,7 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
 
     async fn run_update(
         &self,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
         old: SharedObject,
         new: SharedObject,
         decision: UpdateDecision,
@@ -353,7 +349,7 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
     /// [module docs](super#objects-that-do-not-decode).
     async fn run_undecodable(
         &self,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
         object: Arc<Undecodable>,
     ) -> Result<(), BoxError> {
         let meta = &object.raw().metadata;
@@ -364,7 +360,7 @@ impl<W: DynWatcher> OpinionatedWatcher<W> {
             .await
     }
 
-    async fn run_delete(&self, ctx: &HandlerContext, object: SharedObject) -> Result<(), BoxError> {
+    async fn run_delete(&self, ctx: &DynContext, object: SharedObject) -> Result<(), BoxError> {
         if let Some(undecodable) = never_decoded(&object) {
             let handled = self
                 .progress
@@ -395,7 +391,7 @@ fn never_decoded(object: &SharedObject) -> Option<Arc<Undecodable>> {
 
 #[async_trait]
 impl<W: DynWatcher> DynWatcher for OpinionatedWatcher<W> {
-    async fn add(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
+    async fn add(&self, object: SharedObject, ctx: &DynContext) -> Result<(), BoxError> {
         if let Some(undecodable) = never_decoded(&object) {
             let span = wrapper_span!("opinionated-watcher-add", self, object, "undecodable");
             let result = self
@@ -422,7 +418,7 @@ impl<W: DynWatcher> DynWatcher for OpinionatedWatcher<W> {
         &self,
         old: SharedObject,
         new: SharedObject,
-        ctx: &HandlerContext,
+        ctx: &DynContext,
     ) -> Result<(), BoxError> {
         if let Some(undecodable) = never_decoded(&new) {
             let span = wrapper_span!("opinionated-watcher-update", self, new, "undecodable");
@@ -452,7 +448,7 @@ impl<W: DynWatcher> DynWatcher for OpinionatedWatcher<W> {
         result
     }
 
-    async fn delete(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
+    async fn delete(&self, object: SharedObject, ctx: &DynContext) -> Result<(), BoxError> {
         let span = wrapper_span!("opinionated-watcher-delete", self, object, "delete-event");
         let result = self.run_delete(ctx, object).instrument(span.clone()).await;
         mark_error(&span, &result);
@@ -461,7 +457,7 @@ impl<W: DynWatcher> DynWatcher for OpinionatedWatcher<W> {
 
     /// The wrapper decides itself when the wrapped watcher's `sync` runs; a direct call is passed
     /// through.
-    async fn sync(&self, object: SharedObject, ctx: &HandlerContext) -> Result<(), BoxError> {
+    async fn sync(&self, object: SharedObject, ctx: &DynContext) -> Result<(), BoxError> {
         self.inner.sync(object, ctx).await
     }
 }

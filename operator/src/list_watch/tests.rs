@@ -187,7 +187,7 @@ async fn a_raw_watch_stream_goes_through_the_cache_and_syncs_after_its_first_lis
         .map(Ok),
     );
     let informer = Informer::from_watch_stream::<ConfigMap>(
-        KindInfo::default(),
+        GroupVersionKind::gvk("", "v1", "Test"),
         raw,
         ListWatchOptions::default(),
     );

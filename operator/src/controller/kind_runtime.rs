@@ -36,14 +36,14 @@ use super::pending::Retries;
 use super::registry::{Handlers, Registration};
 use crate::action::TriggerCause;
 use crate::gate::{CallGate, EventFilter};
-use crate::handler::HandlerContext;
-use crate::informer::KindInfo;
+use crate::handler::DynContext;
 use crate::informers::Fanout;
 use crate::metrics::KindMetrics;
 use crate::object::SharedObject;
 use crate::own_writes::OwnWrites;
 use crate::store::InformerEvent;
 use crate::store::SharedCache;
+use kube::core::GroupVersionKind;
 
 mod intake;
 
@@ -155,7 +155,7 @@ impl HandlersCache {
 /// Everything the controller keeps for one kind.
 pub(crate) struct KindRuntime {
     pub name: Arc<str>,
-    pub info: OnceLock<KindInfo>,
+    pub info: OnceLock<GroupVersionKind>,
     pub(super) handlers: RwLock<Arc<Handlers>>,
     /// Bumped when a handler is added, so that workers re-read `handlers` only then.
     pub(super) handlers_version: AtomicU64,
@@ -178,7 +178,7 @@ pub(crate) struct KindRuntime {
     /// The first-attempt handler context of the run it was made for, shared by all the run's
     /// workers: one context per run, so a typed handler can keep the [`Context`](crate::Context)
     /// it built for it and lend it to every call (see `kind::traits::Erased`).
-    run_context: Mutex<Option<(Weak<Running>, HandlerContext)>>,
+    run_context: Mutex<Option<(Weak<Running>, DynContext)>>,
     /// Numbers of the next watcher and reconciler.
     pub(super) next_ids: Mutex<(usize, usize)>,
     /// The shared informer feeding this kind, for kinds registered through a `KindHandle`.
@@ -367,7 +367,7 @@ impl KindRuntime {
 
     /// The first-attempt handler context of `run`: made by the run's first worker, cloned by
     /// the others.
-    fn handler_context(&self, run: &Arc<Running>) -> HandlerContext {
+    fn dyn_context(&self, run: &Arc<Running>) -> DynContext {
         let mut slot = self
             .run_context
             .lock()
@@ -379,7 +379,7 @@ impl KindRuntime {
         {
             return ctx.clone();
         }
-        let ctx = HandlerContext::of_kind(
+        let ctx = DynContext::of_kind(
             Arc::clone(&self.name),
             run.stop.clone(),
             Some(self.own_writes.clone()),
@@ -392,7 +392,7 @@ impl KindRuntime {
     /// under the same hold of the lock that takes its next work (one lock round trip per item,
     /// not two).
     async fn work(self: Arc<Self>, run: Arc<Running>, busy: Arc<AtomicBool>) {
-        let ctx = self.handler_context(&run);
+        let ctx = self.dyn_context(&run);
         let mut handlers = HandlersCache::default();
         let mut durations = WorkerDurations::new(&self.metrics);
         let mut gauges = WorkerGauges::new(&self.metrics);

@@ -83,16 +83,7 @@ use crate::store::{InformerEvent, SyncedFlag};
 use self::events::{informer_events, informer_events_served};
 pub use self::options::{ListWatchOptions, Transform};
 
-/// Group, version and kind of an informer's objects, for spans.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct KindInfo {
-    /// API group (`""` for the core group).
-    pub group: String,
-    /// API version.
-    pub version: String,
-    /// Kind.
-    pub kind: String,
-}
+use kube::core::GroupVersionKind;
 
 /// Turns a raw object into the informer's object, or an [`Undecodable`] when it does not decode.
 pub(crate) type Decode =
@@ -106,7 +97,7 @@ type Source = Box<
 /// A list+watch of one kind; see the [module docs](self). Add it to an
 /// [`InformerController`](crate::InformerController), which drives it.
 pub struct Informer {
-    info: KindInfo,
+    info: GroupVersionKind,
     synced: SyncedFlag,
     max_concurrent_workers: Option<usize>,
     source: Source,
@@ -155,7 +146,7 @@ impl Informer {
     /// An informer fed by a stream of ready-made events, e.g. in tests or from another source of
     /// truth. It counts as synced from the start.
     pub fn from_stream(
-        info: KindInfo,
+        info: GroupVersionKind,
         events: impl futures::Stream<Item = InformerEvent> + Send + 'static,
     ) -> Self {
         Self {
@@ -174,7 +165,7 @@ impl Informer {
     /// reconnects when the stream ends. It reports synced after the stream's first complete list
     /// (`Init` to `InitDone`).
     pub fn from_watch_stream<K>(
-        info: KindInfo,
+        info: GroupVersionKind,
         events: impl futures::Stream<Item = Result<Event<DynamicObject>, watcher::Error>>
         + Send
         + 'static,
@@ -237,7 +228,7 @@ impl Informer {
     }
 
     /// Group, version and kind of the objects.
-    pub fn kind_info(&self) -> &KindInfo {
+    pub fn gvk(&self) -> &GroupVersionKind {
         &self.info
     }
 
@@ -304,7 +295,7 @@ impl Informer {
         decode: Decode,
         scope: Arc<dyn ListScope>,
     ) -> Self {
-        let info = KindInfo {
+        let info = GroupVersionKind {
             group: resource.group.clone(),
             version: resource.version.clone(),
             kind: resource.kind.clone(),

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::context::{Context, HandlerEnv};
-use crate::handler::{BoxError, HandlerContext};
+use crate::handler::{BoxError, DynContext};
 use crate::kind::{Erased, ErasedReconciler, Reconciler, Watcher};
 use crate::reconciler::{
     DynReconciler, DynReconcilerFn, ReconcileError, ReconcileRequest, ReconcileResult,
@@ -167,7 +167,7 @@ async fn informer_events_of(
     (events, metrics)
 }
 
-async fn dispatch(watcher: &dyn DynWatcher, ctx: &HandlerContext, event: &InformerEvent) {
+async fn dispatch(watcher: &dyn DynWatcher, ctx: &DynContext, event: &InformerEvent) {
     let result = match event {
         InformerEvent::Add(object) => watcher.add(object.clone(), ctx).await,
         InformerEvent::Update { old, new } => watcher.update(old.clone(), new.clone(), ctx).await,
@@ -216,7 +216,7 @@ fn traffic() -> Vec<Event<DynamicObject>> {
 async fn typed_handlers_see_every_transition_between_decodable_states_and_nothing_else() {
     // 7 listed, 10 watched, 3 from the re-list (b, d, c's Delete), 4 resynced.
     let (events, metrics) = informer_events_of(traffic(), 24).await;
-    let ctx = HandlerContext::new("configmaps", CancellationToken::new());
+    let ctx = DynContext::new("configmaps", CancellationToken::new());
     let watched = [
         "add a@1",
         "add c@3",
