@@ -90,7 +90,7 @@ pub mod list_watch;
 mod metric_cells;
 mod metric_registration;
 pub mod metrics;
-pub mod metrics_registry;
+mod metrics_registry;
 pub mod object;
 pub mod opinionated;
 pub mod own_writes;
