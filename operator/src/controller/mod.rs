@@ -314,8 +314,9 @@ pub enum ControllerError {
     /// (`kind`, `KindHandle`, a simple App's kinds): kinds added with `add_informer` cannot be
     /// listed again for a new term.
     #[error(
-        "leader election needs every kind registered through InformerController::kind (shared \
-         informers); kinds added with add_informer cannot restart: {0}"
+        "running in terms (leader election, sharding) needs every kind registered through \
+         InformerController::kind (shared informers); kinds added with the erased add_informer \
+         cannot be listed again for a new term: {0}"
     )]
     NotRestartable(String),
 }
