@@ -1,7 +1,7 @@
 //! `kubeapp-bench`: the end-to-end benchmark of kubeapp against raw kube-runtime,
 //! grafana-app-sdk and a plain-client floor; `kubeapp-bench cache`: the memory and sync time of a
 //! cache of many objects (kubeapp's store against kube-runtime's reflector). See the crate docs
-//! of `kubeapp_bench` and `docs/benchmarks-e2e.md`.
+//! of `kubeapp_bench` and `docs/performance/end-to-end.md`.
 //!
 //! Exit codes: 0 when every run of every contender succeeded (the table is on stdout, the JSON in
 //! `--json`), 1 on any failure (the message goes to stderr), 2 on a usage error.

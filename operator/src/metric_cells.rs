@@ -6,7 +6,7 @@
 //! `lock`-prefixed instruction on x86), and dispatch made seven of them per event with one
 //! handler (events counted, queue depth up and down, ongoing events and ongoing calls up and
 //! down). Without them a one-handler no-op dispatch ran 7 % (watcher) to 12 % (reconciler) faster
-//! (`docs/benchmarks-micro.md`). A cell's load and store are ordinary moves: correct because only
+//! (`docs/performance/dispatch-and-memory.md`). A cell's load and store are ordinary moves: correct because only
 //! its owner writes it (`&mut self`), and a scrape on another thread reads a value at most one
 //! change old, as it would read a gauge updated a moment later.
 //!

@@ -10,7 +10,7 @@
 //! subscription, and none is delivered twice. The task holds that lock across a run of events that
 //! are ready one after another (at most 64, so a joining subscriber waits for at most that many),
 //! and releases it before it waits for the stream: a lock round trip per event was a measurable
-//! part of the typed path's cost (see `docs/benchmarks-micro.md`, issue #18).
+//! part of the typed path's cost (see `docs/performance/dispatch-and-memory.md`, issue #18).
 //!
 //! Lifetime: [`SharedInformer`] is the informer's "use". Kind handles, handler handles, stores and
 //! triggers hold one; when the last is dropped, the task stops (and with it the watch). The
@@ -212,7 +212,7 @@ impl Fanout {
     /// waiting; the caller holds the delivery lock. When a subscriber's backlog is full, returns
     /// the rest of the delivery (that subscriber and the ones after it), which the caller awaits
     /// with [`finish_publish`](Self::finish_publish) before the next event. A future per event
-    /// and per subscriber was a measurable part of the typed path (docs/benchmarks-micro.md).
+    /// and per subscriber was a measurable part of the typed path (docs/performance/dispatch-and-memory.md).
     fn publish_now(&self, event: InformerEvent, list: &mut SubscriberList) -> Option<Backlogged> {
         self.cache.apply(&event);
         let subscribers: &Arc<Vec<Subscriber>> = list.current(self);
@@ -451,7 +451,7 @@ impl SharedInformer {
                     // makes the informer wait when its backlog is full, as a private informer's
                     // intake does. Yielding every 128 events there let the workers drain each
                     // small batch and park, then woke one per event of the next batch: 1.5x the
-                    // instructions per event at 100 workers (docs/benchmarks-micro.md).
+                    // instructions per event at 100 workers (docs/performance/dispatch-and-memory.md).
                     if !subscribers.pauses_informer() {
                         tokio::task::consume_budget().await;
                     }
