@@ -241,7 +241,7 @@ impl<K> Session<K> {
     }
 
     /// A session for reconciling `object` that reads `stores`.
-    pub fn with_stores(object: Arc<K>, stores: Arc<Stores>) -> Self {
+    pub(crate) fn with_stores(object: Arc<K>, stores: Arc<Stores>) -> Self {
         Self {
             object,
             stores,

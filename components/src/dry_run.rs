@@ -297,7 +297,7 @@ fn to_yaml(path: &Path, object: &impl Serialize) -> Result<String, DryRunError> 
 /// # Errors
 ///
 /// [`DryRunError::Io`] or [`DryRunError::Parse`] naming the file.
-pub fn read_object<T: DeserializeOwned>(path: &Path) -> Result<T, DryRunError> {
+pub(crate) fn read_object<T: DeserializeOwned>(path: &Path) -> Result<T, DryRunError> {
     let text = std::fs::read_to_string(path).map_err(|source| DryRunError::Io {
         path: path.to_path_buf(),
         source,
@@ -314,7 +314,7 @@ pub fn read_object<T: DeserializeOwned>(path: &Path) -> Result<T, DryRunError> {
 /// # Errors
 ///
 /// A directory or file that cannot be read or parsed, named.
-pub fn read_objects(dir: &Path) -> Result<Vec<Value>, DryRunError> {
+pub(crate) fn read_objects(dir: &Path) -> Result<Vec<Value>, DryRunError> {
     let entries = std::fs::read_dir(dir).map_err(|source| DryRunError::Io {
         path: dir.to_path_buf(),
         source,

@@ -251,7 +251,7 @@ impl<K, C> ComponentGraph<K, C> {
     }
 
     /// The names of each level (for messages and tests).
-    pub fn level_names(&self) -> Vec<Vec<&str>> {
+    pub(crate) fn level_names(&self) -> Vec<Vec<&str>> {
         self.levels
             .iter()
             .map(|level| level.iter().map(|&i| self.nodes[i].name.as_str()).collect())

@@ -132,14 +132,14 @@ pub struct RunReport {
 
 impl RunReport {
     /// Whether every enabled component deployed (the deploy phase completed).
-    pub fn all_deployed(&self) -> bool {
+    pub(crate) fn all_deployed(&self) -> bool {
         self.deployed
             .iter()
             .all(|d| matches!(d, Outcome::Disabled | Outcome::Deployed(_)))
     }
 
     /// Whether every enabled component deployed and verified.
-    pub fn all_ready(&self) -> bool {
+    pub(crate) fn all_ready(&self) -> bool {
         self.deployed
             .iter()
             .zip(&self.verified)

@@ -48,7 +48,7 @@ pub struct Remaining {
 impl Remaining {
     /// Whether something other than the garbage collector holds it: a finalizer other than
     /// `foregroundDeletion` and `orphan`.
-    pub fn held_by_finalizer(&self) -> bool {
+    pub(crate) fn held_by_finalizer(&self) -> bool {
         self.finalizers
             .iter()
             .any(|f| f != "foregroundDeletion" && f != "orphan")

@@ -26,7 +26,7 @@ pub enum ReconcileAction {
 
 impl ReconcileAction {
     /// The metric label of the action: CREATE, UPDATE, DELETE or RESYNC.
-    pub fn metric_label(self) -> &'static str {
+    pub(crate) fn metric_label(self) -> &'static str {
         match self {
             Self::Created => "CREATE",
             Self::Updated => "UPDATE",

@@ -178,7 +178,7 @@ impl<C> Context<C> {
 
     /// The untyped call context (kind name, cancellation token), for code written against the
     /// type-erased handler traits.
-    pub fn dyn_context(&self) -> &DynContext {
+    pub(crate) fn dyn_context(&self) -> &DynContext {
         &self.call
     }
 }

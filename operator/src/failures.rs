@@ -91,7 +91,7 @@ impl FailureCause {
     }
 
     /// The cause of an error: from the first API status or timeout down its chain.
-    pub fn of_error(error: &(dyn Error + 'static)) -> Self {
+    pub(crate) fn of_error(error: &(dyn Error + 'static)) -> Self {
         if let Some(status) = api_status(error) {
             return match status.code {
                 403 => FailureCause::Forbidden,
@@ -124,7 +124,7 @@ fn chain<'a>(
 }
 
 /// The first Kubernetes API status down `error`'s chain.
-pub fn api_status<'a>(error: &'a (dyn Error + 'static)) -> Option<&'a Status> {
+pub(crate) fn api_status<'a>(error: &'a (dyn Error + 'static)) -> Option<&'a Status> {
     chain(error).find_map(|error| {
         if let Some(kube::Error::Api(status)) = error.downcast_ref::<kube::Error>() {
             Some(status.as_ref())
@@ -146,7 +146,7 @@ fn is_timeout(error: &(dyn Error + 'static)) -> bool {
 /// What a 403's message says was refused: `User "u" cannot VERB resource "RESOURCE" in API group
 /// "GROUP" in the namespace "NS"` (or `at the cluster scope`), as kube-apiserver words it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ForbiddenRequest {
+pub(crate) struct ForbiddenRequest {
     /// Who asked (the `User "..."` of the message), if named.
     pub user: Option<String>,
     /// The verb: `get`, `list`, `patch`, ...

@@ -141,7 +141,7 @@ impl DynContext {
     }
 
     /// The underlying token, for `select!` and child tokens.
-    pub fn cancellation_token(&self) -> &CancellationToken {
+    pub(crate) fn cancellation_token(&self) -> &CancellationToken {
         &self.shared.stop
     }
 }

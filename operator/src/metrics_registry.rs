@@ -143,7 +143,7 @@ impl MetricsRegistry {
     ///
     /// [`MetricsRegistryError::InvalidPrefix`], or [`MetricsRegistryError::Metrics`] when a
     /// collector cannot be created.
-    pub fn with_registry(
+    pub(crate) fn with_registry(
         registry: Registry,
         prefix: Option<&str>,
     ) -> Result<Self, MetricsRegistryError> {

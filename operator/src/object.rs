@@ -136,7 +136,7 @@ impl Undecodable {
     /// The same undecodable state, remembering `last` as the incarnation's last decodable state
     /// (the informer sets it from its cache; see [`view`](crate::view)).
     #[must_use]
-    pub fn with_last_decodable(&self, last: SharedObject) -> Self {
+    pub(crate) fn with_last_decodable(&self, last: SharedObject) -> Self {
         Self {
             raw: Arc::clone(&self.raw),
             error: self.error.clone(),
@@ -164,7 +164,7 @@ impl Undecodable {
     }
 
     /// The Rust type the object did not deserialize into.
-    pub fn expected_type(&self) -> &'static str {
+    pub(crate) fn expected_type(&self) -> &'static str {
         self.expected
     }
 }

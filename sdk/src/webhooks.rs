@@ -102,7 +102,7 @@ impl WebhookEndpoint {
     }
 
     /// The admission client config for `path`.
-    pub fn admission_client(&self, path: &str) -> admission::WebhookClientConfig {
+    pub(crate) fn admission_client(&self, path: &str) -> admission::WebhookClientConfig {
         match &self.target {
             Target::Service {
                 namespace,

@@ -87,7 +87,7 @@ impl AppConfig {
     /// (a check named `leader`). Off by default: a follower serves webhooks and keeps its caches
     /// warm, so it is ready.
     #[must_use]
-    pub fn ready_only_when_leading(mut self) -> Self {
+    pub(crate) fn ready_only_when_leading(mut self) -> Self {
         self.ready_only_when_leading = true;
         self
     }

@@ -193,7 +193,7 @@ impl Leadership {
 
     /// Until when (monotonic) this process leads, if it does: the last successful renew plus the
     /// renew deadline (`None` for a pinned handle whose period ended).
-    pub fn valid_until(&self) -> Option<Instant> {
+    pub(crate) fn valid_until(&self) -> Option<Instant> {
         let validity = self.read();
         if self.period.is_some_and(|period| period != validity.period) {
             return None;
@@ -222,7 +222,7 @@ impl Leadership {
     }
 
     /// Resolves once this process leads.
-    pub async fn until_leading(&mut self) {
+    pub(crate) async fn until_leading(&mut self) {
         while !self.is_leader() {
             self.changed().await;
         }

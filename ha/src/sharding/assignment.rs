@@ -93,7 +93,7 @@ impl SlotSet {
     }
 
     /// Whether every slot of `self` is in `other`.
-    pub fn is_subset(&self, other: &Self) -> bool {
+    pub(crate) fn is_subset(&self, other: &Self) -> bool {
         self.minus(other).is_empty()
     }
 
@@ -161,7 +161,7 @@ fn mix(mut x: u64) -> u64 {
 
 /// Which member owns each slot, for `members` (any order; duplicates count once). Empty when
 /// there are no members.
-pub fn assign(members: &[String]) -> Vec<usize> {
+pub(crate) fn assign(members: &[String]) -> Vec<usize> {
     let mut sorted: Vec<&str> = members.iter().map(String::as_str).collect();
     sorted.sort_unstable();
     sorted.dedup();

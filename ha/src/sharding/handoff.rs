@@ -32,7 +32,7 @@ pub struct MemberAck {
 
 /// The slots `me` may act on while it acknowledges `mine`, given the other live members'
 /// acknowledgements (entries for `me` are ignored); see the [module docs](self).
-pub fn active_slots(me: &str, mine: &[String], others: &[MemberAck]) -> SlotSet {
+pub(crate) fn active_slots(me: &str, mine: &[String], others: &[MemberAck]) -> SlotSet {
     let mut active = owned_by(mine, me);
     // Members often acknowledged the same list: compute each list's assignment once.
     let mut owned: HashMap<(&[String], &str), SlotSet> = HashMap::new();

@@ -203,7 +203,7 @@ impl Membership {
 
     /// Whether this replica's own Lease is valid now (renewed within the renew deadline, by the
     /// monotonic clock).
-    pub fn is_member(&self) -> bool {
+    pub(crate) fn is_member(&self) -> bool {
         self.validity.is_leader()
     }
 

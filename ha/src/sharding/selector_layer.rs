@@ -122,7 +122,7 @@ fn with_query_param(uri: &Uri, name: &str, value: &str) -> Option<Uri> {
 
 /// A client whose requests pass through `layer` before `client`'s own stack (so `client`'s
 /// authentication, metrics and timeouts still apply).
-pub fn layered_client(client: kube::Client, layer: ShardSelectorLayer) -> kube::Client {
+pub(crate) fn layered_client(client: kube::Client, layer: ShardSelectorLayer) -> kube::Client {
     let namespace = client.default_namespace().to_string();
     let send = tower::service_fn(move |request: Request<kube::client::Body>| {
         let client = client.clone();

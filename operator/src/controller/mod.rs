@@ -284,7 +284,7 @@ impl ControllerConfig {
     }
 
     /// See [`instance`](Self::instance).
-    pub fn instance_name(&self) -> Option<&str> {
+    pub(crate) fn instance_name(&self) -> Option<&str> {
         self.instance.as_deref()
     }
 
@@ -299,7 +299,7 @@ impl ControllerConfig {
 
     /// Whether the events of own writes are reconciled (see
     /// [`reconcile_own_writes`](Self::reconcile_own_writes)).
-    pub fn reconciles_own_writes(&self) -> bool {
+    pub(crate) fn reconciles_own_writes(&self) -> bool {
         self.reconcile_own_writes
     }
 }

@@ -181,7 +181,7 @@ impl RetryDequeuePolicy {
     }
 
     /// Whether the pending retry is dropped.
-    pub fn should_dequeue(
+    pub(crate) fn should_dequeue(
         &self,
         new_action: ReconcileAction,
         new_obj: &dyn KubeObject,

@@ -109,7 +109,7 @@ impl Informers {
     /// Makes `metrics` the collectors of the registry's informers if none were given (by
     /// [`with_metrics`](Self::with_metrics) or an earlier call): the first controller built on
     /// a shared registry, e.g. a `kubeapp_runner::Runner`'s, names where its informers count.
-    pub fn adopt_metrics(&self, metrics: &ControllerMetrics) {
+    pub(crate) fn adopt_metrics(&self, metrics: &ControllerMetrics) {
         let _ = self.registry.metrics.set(metrics.clone());
     }
 

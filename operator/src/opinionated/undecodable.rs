@@ -84,7 +84,7 @@ pub const DEFAULT_EVENT_REPORTER: &str = "kubeapp-opinionated";
 /// The hook that handles the deletion of an undecodable object: it gets the raw object (and the
 /// serde error) instead of the typed one; see
 /// [`OpinionatedOptions::on_undecodable_delete`](super::OpinionatedOptions::on_undecodable_delete).
-pub type UndecodableDeleteHook = Arc<
+pub(crate) type UndecodableDeleteHook = Arc<
     dyn Fn(DynContext, Arc<Undecodable>) -> BoxFuture<'static, Result<(), BoxError>> + Send + Sync,
 >;
 

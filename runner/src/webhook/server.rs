@@ -81,7 +81,7 @@ impl WebhookServer {
 
     /// Routes reviews to `apps` from now on, in place of the apps given to [`bind`](Self::bind)
     /// (a [`Runner`](crate::Runner) does this at start, with every app it runs).
-    pub fn route_to(&mut self, apps: Vec<Arc<dyn App>>) {
+    pub(crate) fn route_to(&mut self, apps: Vec<Arc<dyn App>>) {
         self.router = router_with_limits(apps, self.config.body_limits());
     }
 

@@ -287,7 +287,7 @@ impl<'m> OperatorDeployment<'m> {
     }
 
     /// The name of every object but the webhook Service.
-    pub fn resolved_name(&self) -> String {
+    pub(crate) fn resolved_name(&self) -> String {
         self.name
             .clone()
             .unwrap_or_else(|| format!("{}-operator", self.manifest.app_name))

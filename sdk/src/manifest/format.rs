@@ -21,7 +21,7 @@ pub enum Format {
 
 impl Format {
     /// The format a file name says: `.json`, or `.yaml`/`.yml` (any case); `None` otherwise.
-    pub fn from_path(path: &Path) -> Option<Self> {
+    pub(crate) fn from_path(path: &Path) -> Option<Self> {
         let ext = path.extension()?.to_str()?.to_ascii_lowercase();
         match ext.as_str() {
             "json" => Some(Format::Json),

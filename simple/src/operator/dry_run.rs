@@ -52,7 +52,7 @@ impl DryRunArgs {
 }
 
 /// What an operator's dry run returns: a summary to print, or what failed.
-pub type DryRunFuture = Pin<Box<dyn Future<Output = Result<String, BoxError>> + Send>>;
+pub(crate) type DryRunFuture = Pin<Box<dyn Future<Output = Result<String, BoxError>> + Send>>;
 
 /// The operator's dry run.
 pub(crate) type DryRunFn = dyn Fn(DryRunArgs) -> DryRunFuture + Send + Sync;

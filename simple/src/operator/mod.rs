@@ -362,7 +362,7 @@ where
     /// # Errors
     ///
     /// See [`OperatorError`].
-    pub async fn execute(&self, command: Command, own: &A) -> Result<(), OperatorError> {
+    pub(crate) async fn execute(&self, command: Command, own: &A) -> Result<(), OperatorError> {
         match command {
             Command::Crd(args) => print(&self.crd_yaml(&args)?),
             Command::Rbac(args) => print(&self.rbac_yaml(&args, own)?),
@@ -442,7 +442,7 @@ where
     /// # Errors
     ///
     /// An invalid manifest, or a namespaced role for a manifest with cluster-scoped kinds.
-    pub fn rbac_yaml(&self, args: &RbacArgs, own: &A) -> Result<String, OperatorError> {
+    pub(crate) fn rbac_yaml(&self, args: &RbacArgs, own: &A) -> Result<String, OperatorError> {
         let manifest = self.manifest()?;
         let name = self.deployment_name(manifest);
         let mut builder = self
@@ -461,7 +461,11 @@ where
     /// # Errors
     ///
     /// An invalid manifest or image, or webhooks whose CA was not given.
-    pub fn manifests_yaml(&self, args: &ManifestArgs, own: &A) -> Result<String, OperatorError> {
+    pub(crate) fn manifests_yaml(
+        &self,
+        args: &ManifestArgs,
+        own: &A,
+    ) -> Result<String, OperatorError> {
         let manifest = self.manifest()?;
         let name = self.deployment_name(manifest);
         let mut configurations = Vec::new();

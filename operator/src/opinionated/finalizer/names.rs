@@ -306,7 +306,7 @@ impl FinalizerNames {
     /// They are not validated (they are old names, possibly unqualified); empty names and the
     /// current names are ignored.
     #[must_use]
-    pub fn with_legacy(
+    pub(crate) fn with_legacy(
         mut self,
         finalizers: impl IntoIterator<Item = String>,
         in_progress: impl IntoIterator<Item = String>,
@@ -341,7 +341,7 @@ impl FinalizerNames {
     }
 
     /// Whether `meta` carries the finalizer or one of its legacy names.
-    pub fn is_handled(&self, meta: &ObjectMeta) -> bool {
+    pub(crate) fn is_handled(&self, meta: &ObjectMeta) -> bool {
         has_finalizer(meta, &self.finalizer)
             || self
                 .legacy_finalizers
@@ -350,7 +350,7 @@ impl FinalizerNames {
     }
 
     /// Whether `meta` carries the in-progress finalizer or one of its legacy names.
-    pub fn is_in_progress(&self, meta: &ObjectMeta) -> bool {
+    pub(crate) fn is_in_progress(&self, meta: &ObjectMeta) -> bool {
         has_finalizer(meta, &self.in_progress)
             || self
                 .legacy_in_progress
@@ -359,7 +359,7 @@ impl FinalizerNames {
     }
 
     /// Whether `meta` carries any legacy name (an upgrade patch replaces it).
-    pub fn carries_legacy(&self, meta: &ObjectMeta) -> bool {
+    pub(crate) fn carries_legacy(&self, meta: &ObjectMeta) -> bool {
         self.legacy_finalizers
             .iter()
             .chain(&self.legacy_in_progress)
