@@ -21,6 +21,11 @@
 //!   the controller's own status writes and finalizer patches: every spec change is reconciled
 //!   (its generation observed), none is taken for an echo.
 //!
+//! - 200 objects whose reconciler also creates a child ConfigMap with `ctx.apply(..).owned_by(..)`
+//!   under `owns`: still one reconcile each (the child's Add is the echo of that reconcile's own
+//!   write, 600 echoes skipped), while someone else's change of a child, and its deletion,
+//!   reconcile the owner (issue #35: the quick start reconciled each sample twice).
+//!
 //! Requests are counted by the operator's own instrumented client; reconciles by the handler.
 
 mod call_log;
@@ -31,7 +36,7 @@ use crd_env::CrdEnv;
 use futures::StreamExt;
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{CustomResource, ResourceExt};
 use kubeapp::operator::{
@@ -212,6 +217,49 @@ fn status_reconciler(log: CallLog) -> impl Reconciler<Gadget> {
             if request.action == ReconcileAction::Deleted {
                 return Ok(ReconcileResult::done());
             }
+            let generation = gadget.metadata.generation;
+            let mut status = gadget.status.clone().unwrap_or_default();
+            if status.observed_generation != generation {
+                status.observed_generation = generation;
+                ctx.status(gadget)
+                    .write(status)
+                    .await
+                    .map_err(ReconcileError::new)?;
+            }
+            Ok(ReconcileResult::done())
+        }
+    })
+}
+
+/// The label of the gadgets' child ConfigMaps (the `owns` trigger watches only these).
+const CHILD_LABEL: &str = "test.kubeapp.dev/child-of-gadget";
+
+/// Logs `<action> <name>`, applies the gadget's child ConfigMap (owned by it, through the
+/// context's applier) and writes `status.observedGeneration` when it differs.
+fn child_reconciler(log: CallLog) -> impl Reconciler<Gadget> {
+    reconciler_fn(move |request: ReconcileRequest<Gadget>, ctx: Context| {
+        let log = log.clone();
+        async move {
+            let gadget = request.object.as_ref();
+            log.push(format!("{} {}", request.action, gadget.name_any()));
+            if request.action == ReconcileAction::Deleted {
+                return Ok(ReconcileResult::done());
+            }
+            let child = ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(gadget.name_any()),
+                    namespace: gadget.namespace(),
+                    labels: Some([(CHILD_LABEL.to_string(), "yes".to_string())].into()),
+                    ..ObjectMeta::default()
+                },
+                data: Some([("size".to_string(), gadget.spec.size.to_string())].into()),
+                ..ConfigMap::default()
+            };
+            ctx.apply(child)
+                .owned_by(gadget)
+                .map_err(ReconcileError::new)?
+                .await
+                .map_err(ReconcileError::new)?;
             let generation = gadget.metadata.generation;
             let mut status = gadget.status.clone().unwrap_or_default();
             if status.observed_generation != generation {
@@ -672,6 +720,73 @@ async fn eventually_finalizers(api: &Api<Gadget>, name: &str, finalizers: &[&str
             tokio::time::Instant::now() < deadline,
             "{name} carries {:?}, not {finalizers:?}",
             object.finalizers()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_child_the_reconcile_created_triggers_no_second_reconcile_and_others_changes_still_do() {
+    let env = Env::start("own-children").await;
+    let log = CallLog::new();
+    let operator = start_operator(
+        &env,
+        "own_children_gadgets",
+        ControllerConfig::default(),
+        |controller, client| {
+            let kind = controller.kind(
+                Api::<Gadget>::namespaced(client.clone(), &env.ns),
+                watcher::Config::default(),
+                InformerOptions::default(),
+            );
+            let _ = kind.owns::<ConfigMap>(
+                Api::namespaced(client, &env.ns),
+                watcher::Config::default().labels(CHILD_LABEL),
+            );
+            let _ = kind
+                .reconcile_opinionated(child_reconciler(log.clone()), OpinionatedOptions::default())
+                .expect("finalizer name");
+        },
+    )
+    .await;
+    create_gadgets(&env.gadgets(), OBJECTS).await;
+    wait_all_reconciled(&env.gadgets(), OBJECTS).await;
+    let config_maps = env.config_maps();
+    let children = config_maps
+        .list(&ListParams::default().labels(CHILD_LABEL))
+        .await
+        .expect("list children");
+    assert_eq!(children.items.len(), OBJECTS, "a child per gadget");
+    // Each object's three writes (finalizer, child, status) come back as three watch events:
+    // once all 600 were taken as echoes, the reconcile count below is final (a reconcile of an
+    // echo would come before its skip).
+    eventually("600 echoes skipped", || {
+        operator.skipped("gadgets") == 3 * OBJECTS as u64
+    })
+    .await;
+    let calls = log.entries();
+    assert_eq!(calls.len(), OBJECTS, "one reconcile per object: {calls:?}");
+    assert!(calls.iter().all(|c| c.starts_with("Created ")), "{calls:?}");
+
+    // Someone else's change of a child reconciles its owner, and so does its deletion (the
+    // reconcile puts it back).
+    let label = serde_json::json!({"metadata": {"labels": {"team": "blue"}}});
+    config_maps
+        .patch("g-000", &PatchParams::default(), &Patch::Merge(label))
+        .await
+        .expect("label a child");
+    log.wait_contains("Resynced g-000").await;
+    config_maps
+        .delete("g-001", &DeleteParams::default())
+        .await
+        .expect("delete a child");
+    log.wait_contains("Resynced g-001").await;
+    let deadline = tokio::time::Instant::now() + call_log::WAIT;
+    while config_maps.get_opt("g-001").await.expect("get").is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the deleted child is not back within {:?}",
+            call_log::WAIT
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }

@@ -227,6 +227,18 @@ async fn the_quick_start_shows_the_reconciled_sample_and_stops_everything_on_sig
             .any(|l| l.starts_with("informer_events_total{") && l.contains("kind=\"templates\"")),
         "{body}"
     );
+    // Each sample is reconciled once: two samples, two reconciler calls. The echoes of the
+    // operator's own writes (its finalizer, its status, the ConfigMap it created) reconcile
+    // nothing (issue #35: every sample used to be reconciled twice).
+    let templates_sum = |name: &str| -> f64 {
+        body.lines()
+            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+            .filter(|l| l.contains("kind=\"templates\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let calls = templates_sum("reconciler_process_duration_seconds_count");
+    assert_eq!(calls, 2.0, "one reconcile per sample\n{body}");
 
     // SIGINT: a clean stop, exit 0, nothing left behind.
     send_signal(pid, "INT");

@@ -36,8 +36,22 @@
 //! object versions alive while it waits behind other objects' work; the others are checked when a
 //! worker takes the request. That is always after the write's response was recorded: the call
 //! that made the write finished before the lane's next item is taken, even when the watch event
-//! arrived before the response did. Add, Delete, Resync and triggered requests are never
-//! echoes, and watchers get every event as before.
+//! arrived before the response did. Add, Delete and Resync requests are never echoes, and
+//! watchers get every event as before.
+//!
+//! # Children a handler created
+//!
+//! An `owns` or `watches` trigger reconciles the owner when a related object changes. The Add
+//! event of a child that a handler of the owner's kind created with
+//! [`Context::apply`](crate::Context::apply) is the echo of that handler's own write: the
+//! applier records the child's UID and the resourceVersion the apiserver returned, and the
+//! trigger queues nothing for an Add of exactly that version (checked as the event arrives and,
+//! when the apply's response came back after the watch event, again at dispatch, like an update).
+//! A later change of the child, by anyone, is a version of its own and triggers as usual; so does
+//! every update (a re-list may fold someone else's change into an update whose version is ours,
+//! and an applied object's content cannot be compared as cheaply as a status). At most
+//! [`MAX_CHILD_CREATIONS`] creations are remembered per kind, oldest dropped first (their echo then
+//! triggers, the safe side).
 //!
 //! Kinds without `metadata.generation` (ConfigMap, Secret, ...) follow the same rule: their
 //! content is compared, not a generation. The check serializes the two objects, which it only
@@ -63,6 +77,11 @@ use crate::store::SharedCache;
 /// The most resourceVersions remembered per object; older ones are dropped first (their echo
 /// then reconciles, which is the safe side).
 pub const MAX_PER_OBJECT: usize = 8;
+
+/// The most creations of related objects (children) remembered per kind; the oldest are dropped
+/// first (their echo then triggers a reconcile, the safe side). A record whose echo arrived
+/// before the write's response is never consumed: the bound keeps such records from piling up.
+pub const MAX_CHILD_CREATIONS: usize = 4096;
 
 /// What a recorded write changed: the part of the object its echo may differ in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -94,6 +113,26 @@ struct Inner {
     /// Set while the kind's intake waits for room in a full backlog: the informer feeding the
     /// cache waits with it, so [`OwnWrites::seen_by_cache`] does not wait.
     intake_paused: AtomicBool,
+    /// Objects of other kinds that a handler of this kind created with `Context::apply`, as
+    /// `(uid, resourceVersion)`: the `owns`/`watches` trigger skips their Add events.
+    created: Mutex<ChildCreations>,
+    /// How many records `created` holds (read without its lock while it is empty).
+    created_count: AtomicUsize,
+}
+
+/// One event a waiting reconcile request may be the echo of, checked at dispatch.
+pub(crate) enum EchoCheck {
+    /// An update of the kind's object, from `.0` to `.1`.
+    Update(SharedObject, SharedObject),
+    /// The Add of a related object (a child) that triggered the request.
+    Creation(SharedObject),
+}
+
+/// Creations of related objects, oldest first (see [`OwnWrites::record_creation`]).
+#[derive(Default)]
+struct ChildCreations {
+    set: std::collections::HashSet<(String, String)>,
+    order: std::collections::VecDeque<(String, String)>,
 }
 
 impl std::fmt::Debug for OwnWrites {
@@ -200,24 +239,91 @@ impl OwnWrites {
         self.inner.recorded.store(writes.len(), Ordering::Relaxed);
     }
 
+    /// Records that a handler of this kind applied an object of another kind and the apiserver
+    /// answered with `written`. An Add event of exactly that object and version is the echo of
+    /// our write (the object as we left it: a later change by anyone has a version of its own),
+    /// and the trigger of an `owns`/`watches` relation skips it
+    /// ([`take_creation`](Self::take_creation)). Updates are not skipped: a re-list can fold
+    /// someone else's change into an update whose version is ours.
+    pub(crate) fn record_creation(&self, written: &ObjectMeta) {
+        let (Some(uid), Some(rv)) = (&written.uid, &written.resource_version) else {
+            return;
+        };
+        let mut created = self
+            .inner
+            .created
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let key = (uid.clone(), rv.clone());
+        if created.set.insert(key.clone()) {
+            created.order.push_back(key);
+        }
+        // `order` may still hold consumed keys (removed from `set` only): dropping them here
+        // keeps a take O(1).
+        while created.order.len() > MAX_CHILD_CREATIONS {
+            if let Some(oldest) = created.order.pop_front() {
+                created.set.remove(&oldest);
+            }
+        }
+        self.inner
+            .created_count
+            .store(created.set.len(), Ordering::Relaxed);
+    }
+
+    /// Whether the Add event of a related object at `meta`'s version is the echo of a write
+    /// recorded by [`record_creation`](Self::record_creation); the record is consumed.
+    pub(crate) fn take_creation(&self, meta: &ObjectMeta) -> bool {
+        if self.inner.created_count.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        let (Some(uid), Some(rv)) = (&meta.uid, &meta.resource_version) else {
+            return false;
+        };
+        let mut created = self
+            .inner
+            .created
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let key = (uid.clone(), rv.clone());
+        if !created.set.remove(&key) {
+            return false;
+        }
+        if created.set.is_empty() {
+            created.order.clear();
+        }
+        self.inner
+            .created_count
+            .store(created.set.len(), Ordering::Relaxed);
+        true
+    }
+
     /// How many objects have writes recorded (for tests).
     #[cfg(test)]
     pub(crate) fn objects(&self) -> usize {
         self.lock().len()
     }
 
-    /// Whether every update in `updates` (old, new) is the echo of a recorded write (see the
-    /// [module docs](self)); an empty list is not. Records found are consumed either way.
-    pub(crate) fn all_echoes(&self, updates: &[(SharedObject, SharedObject)]) -> bool {
+    /// Whether every event in `checks` is the echo of a recorded write (see the
+    /// [module docs](self)): an update of the kind's object, or the Add of a child a handler of
+    /// the kind created; an empty list is not. Records found are consumed either way.
+    pub(crate) fn all_echoes(&self, checks: &[EchoCheck]) -> bool {
         // Nothing recorded: no lock. The writes this check must see were recorded by an earlier
         // call of the same lane, which finished before this item was taken (the kind's lock
-        // orders the two), so the count is not stale for them.
-        if updates.is_empty() || self.inner.recorded.load(Ordering::Relaxed) == 0 {
+        // orders the two), so the counts are not stale for them.
+        if checks.is_empty()
+            || (self.inner.recorded.load(Ordering::Relaxed) == 0
+                && self.inner.created_count.load(Ordering::Relaxed) == 0)
+        {
             return false;
         }
         let mut all = true;
-        for (old, new) in updates {
-            all &= self.check(old.as_ref(), new.as_ref()).unwrap_or(false);
+        for check in checks {
+            all &= match check {
+                EchoCheck::Update(old, new) => {
+                    self.check(old.as_ref(), new.as_ref()).unwrap_or(false)
+                }
+                EchoCheck::Creation(child) => self.take_creation(child.metadata()),
+            };
         }
         all
     }
@@ -296,7 +402,11 @@ mod tests {
         cm
     }
 
-    fn pair(old: ConfigMap, new: ConfigMap) -> (SharedObject, SharedObject) {
+    fn pair(old: ConfigMap, new: ConfigMap) -> EchoCheck {
+        EchoCheck::Update(share(old), share(new))
+    }
+
+    fn objects(old: ConfigMap, new: ConfigMap) -> (SharedObject, SharedObject) {
         (share(old), share(new))
     }
 
@@ -338,7 +448,7 @@ mod tests {
     #[test]
     fn the_check_at_queueing_decides_only_what_is_recorded_and_consumes_it() {
         let own = OwnWrites::default();
-        let (old, new) = pair(cm("1", &[], "a"), cm("2", &["ours"], "a"));
+        let (old, new) = objects(cm("1", &[], "a"), cm("2", &["ours"], "a"));
         assert_eq!(
             own.check_now(old.as_ref(), new.as_ref()),
             None,
@@ -358,7 +468,7 @@ mod tests {
             "consumed: the dispatch check finds nothing either"
         );
         own.record(&cm("3", &["ours"], "b").metadata, WrittenPart::Finalizers);
-        let (old, new) = pair(cm("2", &["ours"], "a"), cm("3", &["ours"], "b"));
+        let (old, new) = objects(cm("2", &["ours"], "a"), cm("3", &["ours"], "b"));
         assert_eq!(
             own.check_now(old.as_ref(), new.as_ref()),
             Some(false),

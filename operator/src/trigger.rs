@@ -14,6 +14,12 @@
 //! owner that is not in the cache (deleted, or outside the informer's selectors) is not
 //! reconciled; the trigger is dropped and logged at debug level.
 //!
+//! The Add event of an object that a handler of the owner's kind created with
+//! [`Context::apply`](crate::Context::apply), at the version that write returned, triggers
+//! nothing: it is the echo of the owner's own reconcile (counted in
+//! `reconciler_own_write_events_skipped_total`; see [`own_writes`](crate::own_writes)). Any
+//! later change of the child, ours included, triggers as usual.
+//!
 //! When a trigger starts, every child already cached counts as changed, so each owner with
 //! children is reconciled once at start-up (a reconcile that merges with the owner's own initial
 //! Add when that still waits).
@@ -73,6 +79,14 @@ impl TriggerSink {
     /// trigger stays until it is removed).
     pub(crate) fn deliver(&self, event: &InformerEvent) -> bool {
         let related = event.object();
+        // The creation of a child by the owner kind's own `Context::apply` tells its reconciler
+        // nothing new: that reconcile made it (see `own_writes`).
+        if matches!(event, InformerEvent::Add(_))
+            && self.owner.own_writes.take_creation(related.metadata())
+        {
+            self.owner.metrics.own_write_echoes.inc();
+            return true;
+        }
         let keys = (self.map)(related.as_ref());
         if keys.is_empty() {
             return true;
@@ -93,8 +107,17 @@ impl TriggerSink {
                 source: Box::new(source),
             },
         };
+        // An Add not recorded as ours yet may still be: its creator's response can come back
+        // after the watch event. The reconcile request carries it, and dispatch checks again.
+        let creation = matches!(event, InformerEvent::Add(_)).then(|| SharedObject::clone(related));
         for key in keys {
-            reconcile_cached(&self.owner, &self.owner_cache, &key, &cause);
+            reconcile_cached(
+                &self.owner,
+                &self.owner_cache,
+                &key,
+                &cause,
+                creation.clone(),
+            );
         }
         true
     }
@@ -106,9 +129,10 @@ fn reconcile_cached(
     cache: &SharedCache,
     key: &ObjectKey,
     cause: &TriggerCause,
+    creation: Option<SharedObject>,
 ) {
     match cache.get(key) {
-        Some(object) => owner.push_triggered(object, cause.clone()),
+        Some(object) => owner.push_triggered(object, cause.clone(), creation),
         None => {
             tracing::debug!(kind = %owner.name, object = %key, %cause, "trigger for an object not in the cache; dropped");
         }
@@ -179,14 +203,21 @@ impl<K: kube::Resource> Trigger<K> {
             namespace: object.namespace.clone(),
             name: object.name.clone(),
         };
-        reconcile_cached(&self.owner, &self.cache, &key, &TriggerCause::Requested);
+        reconcile_cached(
+            &self.owner,
+            &self.cache,
+            &key,
+            &TriggerCause::Requested,
+            None,
+        );
     }
 
     /// Reconciles every cached object of the kind.
     pub fn reconcile_all(&self) {
         let objects: Vec<SharedObject> = self.cache.snapshot();
         for object in objects {
-            self.owner.push_triggered(object, TriggerCause::Requested);
+            self.owner
+                .push_triggered(object, TriggerCause::Requested, None);
         }
     }
 }

@@ -91,6 +91,7 @@ impl Applier {
             field_manager: self.field_manager.clone(),
             object,
             dyntype,
+            own_writes: self.own_writes.clone(),
         }
     }
 }
@@ -105,6 +106,9 @@ pub struct Apply<O: Resource> {
     field_manager: String,
     object: O,
     dyntype: O::DynamicType,
+    /// The handler's kind's own writes, where the object's version is recorded when it is of
+    /// another kind (so its Add event does not trigger that handler's kind again).
+    own_writes: Option<OwnWrites>,
 }
 
 impl<O> Apply<O>
@@ -167,7 +171,7 @@ where
             })?;
         prepare_body(&mut body, &target);
         let url = O::url_path(&self.dyntype, target.namespace.as_deref());
-        send_apply(
+        let written: O = send_apply(
             &self.client,
             &url,
             None,
@@ -176,7 +180,14 @@ where
             &body,
             "apply",
         )
-        .await
+        .await?;
+        if let Some(own) = &self.own_writes {
+            let group = target.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+            if !own.accepts(group, &target.kind) {
+                own.record_creation(written.meta());
+            }
+        }
+        Ok(written)
     }
 }
 

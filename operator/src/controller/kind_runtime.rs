@@ -272,7 +272,15 @@ impl KindRuntime {
 
     /// Queues a triggered reconcile of `object` (see [`trigger`](crate::trigger)); dropped when
     /// the controller is not running.
-    pub(crate) fn push_triggered(self: &Arc<Self>, object: SharedObject, cause: TriggerCause) {
+    /// Queues a triggered reconcile of `object`. `creation`: the related object whose Add
+    /// triggered it, when that Add may be the echo of a creation by this kind's own handler
+    /// whose record was not there yet (checked again at dispatch; see `own_writes`).
+    pub(crate) fn push_triggered(
+        self: &Arc<Self>,
+        object: SharedObject,
+        cause: TriggerCause,
+        creation: Option<SharedObject>,
+    ) {
         let Some(run) = self.running() else {
             return;
         };
@@ -282,6 +290,7 @@ impl KindRuntime {
         let mut state = self.state();
         let extra = PushExtra {
             cause: Some(cause),
+            creation,
             ..PushExtra::default()
         };
         self.metrics.triggered.inc();

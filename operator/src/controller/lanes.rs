@@ -32,6 +32,7 @@ use super::pending::{Pending, Retries};
 use crate::action::ReconcileAction;
 use crate::action::TriggerCause;
 use crate::object::SharedObject;
+use crate::own_writes::EchoCheck;
 use crate::store::InformerEvent;
 
 /// Which handler of a kind: watchers and reconcilers by registration number (0 for the first
@@ -141,7 +142,7 @@ impl Queued {
 }
 
 /// An update's old and new object.
-type UpdatePair = (SharedObject, SharedObject);
+type UpdatePair = EchoCheck;
 
 /// The events merged into a waiting reconcile request, as far as the
 /// [own-writes](crate::own_writes) check needs them: the request is skipped at dispatch only when
@@ -150,7 +151,8 @@ type UpdatePair = (SharedObject, SharedObject);
 /// the pairs are the updates still to check, oldest first.
 #[derive(Default)]
 pub(super) enum EchoCandidates {
-    /// Some event in it cannot be an echo (an Add, Delete, Resync, a trigger, an update whose
+    /// Some event in it cannot be an echo (an Add, Delete, Resync, a trigger other than a child's
+    /// creation by this kind's handler, an update whose
     /// recorded write showed more than the write, or echoes are reconciled by configuration).
     #[default]
     No,
@@ -235,6 +237,9 @@ pub(super) struct PushExtra {
     /// For an update: what the own-writes check found as it was queued (`None`: not made, or
     /// no record yet; see [`OwnWrites::check_now`](crate::own_writes::OwnWrites::check_now)).
     pub(super) echo_found: Option<bool>,
+    /// For a triggered request: the Add of a related object that may be the echo of a creation
+    /// by a handler of this kind, not recorded yet as it was queued (checked at dispatch).
+    pub(super) creation: Option<SharedObject>,
 }
 
 /// One object's pending work.
@@ -371,8 +376,14 @@ impl Lanes {
             InformerEvent::Update { old, new }
                 if self.track_echoes && extra.cause.is_none() && extra.only.is_none() =>
             {
-                let pair = (SharedObject::clone(old), SharedObject::clone(new));
+                let pair = EchoCheck::Update(SharedObject::clone(old), SharedObject::clone(new));
                 EchoCandidates::of_update(pair, extra.echo_found)
+            }
+            InformerEvent::Resync(_) if self.track_echoes && extra.only.is_none() => {
+                match extra.creation {
+                    Some(child) => EchoCandidates::of_update(EchoCheck::Creation(child), None),
+                    None => EchoCandidates::No,
+                }
             }
             _ => EchoCandidates::No,
         };
