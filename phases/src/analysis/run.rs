@@ -76,16 +76,16 @@ pub struct AnalysisStatus {
     /// Measurements taken in this run.
     #[serde(default)]
     pub measured: u32,
-    /// Of those, successful.
+    /// Measurements judged successful.
     #[serde(default)]
     pub successful: u32,
-    /// Failed.
+    /// Measurements judged failed.
     #[serde(default)]
     pub failed: u32,
-    /// Inconclusive (since the last `resume`).
+    /// Measurements judged inconclusive (since the last `resume`).
     #[serde(default)]
     pub inconclusive: u32,
-    /// The newest measurements, oldest first, at most [`MAX_MEASUREMENTS`].
+    /// The newest measurements, oldest first (at most 10: `MAX_MEASUREMENTS`).
     #[serde(default)]
     pub measurements: Vec<Measurement>,
 }

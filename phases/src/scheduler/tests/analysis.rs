@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use async_trait::async_trait;
 
 use super::*;
-use crate::analysis::{Analysis, Comparison, MAX_MEASUREMENTS};
+use crate::analysis::{Analysis, Comparison};
 use crate::gate::GATE_ANNOTATION;
 use crate::provider::{MetricError, MetricProvider};
 use crate::status::PhaseStatus;
@@ -350,11 +350,6 @@ async fn abort_takes_the_failure_transition_and_an_unknown_gate_is_ignored_with_
             .get(GATE_ANNOTATION)
             .is_none()
     );
-}
-
-#[test]
-fn the_status_keeps_at_most_the_newest_measurements() {
-    assert_eq!(MAX_MEASUREMENTS, 10, "documented in docs/phases.md");
 }
 
 #[test]
