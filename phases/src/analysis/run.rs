@@ -178,8 +178,8 @@ impl AnalysisStatus {
             (
                 Outcome::Successful,
                 format!(
-                    "{} measurements, {} failed ({conditions})",
-                    self.measured, self.failed
+                    "{} of {} measurements taken, {} failed ({conditions})",
+                    self.measured, analysis.count, self.failed
                 ),
             )
         } else {
@@ -230,7 +230,7 @@ mod tests {
         assert_eq!(run.record(&analysis, 0.91, at(20)), Outcome::Successful);
         assert_eq!((run.measured, run.successful, run.failed), (3, 3, 0));
         assert!(
-            run.message.contains("3 measurements, 0 failed"),
+            run.message.contains("3 of 3 measurements taken, 0 failed"),
             "{}",
             run.message
         );
