@@ -106,7 +106,7 @@ pub enum AnalysisError {
     #[error("analysis {0}: count must be at least 1")]
     ZeroCount(String),
     /// The query's template names something the object does not have.
-    #[error("analysis {metric}: {source}")]
+    #[error("analysis {metric}: the query template")]
     Query {
         /// The metric.
         metric: String,

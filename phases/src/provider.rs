@@ -15,7 +15,7 @@ pub const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum MetricError {
     /// The request failed: connection refused, a timeout, a broken answer.
-    #[error("querying {url}: {source}")]
+    #[error("querying {url}")]
     Request {
         /// The URL asked.
         url: String,
