@@ -14,8 +14,11 @@
 //!   `PhaseChanged` Events and in `phase_transitions_total`; the outputs carry owner references;
 //! - `incon`'s `vector(0.7)` is between `>= 0.9` (success) and `< 0.5` (failure): inconclusive,
 //!   the canary is paused (`Paused=True`, reason `Inconclusive`, in Evaluating) and measures no
-//!   more; `kubeapp promote canary/incon` sets the gate, waits, exits 0: Succeeded, the analysis
-//!   `Promoted`, the primary on the new image;
+//!   more; `kubeapp promote canary/incon`, run as a user with no rights, exits 1 (forbidden);
+//!   run as a user bound to the example's `gate-role` output (the ClusterRole
+//!   `canary-gates`: get, list, watch, patch on canaries, from `sdk::rbac::gate_users_role`) it
+//!   sets the gate, waits, exits 0: Succeeded, the analysis `Promoted`, the primary on the new
+//!   image;
 //! - `held` is created with the annotation `phases.kubeapp.dev/gate: pause`: it stays in
 //!   Initializing with `Paused=True` (reason `Gate`) and no Deployment while the others finish;
 //!   `kubeapp resume canary/held` exits 0 and it walks to Succeeded;
@@ -50,6 +53,7 @@ use example_support::canary::{
 use example_support::{binary, eventually, free_port, output_of};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kubeapp::sdk::testenv::TestEnv;
@@ -297,11 +301,40 @@ async fn canaries_are_analysed_gated_resume_after_a_kill_and_finalize_once() {
         "a paused canary measures no more (good and bad finished meanwhile)"
     );
 
-    let (code, stdout, stderr) = kubeapp(
-        &env,
-        &["promote", "canary/incon", "-n", &ns, "--timeout", "60s"],
-    )
+    // Promoted by a release manager with exactly the example's `gate-role` (get, list, watch,
+    // patch on canaries): refused before the role is bound, applied after.
+    let manager = env
+        .identity("release-manager", &[])
+        .await
+        .expect("an identity");
+    let promote = ["promote", "canary/incon", "-n", &ns, "--timeout", "60s"];
+    let (code, _, stderr) = kubeapp(&manager.kubeconfig_path, &promote).await;
+    assert_eq!(code, 1, "no rights yet: {stderr}");
+    assert!(stderr.contains("forbidden"), "{stderr}");
+    let role: ClusterRole =
+        serde_saphyr::from_str(&output_of(&example, &["gate-role"])).expect("a ClusterRole");
+    Api::<ClusterRole>::all(client.clone())
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("create the gate role");
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "release-manager-gates"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": role.metadata.name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                      "name": "release-manager"}]
+    }))
+    .expect("a ClusterRoleBinding");
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("bind it");
+    let as_manager = canaries(&manager.client, &ns);
+    eventually("the binding is in force", logs, || async {
+        as_manager.get("incon").await.ok()
+    })
     .await;
+    let (code, stdout, stderr) = kubeapp(&manager.kubeconfig_path, &promote).await;
     assert_eq!(code, 0, "kubeapp promote: {stdout}{stderr}\n{}", logs());
     assert!(
         stdout.contains("promote applied: Evaluating -> "),
@@ -321,7 +354,8 @@ async fn canaries_are_analysed_gated_resume_after_a_kill_and_finalize_once() {
         "shop:2"
     );
 
-    let (code, stdout, stderr) = kubeapp(&env, &["resume", "canary/held", "-n", &ns]).await;
+    let (code, stdout, stderr) =
+        kubeapp(env.kubeconfig_path(), &["resume", "canary/held", "-n", &ns]).await;
     assert_eq!(code, 0, "kubeapp resume: {stdout}{stderr}\n{}", logs());
     eventually("held walks to Succeeded once resumed", logs, || async {
         apps.get("held")
@@ -339,7 +373,11 @@ async fn canaries_are_analysed_gated_resume_after_a_kill_and_finalize_once() {
             .filter(|c| c.data["status"]["analysis"]["measured"].as_u64() >= Some(1))
     })
     .await;
-    let (code, stdout, stderr) = kubeapp(&env, &["pause", "canary/aborted", "-n", &ns]).await;
+    let (code, stdout, stderr) = kubeapp(
+        env.kubeconfig_path(),
+        &["pause", "canary/aborted", "-n", &ns],
+    )
+    .await;
     assert_eq!(code, 0, "kubeapp pause: {stdout}{stderr}\n{}", logs());
     let paused = apps.get("aborted").await.expect("aborted");
     assert_eq!(condition(&paused, "Paused")["reason"], "Gate");
@@ -461,7 +499,7 @@ async fn canaries_are_analysed_gated_resume_after_a_kill_and_finalize_once() {
     // Killed mid-Evaluating. With no operator, a gate is not applied: the command times out.
     operator.kill().await;
     let (code, stdout, stderr) = kubeapp(
-        &env,
+        env.kubeconfig_path(),
         &["promote", "canary/third", "-n", &ns, "--timeout", "1s"],
     )
     .await;

@@ -173,12 +173,12 @@ pub async fn start_prometheus(dir: &Path, port: u16, jobs: &[(&str, SocketAddr)]
     reaped
 }
 
-/// Runs `kubeapp <args>` against `env`; returns its exit code, stdout and stderr.
-pub async fn kubeapp(env: &TestEnv, args: &[&str]) -> (i32, String, String) {
+/// Runs `kubeapp <args>` as the user of `kubeconfig`; returns its exit code, stdout and stderr.
+pub async fn kubeapp(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
     let binary = super::binary("kubeapp", "kubeapp-cli");
     let output = tokio::process::Command::new(binary)
         .args(args)
-        .env("KUBECONFIG", env.kubeconfig_path())
+        .env("KUBECONFIG", kubeconfig)
         .output()
         .await
         .expect("run kubeapp");

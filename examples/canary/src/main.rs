@@ -4,7 +4,8 @@
 //! canary's `spec.analysis`, measured by the Prometheus at `--prometheus-url`: successful
 //! promotes, failed rolls back, inconclusive pauses until a gate (`kubeapp promote|abort|resume
 //! canary/NAME`, or the `phases.kubeapp.dev/gate` annotation).
-//! Commands: `crd`, `rbac`, `manifests`, `run [--prometheus-url URL]`.
+//! Commands: `crd`, `rbac`, `manifests`, `run [--prometheus-url URL]`, and `gate-role` (the
+//! ClusterRole of the people who gate canaries).
 
 mod rollout;
 
@@ -53,6 +54,14 @@ struct CanaryArgs {
     prometheus_timeout: std::time::Duration,
 }
 
+/// The operator's own subcommands.
+#[derive(Debug, clap::Subcommand)]
+enum CanaryCommand {
+    /// Print the ClusterRole `canary-gates` for the people who gate canaries (`kubeapp promote`
+    /// and friends): get, list, watch, patch on canaries.
+    GateRole,
+}
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let owned =
@@ -61,6 +70,11 @@ async fn main() -> std::process::ExitCode {
         .manifest_file("manifest.yaml")
         .crd::<Canary>()
         .args::<CanaryArgs>()
+        .commands(|CanaryCommand::GateRole, context| async move {
+            let role = kubeapp::sdk::rbac::gate_users_role(&context.manifest)?;
+            print!("{}", kubeapp::sdk::manifest::to_yaml_documents(&[role])?);
+            Ok(())
+        })
         .app_with_context(move |context| {
             let args = &context.args;
             let prometheus =
