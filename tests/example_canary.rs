@@ -1,4 +1,4 @@
-//! End-to-end test of `examples/canary` (a phase machine with a declarative analysis and gates)
+//! End-to-end test of `examples/canary` (a phase machine with a declarative analysis)
 //! as its users run it: the binary's `crd` output installed into a real kube-apiserver + etcd,
 //! `run` started as a child process against a **real Prometheus** (Debian's `prometheus`
 //! package) that scrapes the operator's own `/metrics`, then:
@@ -12,20 +12,6 @@
 //!   roll out through the real controllers, scheduler and a kwok node (the test writes no
 //!   status) while Waiting waits for both. Each transition shows in `status.phase`, in
 //!   `PhaseChanged` Events and in `phase_transitions_total`; the outputs carry owner references;
-//! - `incon`'s `vector(0.7)` is between `>= 0.9` (success) and `< 0.5` (failure): inconclusive,
-//!   the canary is paused (`Paused=True`, reason `Inconclusive`, in Evaluating) and measures no
-//!   more; `kubeapp promote canary/incon`, run as a user with no rights, exits 1 (forbidden);
-//!   run as a user bound to the example's `gate-role` output (the ClusterRole
-//!   `canary-gates`: get, list, watch, patch on canaries, from `sdk::rbac::gate_users_role`) it
-//!   sets the gate, waits, exits 0: Succeeded, the analysis `Promoted`, the primary on the new
-//!   image;
-//! - `held` is created with the annotation `phases.kubeapp.dev/gate: pause`: it stays in
-//!   Initializing with `Paused=True` (reason `Gate`) and no Deployment while the others finish;
-//!   `kubeapp resume canary/held` exits 0 and it walks to Succeeded;
-//! - `aborted` measures `vector(0.99)` a thousand times a second apart; `kubeapp pause` pauses
-//!   it (exit 0, `Paused=True` by `Gate`), then the annotation `abort` (written as `kubectl
-//!   annotate` would) rolls it back: RollingBack -> Failed, the analysis `Aborted`, the canary
-//!   scaled to zero, the annotation removed by the operator;
 //! - `stuck`'s canary Deployment has pods that never become ready (kwok) and a 2 s progress
 //!   deadline: the Deployment controller reports `ProgressDeadlineExceeded` and Waiting rolls
 //!   back (Waiting -> RollingBack -> Failed, never evaluated, the canary scaled to zero);
@@ -41,6 +27,9 @@
 //! - deleting `good` runs the finalizer hook exactly once (one "canary finalized" log line);
 //! - SIGTERM stops it with exit code 0.
 //!
+//! Inconclusive analyses and the gates (pause, resume, promote, abort, by annotation and by
+//! `kubeapp`, with the generated role) are `tests/example_canary_gates.rs`.
+//!
 //! The binaries must be built first (`scripts/test` does: `cargo build --workspace --bins`).
 
 mod example_support;
@@ -48,41 +37,18 @@ mod example_support;
 use std::net::SocketAddr;
 
 use example_support::canary::{
-    Running, canaries, condition, kubeapp, phase, start_prometheus, transitions,
+    GATE, Running, analysis, canaries, canary, image, kubeapp, phase, start_prometheus, transitions,
 };
 use example_support::{binary, eventually, free_port, output_of};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kubeapp::sdk::testenv::TestEnv;
 use kubeapp::sdk::testenv::cluster::{NEVER_READY, POD_BEHAVIOUR_LABEL};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const EXAMPLE: &str = "kubeapp-example-canary";
-const GATE: &str = "phases.kubeapp.dev/gate";
-
-fn canary(ns: &str, name: &str, analysis: Value, annotations: Value) -> DynamicObject {
-    serde_json::from_value(json!({
-        "apiVersion": "canary.kubeapp.dev/v1", "kind": "Canary",
-        "metadata": {"name": name, "namespace": ns, "annotations": annotations},
-        "spec": {"stableImage": "shop:1", "image": "shop:2", "analysis": analysis}
-    }))
-    .expect("a Canary")
-}
-
-/// An analysis of `query`: successful at `>= 0.9`, `count` measurements `interval` apart.
-fn analysis(query: &str, count: u32, interval: &str) -> Value {
-    json!({"metric": "successRate", "query": query, "success": ">= 0.9",
-           "count": count, "interval": interval})
-}
-
-fn image(deployment: &Deployment) -> Value {
-    serde_json::to_value(deployment).expect("json")["spec"]["template"]["spec"]["containers"][0]
-        ["image"]
-        .clone()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn canaries_are_analysed_gated_resume_after_a_kill_and_finalize_once() {
@@ -126,34 +92,23 @@ async fn canaries_are_analysed_gated_resume_after_a_kill_and_finalize_once() {
     )
     .await;
     let logs = || operator.logs();
-    let inconclusive = json!({"metric": "successRate", "query": "vector(0.7)",
-                              "success": ">= 0.9", "failure": "< 0.5", "interval": "1s"});
     let created = [
         (
             "good",
             analysis("max(up{job=\"canary-operator\"})", 2, "1s"),
-            json!({}),
         ),
-        ("bad", analysis("vector(0.5)", 1, "1s"), json!({})),
-        ("incon", inconclusive, json!({})),
-        (
-            "held",
-            analysis("vector(0.99)", 1, "1s"),
-            json!({GATE: "pause"}),
-        ),
-        ("aborted", analysis("vector(0.99)", 1000, "1s"), json!({})),
+        ("bad", analysis("vector(0.5)", 1, "1s")),
         (
             "third",
             analysis("max(up{job=\"canary-operator-2\"} == 1)", 1, "1h"),
-            json!({}),
         ),
     ];
     let mut uids = Vec::new();
-    for (name, analysis, annotations) in created {
+    for (name, analysis) in created {
         let created = apps
             .create(
                 &PostParams::default(),
-                &canary(&ns, name, analysis, annotations),
+                &canary(&ns, name, analysis, json!({})),
             )
             .await
             .expect("create a Canary");
@@ -254,163 +209,6 @@ async fn canaries_are_analysed_gated_resume_after_a_kill_and_finalize_once() {
     ] {
         assert!(metrics.contains(line), "{line} missing from /metrics");
     }
-
-    // `incon`: inconclusive, paused in Evaluating; measured once and no more.
-    let paused = eventually("incon is paused as inconclusive", logs, || async {
-        apps.get("incon")
-            .await
-            .ok()
-            .filter(|c| condition(c, "Paused")["status"] == "True")
-    })
-    .await;
-    let why = condition(&paused, "Paused");
-    assert_eq!(
-        (phase(&paused), &why["reason"]),
-        ("Evaluating", &json!("Inconclusive"))
-    );
-    assert!(
-        why["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("successRate = 0.7 is inconclusive")),
-        "{why}"
-    );
-    assert_eq!(paused.data["status"]["analysis"]["outcome"], "Inconclusive");
-    // `held`: paused by its annotation before anything ran, while good and bad finished.
-    let held = apps.get("held").await.expect("held");
-    assert_eq!(
-        (phase(&held), &condition(&held, "Paused")["reason"]),
-        ("Initializing", &json!("Gate")),
-        "{:?}",
-        held.data["status"]
-    );
-    assert!(
-        held.annotations().get(GATE).is_none(),
-        "the operator removed the gate it applied"
-    );
-    assert!(
-        deployments
-            .get_opt("held-canary")
-            .await
-            .expect("get")
-            .is_none(),
-        "a paused canary did no work"
-    );
-    assert_eq!(
-        apps.get("incon").await.expect("incon").data["status"]["analysis"]["measured"],
-        1,
-        "a paused canary measures no more (good and bad finished meanwhile)"
-    );
-
-    // Promoted by a release manager with exactly the example's `gate-role` (get, list, watch,
-    // patch on canaries): refused before the role is bound, applied after.
-    let manager = env
-        .identity("release-manager", &[])
-        .await
-        .expect("an identity");
-    let promote = ["promote", "canary/incon", "-n", &ns, "--timeout", "60s"];
-    let (code, _, stderr) = kubeapp(&manager.kubeconfig_path, &promote).await;
-    assert_eq!(code, 1, "no rights yet: {stderr}");
-    assert!(stderr.contains("forbidden"), "{stderr}");
-    let role: ClusterRole =
-        serde_saphyr::from_str(&output_of(&example, &["gate-role"])).expect("a ClusterRole");
-    Api::<ClusterRole>::all(client.clone())
-        .create(&PostParams::default(), &role)
-        .await
-        .expect("create the gate role");
-    let binding: ClusterRoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": "release-manager-gates"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": role.metadata.name},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                      "name": "release-manager"}]
-    }))
-    .expect("a ClusterRoleBinding");
-    Api::<ClusterRoleBinding>::all(client.clone())
-        .create(&PostParams::default(), &binding)
-        .await
-        .expect("bind it");
-    let as_manager = canaries(&manager.client, &ns);
-    eventually("the binding is in force", logs, || async {
-        as_manager.get("incon").await.ok()
-    })
-    .await;
-    let (code, stdout, stderr) = kubeapp(&manager.kubeconfig_path, &promote).await;
-    assert_eq!(code, 0, "kubeapp promote: {stdout}{stderr}\n{}", logs());
-    assert!(
-        stdout.contains("promote applied: Evaluating -> "),
-        "{stdout}"
-    );
-    let incon = eventually("incon is promoted", logs, || async {
-        apps.get("incon")
-            .await
-            .ok()
-            .filter(|c| phase(c) == "Succeeded")
-    })
-    .await;
-    assert_eq!(incon.data["status"]["analysis"]["outcome"], "Promoted");
-    assert_eq!(condition(&incon, "Paused")["status"], "False");
-    assert_eq!(
-        image(&deployments.get("incon-primary").await.expect("primary")),
-        "shop:2"
-    );
-
-    let (code, stdout, stderr) =
-        kubeapp(env.kubeconfig_path(), &["resume", "canary/held", "-n", &ns]).await;
-    assert_eq!(code, 0, "kubeapp resume: {stdout}{stderr}\n{}", logs());
-    eventually("held walks to Succeeded once resumed", logs, || async {
-        apps.get("held")
-            .await
-            .ok()
-            .filter(|c| phase(c) == "Succeeded")
-    })
-    .await;
-
-    // `aborted`: paused by the command while measuring, then aborted by the annotation.
-    eventually("aborted measures", logs, || async {
-        apps.get("aborted")
-            .await
-            .ok()
-            .filter(|c| c.data["status"]["analysis"]["measured"].as_u64() >= Some(1))
-    })
-    .await;
-    let (code, stdout, stderr) = kubeapp(
-        env.kubeconfig_path(),
-        &["pause", "canary/aborted", "-n", &ns],
-    )
-    .await;
-    assert_eq!(code, 0, "kubeapp pause: {stdout}{stderr}\n{}", logs());
-    let paused = apps.get("aborted").await.expect("aborted");
-    assert_eq!(condition(&paused, "Paused")["reason"], "Gate");
-    let annotate = json!({"metadata": {"annotations": {GATE: "abort"}}});
-    apps.patch("aborted", &PatchParams::default(), &Patch::Merge(&annotate))
-        .await
-        .expect("annotate abort");
-    let aborted = eventually("aborted rolls back", logs, || async {
-        apps.get("aborted")
-            .await
-            .ok()
-            .filter(|c| phase(c) == "Failed")
-    })
-    .await;
-    assert_eq!(aborted.data["status"]["analysis"]["outcome"], "Aborted");
-    assert!(aborted.annotations().get(GATE).is_none(), "acknowledged");
-    eventually("aborted's rollback as Events", logs, || async {
-        let seen = transitions(&events, "aborted").await;
-        seen.iter()
-            .any(|n| n == "Evaluating -> RollingBack")
-            .then_some(())
-    })
-    .await;
-    assert_eq!(
-        deployments
-            .get("aborted-canary")
-            .await
-            .expect("canary")
-            .spec
-            .and_then(|s| s.replicas),
-        Some(0),
-        "the abort scaled the canary to zero"
-    );
 
     // `stuck`: its canary's pods never become ready (kwok's never-ready label, put on the pod
     // template by the test before the operator applies the Deployment; server-side apply keeps

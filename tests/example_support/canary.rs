@@ -14,6 +14,32 @@ use serde_json::Value;
 
 use super::{get, send_signal, until_ready};
 
+/// The annotation a gate is written in.
+pub const GATE: &str = "phases.kubeapp.dev/gate";
+
+/// A Canary `name` of `shop:2` over `shop:1`, decided by `analysis`.
+pub fn canary(ns: &str, name: &str, analysis: Value, annotations: Value) -> DynamicObject {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "canary.kubeapp.dev/v1", "kind": "Canary",
+        "metadata": {"name": name, "namespace": ns, "annotations": annotations},
+        "spec": {"stableImage": "shop:1", "image": "shop:2", "analysis": analysis}
+    }))
+    .expect("a Canary")
+}
+
+/// An analysis of `query`: successful at `>= 0.9`, `count` measurements `interval` apart.
+pub fn analysis(query: &str, count: u32, interval: &str) -> Value {
+    serde_json::json!({"metric": "successRate", "query": query, "success": ">= 0.9",
+                       "count": count, "interval": interval})
+}
+
+/// The image of a Deployment's first container.
+pub fn image(deployment: &k8s_openapi::api::apps::v1::Deployment) -> Value {
+    serde_json::to_value(deployment).expect("json")["spec"]["template"]["spec"]["containers"][0]
+        ["image"]
+        .clone()
+}
+
 /// The Canaries of namespace `ns`.
 pub fn canaries(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
     let resource = ApiResource::from_gvk_with_plural(
