@@ -167,8 +167,73 @@ fn value_of(answer: &Value) -> Result<Option<f64>, String> {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
+
+    /// Serves one HTTP answer with `body` to the
+    /// first request on a loopback port; returns the base URL.
+    async fn serve_once(body: Vec<u8>) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.expect("accept");
+            let mut request = [0_u8; 4096];
+            let _ = stream.read(&mut request).await;
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes()).await;
+            let _ = stream.write_all(&body).await;
+        });
+        format!("http://{address}")
+    }
+
+    #[tokio::test]
+    async fn a_prometheus_answer_is_read_and_one_too_long_is_refused_at_the_bound() {
+        let answer = json!({"status": "success",
+                            "data": {"resultType": "vector", "result": [{"value": [1.0, "0.25"]}]}});
+        let base = serve_once(answer.to_string().into_bytes()).await;
+        let provider = PrometheusProvider::new(base, Duration::from_secs(10)).expect("a client");
+        assert_eq!(
+            provider.measure("sum(up)").await.expect("a value"),
+            Some(0.25)
+        );
+
+        let base = serve_once(vec![b' '; MAX_ANSWER_BYTES + 1]).await;
+        let provider = PrometheusProvider::new(base, Duration::from_secs(10)).expect("a client");
+        let error = provider.measure("up").await.expect_err("too long");
+        assert!(matches!(error, MetricError::TooLong { .. }), "{error}");
+        assert!(
+            error.to_string().contains("longer than 1048576 bytes"),
+            "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_provider_is_an_error_naming_the_url() {
+        // A port nothing listens on: bound, then dropped.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let address = listener.local_addr().expect("address");
+        drop(listener);
+        let provider =
+            PrometheusProvider::new(format!("http://{address}/"), Duration::from_secs(5))
+                .expect("a client");
+        let error = provider
+            .measure("up{job=\"x\"}")
+            .await
+            .expect_err("refused");
+        assert!(matches!(error, MetricError::Request { .. }), "{error}");
+        assert!(
+            error.to_string().contains(&format!(
+                "querying http://{address}/api/v1/query?query=up%7Bjob%3D%22x%22%7D"
+            )),
+            "{error}"
+        );
+    }
 
     #[test]
     fn an_answer_gives_one_value_none_or_an_error_saying_why() {
