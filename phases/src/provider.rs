@@ -171,8 +171,8 @@ mod tests {
 
     use super::*;
 
-    /// Serves one HTTP answer with `body` to the
-    /// first request on a loopback port; returns the base URL.
+    /// Serves one HTTP answer with `body` to the first request on a loopback port; returns the
+    /// base URL.
     async fn serve_once(body: Vec<u8>) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
