@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::discovery::Discovery;
+use kube::discovery::{Discovery, Scope};
 use kubeapp::phases::analysis::Interval;
 use kubeapp::phases::gate::PAUSED;
 use kubeapp::phases::{GATE_ANNOTATION, Gate};
@@ -150,13 +150,19 @@ pub async fn run(command: &GateCommand) -> Result<(), GateError> {
     let client = kube::Client::try_default()
         .await
         .map_err(GateError::Client)?;
-    let resource = resolve(&client, kind).await?;
+    let (resource, scope) = resolve(&client, kind).await?;
     let namespace = args
         .namespace
         .clone()
         .unwrap_or_else(|| client.default_namespace().to_string());
-    let api: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &resource);
-    let object = format!("{}/{name} in {namespace}", resource.kind.to_lowercase());
+    let kind = resource.kind.to_lowercase();
+    let (api, object): (Api<DynamicObject>, _) = match scope {
+        Scope::Cluster => (Api::all_with(client, &resource), format!("{kind}/{name}")),
+        Scope::Namespaced => (
+            Api::namespaced_with(client, &namespace, &resource),
+            format!("{kind}/{name} in {namespace}"),
+        ),
+    };
     let api_error = |action| {
         let object = object.clone();
         move |source| GateError::Api {
@@ -208,18 +214,19 @@ pub async fn run(command: &GateCommand) -> Result<(), GateError> {
     }
 }
 
-/// The served kind `kind` names: its name or plural, optionally followed by `.GROUP`.
-async fn resolve(client: &kube::Client, kind: &str) -> Result<ApiResource, GateError> {
+/// The served kind `kind` names (its name or plural, optionally followed by `.GROUP`), and its
+/// scope.
+async fn resolve(client: &kube::Client, kind: &str) -> Result<(ApiResource, Scope), GateError> {
     let discovery = Discovery::new(client.clone())
         .run()
         .await
         .map_err(GateError::Discovery)?;
     let wanted = kind.to_lowercase();
-    let matches: Vec<ApiResource> = discovery
+    let matches: Vec<(ApiResource, Scope)> = discovery
         .groups()
         .flat_map(|group| group.recommended_resources())
-        .map(|(resource, _)| resource)
-        .filter(|r| {
+        .map(|(resource, capabilities)| (resource, capabilities.scope))
+        .filter(|(r, _)| {
             [r.kind.to_lowercase(), r.plural.clone()]
                 .iter()
                 .any(|name| wanted == *name || wanted == format!("{name}.{}", r.group))
@@ -232,7 +239,7 @@ async fn resolve(client: &kube::Client, kind: &str) -> Result<ApiResource, GateE
             kind: kind.to_string(),
             candidates: many
                 .iter()
-                .map(|r| format!("{}.{}", r.plural, r.group))
+                .map(|(r, _)| format!("{}.{}", r.plural, r.group))
                 .collect::<Vec<_>>()
                 .join(", "),
         }),

@@ -237,7 +237,9 @@ where
     }
 
     /// How long a non-final phase that did not move waits before it is worked again (default
-    /// 5 s, or [`work_interval`](Self::work_interval)).
+    /// 5 s, or [`work_interval`](Self::work_interval)). A phase with an analysis is worked again
+    /// when its next measurement is due, or after this interval if one is given here and it is
+    /// shorter (the defaults do not apply to it).
     #[must_use]
     pub fn interval(mut self, phase: P, interval: Duration) -> Self {
         self.intervals.insert(phase, interval);
