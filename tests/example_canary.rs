@@ -51,7 +51,7 @@ use serde_json::json;
 const EXAMPLE: &str = "kubeapp-example-canary";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn canaries_are_analysed_gated_resume_after_a_kill_and_finalize_once() {
+async fn canaries_are_analysed_by_prometheus_resume_after_a_kill_and_finalize_once() {
     let example = binary(EXAMPLE, EXAMPLE);
     let env = TestEnv::builder()
         .cluster()
