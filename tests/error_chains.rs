@@ -37,6 +37,9 @@ use kubeapp::operator::{
     StoreError,
 };
 use kubeapp::phases::PhaseError;
+use kubeapp::phases::analysis::{AnalysisError, ComparisonError, IntervalError, TemplateError};
+use kubeapp::phases::gate::UnknownGate;
+use kubeapp::phases::provider::MetricError;
 use kubeapp::runner::ClientError;
 use kubeapp::runner::RunnerError;
 use kubeapp::sdk::app::{AdmissionError, AppError, ConversionError};
@@ -679,6 +682,44 @@ fn extension_errors(errors: &mut Errors) {
     errors.add(PhaseError::DuplicateInput {
         phase: s("P"),
         input: s("I"),
+    });
+    errors.add(PhaseError::AnalysisOnFinal(s("P")));
+    errors.add(PhaseError::NoMetricProvider(s("P")));
+    errors.add(ComparisonError {
+        text: s("~ 1"),
+        reason: "no operator",
+    });
+    errors.add(IntervalError(s("3d")));
+    let template = || TemplateError {
+        placeholder: s("spec.nope"),
+        reason: "no such field in the object",
+    };
+    errors.add(template());
+    errors.add(AnalysisError::NoCondition(s("rate")));
+    errors.add(AnalysisError::ZeroCount(s("rate")));
+    errors.add(AnalysisError::Query {
+        metric: s("rate"),
+        source: template(),
+    });
+    errors.add(UnknownGate(s("promot")));
+    let url = || s("http://prometheus:9090/api/v1/query?query=up");
+    let request = reqwest::Client::new()
+        .get("no scheme, no host")
+        .build()
+        .expect_err("not a URL");
+    errors.add(MetricError::Request {
+        url: url(),
+        source: request,
+    });
+    errors.add(MetricError::Status {
+        url: url(),
+        status: 503,
+        body: s("unavailable"),
+    });
+    errors.add(MetricError::TooLong { url: url() });
+    errors.add(MetricError::Answer {
+        url: url(),
+        reason: s("2 series"),
     });
 }
 

@@ -6,13 +6,16 @@
 //!   files marked as generated;
 //! - `testenv install`: kube-apiserver and etcd built from their Go modules into the cache;
 //! - `run`: the project on a local control plane, until Ctrl-C;
-//! - `deploy`: the deploy YAML with an image and a namespace, printed or applied.
+//! - `deploy`: the deploy YAML with an image and a namespace, printed or applied;
+//! - `pause`, `resume`, `promote`, `abort`: a phase machine's gate on one object, waiting until
+//!   the operator applied it (exit code 3 when it did not in time; see `gate`).
 //!
 //! Errors are one line on stderr naming the file and the field or flag at fault; exit code 1
 //! (2 for a usage error, from clap).
 
 mod binary;
 mod deploy;
+mod gate;
 mod generate;
 mod init;
 mod kind_add;
@@ -58,6 +61,9 @@ enum Command {
     /// Print the project's deploy YAML for an image and a namespace, or apply it (--apply)
     /// through the current kubeconfig.
     Deploy(deploy::DeployArgs),
+    /// A phase machine's gates on one object.
+    #[command(flatten)]
+    Gate(gate::GateCommand),
 }
 
 /// Any command's failure.
@@ -107,6 +113,10 @@ fn main() -> ExitCode {
             Err(error) => Err(error),
         },
         Command::Deploy(args) => block_on(deploy::run(&args)).and_then(|r| r.map_err(Into::into)),
+        Command::Gate(command) => match block_on(gate::run(&command)) {
+            Ok(Err(error)) => return gate::fail(&error),
+            other => other.map(|_| ()),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

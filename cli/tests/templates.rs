@@ -288,6 +288,10 @@ fn every_command_has_help() {
         &["testenv", "install"],
         &["run"],
         &["deploy"],
+        &["pause"],
+        &["resume"],
+        &["promote"],
+        &["abort"],
     ] {
         let output = kubeapp(&dir, &[command, &["--help"]].concat());
         assert!(output.status.success(), "{command:?}: {}", shown(&output));
@@ -297,6 +301,24 @@ fn every_command_has_help() {
             shown(&output)
         );
     }
+}
+
+#[test]
+fn a_gate_command_names_an_object_that_is_not_kind_slash_name() {
+    let dir = std::env::temp_dir();
+    let output = kubeapp(&dir, &["promote", "canary"]);
+    assert_eq!(output.status.code(), Some(1), "{}", shown(&output));
+    assert_eq!(
+        last_error_line(&output),
+        "error: \"canary\": expected KIND/NAME, e.g. canary/web"
+    );
+    let output = kubeapp(&dir, &["abort", "canary/web", "--timeout", "soon"]);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "a usage error: {}",
+        shown(&output)
+    );
 }
 
 /// The last line of `output`'s stderr (the one-line error; cargo's own messages come above it).

@@ -1,5 +1,6 @@
-//! [`PhaseMachine`]: the declaration of a kind's phases (a worker per non-final phase, inputs per
-//! phase, work intervals, the finalizer hook), checked by [`PhaseMachine::build`] into the
+//! [`PhaseMachine`]: the declaration of a kind's phases (a worker or an analysis per non-final
+//! phase, inputs per phase, work intervals, the metric provider, the abort phase, the finalizer
+//! hook), checked by [`PhaseMachine::build`] into the
 //! [`PhaseScheduler`](crate::PhaseScheduler) that reconciles the kind (`build` lives with the
 //! scheduler, which imports this module, not the other way round).
 
@@ -11,9 +12,11 @@ use std::time::Duration;
 use futures::FutureExt;
 use kubeapp_operator::{Context, Kind, MetricSetError, MetricsRegistry, ReconcileError};
 
+use crate::analysis::Analysis;
 use crate::inputs::{InputKey, InputValue};
 use crate::metrics::PhaseMetrics;
 use crate::phase::{Phase, PhaseError};
+use crate::provider::MetricProvider;
 use crate::worker::{BoxInput, BoxWorker, Transition, Work};
 
 /// The finalizer hook, boxed.
@@ -26,9 +29,23 @@ pub(crate) type BoxHook<K, C> = Box<
 /// One declared input of a phase: its key's name and how its value is read.
 pub(crate) type DeclaredInput<K, C> = (&'static str, BoxInput<K, C>);
 
+/// The analysis a phase waits on, and where its outcome leads.
+pub(crate) struct DeclaredAnalysis<K, P> {
+    /// The object's analysis (a spec field, or one fixed value).
+    pub(crate) of: Box<dyn Fn(&K) -> Analysis + Send + Sync>,
+    /// The phase after a successful (or promoted) analysis.
+    pub(crate) on_success: P,
+    /// The phase after a failed (or aborted) analysis.
+    pub(crate) on_failure: P,
+}
+
 /// A kind's phases, workers and inputs; see the [module docs](self).
 pub struct PhaseMachine<K, P, C = ()> {
     pub(crate) workers: HashMap<P, BoxWorker<K, P, C>>,
+    pub(crate) analyses: HashMap<P, DeclaredAnalysis<K, P>>,
+    pub(crate) provider: Option<Arc<dyn MetricProvider>>,
+    /// Where the `abort` gate moves a phase without an analysis.
+    pub(crate) abort_to: Option<P>,
     /// Per phase, its inputs in declaration order.
     pub(crate) inputs: HashMap<P, Vec<DeclaredInput<K, C>>>,
     pub(crate) intervals: HashMap<P, Duration>,
@@ -45,6 +62,9 @@ impl<K, P: Phase, C> Default for PhaseMachine<K, P, C> {
     fn default() -> Self {
         Self {
             workers: HashMap::new(),
+            analyses: HashMap::new(),
+            provider: None,
+            abort_to: None,
             inputs: HashMap::new(),
             intervals: HashMap::new(),
             default_interval: Duration::from_secs(5),
@@ -85,6 +105,55 @@ where
         }
         self.workers
             .insert(phase, Box::new(move |work, ctx| worker(work, ctx).boxed()));
+        self
+    }
+
+    /// `phase` waits on an analysis: `analysis(object)` (a spec field, or one fixed value; see
+    /// [`crate::analysis`] for the rules), measured through the
+    /// [`metric_provider`](Self::metric_provider) once per interval. Successful (or the
+    /// `promote` gate) moves to `on_success`, failed (or `abort`) to `on_failure`, inconclusive
+    /// pauses the object (`Paused=True`, reason `Inconclusive`) until a gate.
+    ///
+    /// The phase may also have a worker: it runs first on every reconcile (its outputs are
+    /// ensured, its details written); when it moves to another phase the analysis is not
+    /// measured. Without one, the analysis is the phase's only work.
+    #[must_use]
+    pub fn analysis(
+        mut self,
+        phase: P,
+        analysis: impl Fn(&K) -> Analysis + Send + Sync + 'static,
+        on_success: P,
+        on_failure: P,
+    ) -> Self {
+        if phase.is_final() {
+            self.problem
+                .get_or_insert(PhaseError::AnalysisOnFinal(phase.name().into()));
+        }
+        self.analyses.insert(
+            phase,
+            DeclaredAnalysis {
+                of: Box::new(analysis),
+                on_success,
+                on_failure,
+            },
+        );
+        self
+    }
+
+    /// Where analyses are measured (e.g. a
+    /// [`PrometheusProvider`](crate::provider::PrometheusProvider)); required when a phase has
+    /// an analysis.
+    #[must_use]
+    pub fn metric_provider(mut self, provider: impl MetricProvider + 'static) -> Self {
+        self.provider = Some(Arc::new(provider));
+        self
+    }
+
+    /// Where the `abort` gate moves an object in a phase without an analysis (without this,
+    /// `abort` applies to analyses only and is ignored elsewhere, with a Warning Event).
+    #[must_use]
+    pub fn abort_to(mut self, phase: P) -> Self {
+        self.abort_to = Some(phase);
         self
     }
 
@@ -168,7 +237,9 @@ where
     }
 
     /// How long a non-final phase that did not move waits before it is worked again (default
-    /// 5 s, or [`work_interval`](Self::work_interval)).
+    /// 5 s, or [`work_interval`](Self::work_interval)). A phase with an analysis is worked again
+    /// when its next measurement is due, or after this interval if one is given here and it is
+    /// shorter (the defaults do not apply to it).
     #[must_use]
     pub fn interval(mut self, phase: P, interval: Duration) -> Self {
         self.intervals.insert(phase, interval);

@@ -54,9 +54,15 @@ pub enum PhaseError {
     /// Two phases share a name, or a name is empty.
     #[error("phase name {0:?} is empty or used twice")]
     BadName(String),
-    /// A non-final phase has no worker.
-    #[error("the non-final phase {0} has no worker")]
+    /// A non-final phase has no worker and no analysis.
+    #[error("the non-final phase {0} has no worker and no analysis")]
     MissingWorker(String),
+    /// An analysis was given for a final phase.
+    #[error("the final phase {0} cannot wait on an analysis")]
+    AnalysisOnFinal(String),
+    /// A phase waits on an analysis and the machine has no metric provider.
+    #[error("the phase {0} waits on an analysis and the machine has no metric provider")]
+    NoMetricProvider(String),
     /// A worker was given for a final phase.
     #[error("the final phase {0} cannot have a worker")]
     WorkerOnFinal(String),

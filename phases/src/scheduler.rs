@@ -18,10 +18,16 @@
 //! 5. On a **transition**: a Normal Event `PhaseChanged` (`A -> B`), the metrics, and the next
 //!    phase runs **at once** on the object the status write returned (up to 16 transitions per
 //!    reconcile, then a requeue). A phase that did not move is worked again after its interval.
+//!
+//! A **gate** annotation ([`crate::gate`]) is applied before step 2 ([`gates`]): its effect is
+//! written to the status, then the annotation is removed. A **paused** object (`Paused=True`)
+//! rests after step 3: no worker, no measurement, no requeue, until a gate. A phase with an
+//! **analysis** ([`measure`]) measures it after its worker (if any) stayed, when a measurement is
+//! due, and requeues for the next one (or its own interval, if shorter and declared).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kubeapp_components::{Cluster, ComponentObject, ReconcileCluster};
 use kubeapp_operator::{
@@ -30,11 +36,15 @@ use kubeapp_operator::{
 use serde_json::Value;
 use tracing::Instrument;
 
+use crate::analysis::AnalysisStatus;
 use crate::inputs::Inputs;
 use crate::machine::PhaseMachine;
 use crate::phase::{self, Phase, PhaseError};
-use crate::status;
+use crate::status::{self, Extra};
 use crate::worker::Work;
+
+mod gates;
+mod measure;
 
 /// At most this many transitions in one reconcile (a machine that cycles without rest must not
 /// hold the object's lane forever).
@@ -68,18 +78,23 @@ where
     ///
     /// # Errors
     ///
-    /// See [`PhaseError`]: an inconsistent `Phase` implementation, a worker on a final phase, a
-    /// non-final phase without a worker, an input name declared twice on one phase.
+    /// See [`PhaseError`]: an inconsistent `Phase` implementation, a worker or an analysis on a
+    /// final phase, a non-final phase with neither, an analysis without a metric provider, an
+    /// input name declared twice on one phase.
     pub fn build(self) -> Result<PhaseScheduler<K, P, C>, PhaseError> {
         phase::check::<P>()?;
         if let Some(problem) = self.problem {
             return Err(problem);
         }
-        if let Some(missing) = P::ALL
-            .iter()
-            .find(|p| !p.is_final() && !self.workers.contains_key(p))
-        {
+        if let Some(missing) = P::ALL.iter().find(|p| {
+            !p.is_final() && !self.workers.contains_key(p) && !self.analyses.contains_key(p)
+        }) {
             return Err(PhaseError::MissingWorker(missing.name().into()));
+        }
+        if self.provider.is_none()
+            && let Some(phase) = P::ALL.iter().find(|p| self.analyses.contains_key(p))
+        {
+            return Err(PhaseError::NoMetricProvider(phase.name().into()));
         }
         Ok(PhaseScheduler {
             kind: K::kind(&()).into_owned(),
@@ -151,14 +166,60 @@ where
         entry.phase = phase.to_string();
     }
 
-    /// Runs one phase's worker and ensures its outputs; returns the transition.
+    /// Records a transition: the objects gauge, the transition metrics and a `PhaseChanged`
+    /// Event (one that cannot be written does not undo the transition).
+    async fn moved(&self, uid: &str, object: &K, from: P, to: P, ctx: &Context<C>) {
+        let spent = self.count(uid, Some(to.name()));
+        if let Some(metrics) = &self.machine.metrics {
+            metrics.transition(&self.kind, from.name(), to.name(), spent);
+        }
+        let note = format!("{} -> {}", from.name(), to.name());
+        gates::publish(ctx, object, false, "PhaseChanged", to.name(), note).await;
+    }
+
+    /// Runs one phase's worker (if it has one) and ensures its outputs, then measures its
+    /// analysis (if it has one and the worker stayed); returns what was decided.
     async fn work(
         &self,
         phase: P,
         object: &Arc<K>,
         json: &Value,
         ctx: &Context<C>,
-    ) -> Result<(P, Option<Value>, Option<Vec<ComponentObject>>), ReconcileError> {
+    ) -> Result<Worked<P>, ReconcileError> {
+        let mut worked = match self.machine.workers.get(&phase) {
+            Some(_) => self.run_worker(phase, object, json, ctx).await?,
+            None => Worked::stay(phase),
+        };
+        worked.again = self.machine.intervals.get(&phase).copied();
+        if worked.next != phase {
+            return Ok(worked);
+        }
+        match self.machine.analyses.get(&phase) {
+            Some(declared) => {
+                let measured = self.measure(phase, declared, object, json).await?;
+                worked.next = measured.next;
+                worked.analysis = Some(measured.run);
+                worked.paused = measured.paused;
+                worked.again = match (measured.again, worked.again) {
+                    (Some(measure), Some(own)) => Some(measure.min(own)),
+                    (measure, _) => measure,
+                };
+            }
+            None => {
+                worked.again = Some(worked.again.unwrap_or(self.machine.default_interval));
+            }
+        }
+        Ok(worked)
+    }
+
+    /// Runs one phase's worker and ensures its outputs.
+    async fn run_worker(
+        &self,
+        phase: P,
+        object: &Arc<K>,
+        json: &Value,
+        ctx: &Context<C>,
+    ) -> Result<Worked<P>, ReconcileError> {
         let mut inputs = Inputs::new(phase.name());
         for (_, read) in self.machine.inputs.get(&phase).into_iter().flatten() {
             read(Arc::clone(object), ctx.clone())
@@ -221,7 +282,35 @@ where
         } else {
             None
         };
-        Ok((transition.next, transition.details, outputs))
+        Ok(Worked {
+            details: transition.details,
+            outputs,
+            ..Worked::stay(transition.next)
+        })
+    }
+}
+
+/// What one phase's work decided.
+struct Worked<P> {
+    next: P,
+    details: Option<Value>,
+    outputs: Option<Vec<ComponentObject>>,
+    analysis: Option<AnalysisStatus>,
+    paused: Option<kubeapp_operator::apply::conditions::NewCondition>,
+    /// When to work the phase again if it stays (`None`: not until something changes).
+    again: Option<Duration>,
+}
+
+impl<P> Worked<P> {
+    fn stay(next: P) -> Self {
+        Self {
+            next,
+            details: None,
+            outputs: None,
+            analysis: None,
+            paused: None,
+            again: None,
+        }
     }
 }
 
@@ -249,6 +338,9 @@ where
             return Ok(ReconcileResult::done());
         }
         let mut json = serde_json::to_value(object.as_ref()).map_err(ReconcileError::new)?;
+        if let Some(value) = gates::annotation(object.as_ref()) {
+            (object, json) = self.apply_gate(&uid, &value, object, json, ctx).await?;
+        }
         for _ in 0..MAX_STEPS {
             let stored = self.stored_phase(&uid, &object, &json);
             let phase = if stored.is_empty() {
@@ -270,16 +362,22 @@ where
                 )));
             };
             self.count(&uid, Some(phase.name()));
-            if phase.is_final() {
+            if phase.is_final() || gates::is_paused(&json) {
                 return Ok(ReconcileResult::done());
             }
-            let (next, details, outputs) = self.work(phase, &object, &json, ctx).await?;
-            let body = status::after_work(
+            let worked = self.work(phase, &object, &json, ctx).await?;
+            let next = worked.next;
+            let inconclusive = worked.paused.as_ref().map(|p| p.message.clone());
+            let body = status::write(
                 &json["status"],
                 next.name(),
                 object.meta().generation,
-                details.as_ref(),
-                outputs.as_deref(),
+                worked.details.as_ref(),
+                worked.outputs.as_deref(),
+                Extra {
+                    analysis: worked.analysis.as_ref(),
+                    paused: worked.paused,
+                },
             );
             if let Some(body) = body {
                 let written = status::apply(object.as_ref(), body, ctx).await?;
@@ -290,27 +388,25 @@ where
                 })?);
             }
             if next == phase {
-                let interval = self
-                    .machine
-                    .intervals
-                    .get(&phase)
-                    .copied()
-                    .unwrap_or(self.machine.default_interval);
-                return Ok(ReconcileResult::requeue_after(interval));
+                if let Some(why) = inconclusive {
+                    let name = object.meta().name.as_deref().unwrap_or("");
+                    tracing::warn!(kind = %self.kind, %name, %why, "paused: analysis inconclusive");
+                    gates::publish(
+                        ctx,
+                        object.as_ref(),
+                        true,
+                        "AnalysisInconclusive",
+                        phase.name(),
+                        why,
+                    )
+                    .await;
+                }
+                return Ok(match worked.again {
+                    Some(again) => ReconcileResult::requeue_after(again),
+                    None => ReconcileResult::done(),
+                });
             }
-            let spent = self.count(&uid, Some(next.name()));
-            if let Some(metrics) = &self.machine.metrics {
-                metrics.transition(&self.kind, phase.name(), next.name(), spent);
-            }
-            let note = format!("{} -> {}", phase.name(), next.name());
-            // An Event that cannot be written must not undo the transition.
-            if let Err(error) = ctx
-                .recorder()
-                .publish_action(object.as_ref(), false, "PhaseChanged", next.name(), note)
-                .await
-            {
-                tracing::warn!(%error, "the PhaseChanged Event was not written");
-            }
+            self.moved(&uid, object.as_ref(), phase, next, ctx).await;
         }
         Ok(ReconcileResult::requeue_after(std::time::Duration::ZERO))
     }

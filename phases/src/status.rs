@@ -1,6 +1,9 @@
 //! The status a phase machine writes: `phase`, `observedGeneration`, `details`, `outputs` (when
-//! pruning) and, when the stored phase is not one of the kind's, a `PhaseKnown=False` condition.
-//! Written by server-side apply of the status subresource, only when a field changed.
+//! pruning), `analysis` (the run of a phase's analysis, when one has an analysis), the `Paused`
+//! condition (once a gate or an inconclusive analysis paused the object) and, when the stored
+//! phase is not one of the kind's, a `PhaseKnown=False` condition. Written by server-side apply
+//! of the status subresource, only when a field changed; every field written once is written
+//! again with each apply (server-side apply removes the fields a manager leaves out).
 //!
 //! The custom kind's status is [`PhaseStatus`] (`#[kube(status = "PhaseStatus")]`), or a struct
 //! of the operator's own that declares the fields it uses next to others:
@@ -28,6 +31,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::analysis::AnalysisStatus;
+use crate::gate::PAUSED;
+
 /// The condition reporting whether `status.phase` names a phase of the kind.
 pub const PHASE_KNOWN: &str = "PhaseKnown";
 
@@ -47,13 +53,16 @@ pub struct PhaseStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "details_schema")]
     pub details: Option<Value>,
-    /// `PhaseKnown` when the stored phase is not one of the kind's.
+    /// `PhaseKnown` when the stored phase is not one of the kind's; `Paused` once paused.
     #[serde(default)]
     #[schemars(schema_with = "conditions::schema")]
     pub conditions: Vec<Condition>,
     /// The objects the phases applied, for pruning (machines with `prune_outputs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outputs: Vec<ComponentObject>,
+    /// The last run of a phase's analysis: counts, the newest measurements, the outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<AnalysisStatus>,
 }
 
 /// The schema of `status.details`: any JSON object, kept as written.
@@ -64,13 +73,42 @@ pub fn details_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
+/// What a reconcile writes besides the phase, details and outputs (`None`: keep what is there).
+#[derive(Debug, Default)]
+pub(crate) struct Extra<'a> {
+    /// The analysis run.
+    pub(crate) analysis: Option<&'a AnalysisStatus>,
+    /// The `Paused` condition.
+    pub(crate) paused: Option<NewCondition>,
+}
+
 /// What to write after a worker ran, given the `current` status: `None` when nothing changes.
+#[cfg(test)]
 pub(crate) fn after_work(
     current: &Value,
     phase: &str,
     generation: Option<i64>,
     details: Option<&Value>,
     outputs: Option<&[ComponentObject]>,
+) -> Option<Value> {
+    write(
+        current,
+        phase,
+        generation,
+        details,
+        outputs,
+        Extra::default(),
+    )
+}
+
+/// [`after_work`] with the analysis run and the `Paused` condition.
+pub(crate) fn write(
+    current: &Value,
+    phase: &str,
+    generation: Option<i64>,
+    details: Option<&Value>,
+    outputs: Option<&[ComponentObject]>,
+    extra: Extra<'_>,
 ) -> Option<Value> {
     let mut changed = current["phase"].as_str() != Some(phase);
     changed |= current["observedGeneration"].as_i64() != generation;
@@ -94,12 +132,31 @@ pub(crate) fn after_work(
         };
         changed |= before != outputs;
         body["outputs"] = outputs;
+    } else if !current["outputs"].is_null() {
+        body["outputs"] = current["outputs"].clone();
+    }
+    match extra.analysis {
+        Some(analysis) => {
+            let analysis = serde_json::to_value(analysis).unwrap_or(Value::Null);
+            changed |= current["analysis"] != analysis;
+            body["analysis"] = analysis;
+        }
+        None if !current["analysis"].is_null() => body["analysis"] = current["analysis"].clone(),
+        None => {}
     }
     let mut conditions: Vec<Condition> =
         serde_json::from_value(current["conditions"].clone()).unwrap_or_default();
     if conditions::find(&conditions, PHASE_KNOWN).is_some() {
         let known = NewCondition::new(PHASE_KNOWN, true, "Known", format!("phase {phase}"));
         changed |= conditions::set(&mut conditions, known, generation);
+    }
+    if let Some(paused) = extra.paused {
+        changed |= conditions::set(&mut conditions, paused, generation);
+    }
+    if conditions
+        .iter()
+        .any(|c| OWN_CONDITIONS.contains(&c.type_.as_str()))
+    {
         body["conditions"] = own_conditions(&conditions);
     }
     changed.then_some(body)
@@ -127,10 +184,13 @@ pub(crate) fn unknown_phase(
         .then(|| json!({"conditions": own_conditions(&conditions)}))
 }
 
+/// The condition types the machine writes (others' conditions are left to their managers).
+const OWN_CONDITIONS: [&str; 2] = [PHASE_KNOWN, PAUSED];
+
 fn own_conditions(conditions: &[Condition]) -> Value {
     let ours: Vec<&Condition> = conditions
         .iter()
-        .filter(|c| c.type_ == PHASE_KNOWN)
+        .filter(|c| OWN_CONDITIONS.contains(&c.type_.as_str()))
         .collect();
     serde_json::to_value(ours).unwrap_or(Value::Null)
 }

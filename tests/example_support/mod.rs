@@ -6,6 +6,7 @@
 //! Each test binary that includes this module uses a part of it.
 #![allow(dead_code)]
 
+pub mod canary;
 pub mod proxy;
 pub mod replica;
 pub mod shard_log;

@@ -1,18 +1,18 @@
 //! A phases operator: each `Canary` walks Initializing -> Waiting -> Evaluating -> Promoting or
 //! RollingBack -> Succeeded or Failed (`kubeapp::phases`, Autopilot's model). Its outputs are two
-//! Deployments (primary, canary) and a ConfigMap of traffic weights; Evaluating compares a success
-//! rate (from `--prometheus-url`, or else from a ConfigMap) with `spec.minSuccessRate`.
-//! Commands: `crd`, `rbac`, `manifests`, `run [--prometheus-url URL]`.
+//! Deployments (primary, canary) and a ConfigMap of traffic weights; Evaluating waits on the
+//! canary's `spec.analysis`, measured by the Prometheus at `--prometheus-url`: successful
+//! promotes, failed rolls back, inconclusive pauses until a gate (`kubeapp promote|abort|resume
+//! canary/NAME`, or the `phases.kubeapp.dev/gate` annotation).
+//! Commands: `crd`, `rbac`, `manifests`, `run [--prometheus-url URL]`, and `gate-role` (the
+//! ClusterRole of the people who gate canaries).
 
 mod rollout;
-mod success_rate;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kubeapp::phases::PhaseStatus;
+use kubeapp::phases::{Analysis, PhaseStatus, PrometheusProvider};
 use kubeapp::prelude::*;
-
-use crate::success_rate::SuccessRateSource;
 
 /// A canary rollout of `image` over `stableImage`.
 #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
@@ -30,23 +30,9 @@ pub struct CanarySpec {
     pub stable_image: String,
     /// The image to roll out.
     pub image: String,
-    /// Promote when the canary's success rate is at least this (0 to 1).
-    pub min_success_rate: f64,
-    /// The PromQL giving the canary's success rate (default: 1 - 5xx ratio of its requests).
-    pub success_rate_query: Option<String>,
-}
-
-impl Canary {
-    /// The success-rate query of this canary.
-    pub fn query(&self) -> String {
-        self.spec.success_rate_query.clone().unwrap_or_else(|| {
-            let app = self.name_any();
-            format!(
-                "sum(rate(http_requests_total{{app=\"{app}\",track=\"{app}-canary\",code!~\"5..\"}}[1m])) \
-                 / sum(rate(http_requests_total{{app=\"{app}\",track=\"{app}-canary\"}}[1m]))"
-            )
-        })
-    }
+    /// What decides: a successful analysis promotes the image, a failed one rolls it back, an
+    /// inconclusive one pauses the canary until a gate.
+    pub analysis: Analysis,
 }
 
 const MANIFEST: &str = include_str!("../manifest.yaml");
@@ -54,14 +40,26 @@ const MANIFEST: &str = include_str!("../manifest.yaml");
 /// The operator's own flags, next to the common ones (given before or after the subcommand).
 #[derive(Debug, clap::Args)]
 struct CanaryArgs {
-    /// Base URL of a Prometheus-compatible query API to read success rates from; without it,
-    /// from the ConfigMap `<canary>-success-rate` (key `rate`).
-    #[arg(long, env = "PROMETHEUS_URL", value_name = "URL")]
-    prometheus_url: Option<String>,
-    /// How often an Evaluating canary without a decision is evaluated again (e.g. 30s, 5m).
-    #[arg(long, env = "EVALUATION_INTERVAL", default_value = "30s",
+    /// Base URL of the Prometheus-compatible query API that measures the analyses.
+    #[arg(
+        long,
+        env = "PROMETHEUS_URL",
+        value_name = "URL",
+        default_value = "http://localhost:9090"
+    )]
+    prometheus_url: String,
+    /// How long one query may take before it fails (and is retried).
+    #[arg(long, env = "PROMETHEUS_TIMEOUT", default_value = "10s",
           value_parser = humantime::parse_duration, value_name = "DURATION")]
-    evaluation_interval: std::time::Duration,
+    prometheus_timeout: std::time::Duration,
+}
+
+/// The operator's own subcommands.
+#[derive(Debug, clap::Subcommand)]
+enum CanaryCommand {
+    /// Print the ClusterRole `canary-gates` for the people who gate canaries (`kubeapp promote`
+    /// and friends): get, list, watch, patch on canaries.
+    GateRole,
 }
 
 #[tokio::main]
@@ -72,12 +70,16 @@ async fn main() -> std::process::ExitCode {
         .manifest_file("manifest.yaml")
         .crd::<Canary>()
         .args::<CanaryArgs>()
+        .commands(|CanaryCommand::GateRole, context| async move {
+            let role = kubeapp::sdk::rbac::gate_users_role(&context.manifest)?;
+            print!("{}", kubeapp::sdk::manifest::to_yaml_documents(&[role])?);
+            Ok(())
+        })
         .app_with_context(move |context| {
-            let source = match context.args.prometheus_url.clone() {
-                Some(url) => SuccessRateSource::Prometheus(url),
-                None => SuccessRateSource::ConfigMap,
-            };
-            let machine = rollout::machine(source, context.args.evaluation_interval)
+            let args = &context.args;
+            let prometheus =
+                PrometheusProvider::new(&args.prometheus_url, args.prometheus_timeout)?;
+            let machine = rollout::machine(prometheus)
                 // Counted in the Runner's registry, under its --metrics-prefix.
                 .metrics_in(&context.metrics)?;
             let scheduler = machine.build()?;

@@ -9,19 +9,16 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kubeapp::components::Readiness;
-use kubeapp::phases::{InputKey, Phase, PhaseMachine, Transition};
+use kubeapp::phases::{InputKey, MetricProvider, Phase, PhaseMachine, Transition};
 use kubeapp::prelude::*;
 use serde_json::{Value, json};
 
 use crate::Canary;
-use crate::success_rate::{SuccessRate, SuccessRateSource};
 
 /// Waiting's input: the primary Deployment (the stable image), from the owned cache.
 const PRIMARY: InputKey<Option<Arc<Deployment>>> = InputKey::new("primary");
 /// Waiting's input: the canary Deployment (the new image), from the owned cache.
 const CANARY: InputKey<Option<Arc<Deployment>>> = InputKey::new("canary");
-/// Evaluating's input: the canary's measured success rate.
-const SUCCESS_RATE: InputKey<SuccessRate> = InputKey::new("successRate");
 
 /// Where a canary rollout is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -32,7 +29,7 @@ pub enum Step {
     /// canary's rollout failed (`Progressing=False`, e.g. `ProgressDeadlineExceeded`: its pods
     /// never became ready).
     Waiting,
-    /// Compare the canary's success rate with the threshold.
+    /// Keep both tracks while the canary's analysis (`spec.analysis`) is measured.
     Evaluating,
     /// Move the primary to the new image, all traffic to it.
     Promoting,
@@ -114,12 +111,8 @@ fn trial(canary: &Canary) -> Vec<Value> {
     ]
 }
 
-/// The canary's phase machine; `source` is where success rates come from.
-pub fn machine(
-    source: SuccessRateSource,
-    evaluation_interval: Duration,
-) -> PhaseMachine<Canary, Step> {
-    let source = Arc::new(source);
+/// The canary's phase machine; `metrics` measures the analyses.
+pub fn machine(metrics: impl MetricProvider + 'static) -> PhaseMachine<Canary, Step> {
     PhaseMachine::<Canary, Step>::new()
         .worker(Step::Initializing, |work, _ctx| async move {
             Ok(Transition::to(Step::Waiting).outputs(trial(&work.object)))
@@ -148,29 +141,19 @@ pub fn machine(
                 .details(details))
         })
         .interval(Step::Waiting, Duration::from_secs(2))
-        .input(Step::Evaluating, SUCCESS_RATE, move |canary, ctx| {
-            let source = Arc::clone(&source);
-            async move { source.read(&canary, ctx.client()).await }
-        })
+        // The trial's outputs stay ensured while the analysis decides.
         .worker(Step::Evaluating, |work, _ctx| async move {
-            let canary = &work.object;
-            let outputs = trial(canary);
-            let Some(rate) = work.inputs.get(SUCCESS_RATE)?.0 else {
-                let waiting = json!({"message": "no success rate measured yet"});
-                return Ok(Transition::to(Step::Evaluating)
-                    .outputs(outputs)
-                    .details(waiting));
-            };
-            let threshold = canary.spec.min_success_rate;
-            let next = if rate >= threshold {
-                Step::Promoting
-            } else {
-                Step::RollingBack
-            };
-            let details = json!({"successRate": rate, "minSuccessRate": threshold});
-            Ok(Transition::to(next).outputs(outputs).details(details))
+            Ok(Transition::to(Step::Evaluating).outputs(trial(&work.object)))
         })
-        .interval(Step::Evaluating, evaluation_interval)
+        .analysis(
+            Step::Evaluating,
+            |canary: &Canary| canary.spec.analysis.clone(),
+            Step::Promoting,
+            Step::RollingBack,
+        )
+        .metric_provider(metrics)
+        // `abort` before the analysis (e.g. while Waiting) rolls back too.
+        .abort_to(Step::RollingBack)
         .worker(Step::Promoting, |work, _ctx| async move {
             let canary = &work.object;
             let outputs = vec![

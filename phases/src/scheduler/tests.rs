@@ -18,6 +18,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::worker::Transition;
+
+mod analysis;
 use crate::{InputKey, PhaseError, PhaseMachine};
 
 #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
@@ -115,6 +117,12 @@ fn client(server: Arc<Server>) -> kube::Client {
                 for (key, value) in patch["status"].as_object().expect("status") {
                     object["status"][key] = value.clone();
                 }
+                object.clone()
+            } else if method == "PATCH" {
+                // A JSON patch of the object itself (a gate's acknowledgement).
+                let patch: json_patch::Patch = serde_json::from_slice(&body).expect("a JSON patch");
+                let mut object = server.object.lock().expect("object");
+                json_patch::patch(&mut object, &patch).expect("the patch applies");
                 object.clone()
             } else {
                 serde_json::from_slice(&body).unwrap_or(Value::Null)

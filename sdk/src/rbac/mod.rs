@@ -50,6 +50,9 @@
 //! ServiceAccount name) and labelled `app.kubernetes.io/name: {appName}` and
 //! `app.kubernetes.io/component: operator`.
 //!
+//! [`gate_users_role`] is the role of the people who gate a phase machine's objects (`kubeapp
+//! promote` and friends): `get`, `list`, `watch`, `patch` on the manifest's kinds.
+//!
 //! With [`RoleScope::Namespace`] the same rules go into a Role and RoleBinding in that namespace.
 //! A Role cannot grant cluster-scoped resources, so a manifest with a `Cluster` kind is an error
 //! there; leases and events are then granted in that namespace only.
@@ -464,6 +467,10 @@ pub enum RbacError {
         message: String,
     },
 }
+
+mod gates;
+
+pub use gates::{GATE_USER_VERBS, gate_users_role};
 
 #[cfg(test)]
 mod tests;
