@@ -1,4 +1,4 @@
-//! The checked dry run (`kubeapp::components::check_on_server`), end to end against a real
+//! The checked dry run (`kubeapp::components::DryRun::check_on_server`), end to end against a real
 //! kube-apiserver + etcd: a graph renders a Deployment, a custom resource of a CRD with a schema
 //! and a CEL rule, and a ConfigMap. Rendered for a spec that breaks both, the apiserver's own
 //! checks report a violation of the Deployment's built-in schema (`spec.replicas`) and one of the
@@ -13,7 +13,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::Api;
 use kube::{CustomResource, ResourceExt};
 use kubeapp::components::dry_run::dry_run;
-use kubeapp::components::{ComponentGraph, Rendered, Violation, check_on_server};
+use kubeapp::components::{ComponentGraph, Rendered, Violation};
 use kubeapp::sdk::testenv::TestEnv;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -113,7 +113,7 @@ async fn the_apiserver_checks_every_rendered_object_and_each_violation_names_its
 
     let bad = dry_run(&graph(), shop(&ns, -1, 20), Vec::new()).await;
     bad.check().expect("every component rendered");
-    let violations = check_on_server(&bad, &client).await;
+    let violations = bad.check_on_server(&client).await;
     let by_component = |component: &str| -> Vec<&Violation> {
         violations
             .iter()
@@ -151,7 +151,7 @@ async fn the_apiserver_checks_every_rendered_object_and_each_violation_names_its
     assert!(stored.is_none(), "a dry run stores nothing");
 
     let good = dry_run(&graph(), shop(&ns, 2, 5), Vec::new()).await;
-    let violations = check_on_server(&good, &client).await;
+    let violations = good.check_on_server(&client).await;
     assert!(
         violations.is_empty(),
         "a valid rendering passes: {violations:#?}"
@@ -167,7 +167,7 @@ async fn the_apiserver_checks_every_rendered_object_and_each_violation_names_its
         .build()
         .expect("a valid graph");
     let rendered = dry_run(&unknown, shop(&ns, 1, 1), Vec::new()).await;
-    let violations = check_on_server(&rendered, &client).await;
+    let violations = rendered.check_on_server(&client).await;
     assert!(
         matches!(violations.as_slice(), [v] if v.component == "widget"
             && v.message.contains("does not serve")),

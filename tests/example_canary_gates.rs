@@ -7,7 +7,7 @@
 //! - `incon`'s `vector(0.7)` is between `>= 0.9` (success) and `< 0.5` (failure): inconclusive,
 //!   the canary is paused (`Paused=True`, reason `Inconclusive`, in Evaluating) and measures no
 //!   more (while `aborted` measures twice more); `kubeapp promote canary/incon`, run as a user
-//!   with no rights, exits 1 (forbidden); run as a user bound to the example's `gate-role`
+//!   with no rights, exits 1 (forbidden); run as a user bound to the role the example's `rbac --gate-users` prints
 //!   output (the ClusterRole `canary-gates`: get, list, watch, patch on canaries, from
 //!   `sdk::rbac::gate_users_role`) it sets the gate, waits, exits 0: Succeeded, the analysis
 //!   `Promoted`, the primary on the new image;
@@ -156,7 +156,7 @@ async fn inconclusive_analyses_pause_and_gates_pause_resume_promote_and_abort() 
         "a paused canary measures no more"
     );
 
-    // Promoted by a release manager with exactly the example's `gate-role` (get, list, watch,
+    // Promoted by a release manager with exactly the role of `rbac --gate-users` (get, list, watch,
     // patch on canaries): refused before the role is bound, applied after.
     let manager = env
         .identity("release-manager", &[])
@@ -167,7 +167,7 @@ async fn inconclusive_analyses_pause_and_gates_pause_resume_promote_and_abort() 
     assert_eq!(code, 1, "no rights yet: {stderr}");
     assert!(stderr.contains("forbidden"), "{stderr}");
     let role: ClusterRole =
-        serde_saphyr::from_str(&output_of(&example, &["gate-role"])).expect("a ClusterRole");
+        serde_saphyr::from_str(&output_of(&example, &["rbac", "--gate-users"])).expect("a ClusterRole");
     Api::<ClusterRole>::all(client.clone())
         .create(&PostParams::default(), &role)
         .await

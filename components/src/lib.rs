@@ -89,6 +89,6 @@ pub use readiness::{Readiness, readiness};
 pub use reconciler::{ComponentsReconciler, ReconcileCluster};
 pub use report::{ComponentObject, Outcome, RunReport, Verified};
 pub use run::{BoxComponent, Cluster, RunOptions, run, run_with};
-pub use server_check::{Violation, check_on_server};
+pub use server_check::Violation;
 pub use status::{ComponentsStatus, ComponentsSummary};
 pub use teardown::Remaining;

@@ -2,7 +2,7 @@
 //! apiserver as a server-side apply with `dryRun=All`, so the apiserver itself checks it against
 //! the built-in schemas, the CRDs' schemas and their CEL rules, and stores nothing.
 //!
-//! [`check_on_server`] reports each violation with the component, the object and the field path
+//! [`DryRun::check_on_server`] reports each violation with the component, the object and the field path
 //! the apiserver names ([`Violation`]). Before sending, an owner reference without a uid (the dry
 //! run's custom object was never stored) is dropped, since the apiserver refuses an empty uid and
 //! that is not a fault of the rendering. The kind's resource (its plural, whether it is
@@ -48,21 +48,24 @@ impl fmt::Display for Violation {
     }
 }
 
-/// Sends every object of `dry_run` to the apiserver of `client` as a server-side dry run; see the
-/// [module docs](self). Returns the violations (empty: the apiserver accepted everything).
-///
-/// # Errors
-///
-/// None of its own: a request that fails for another reason than the object (the apiserver
-/// cannot be reached, a permission is missing) is a violation naming the object, so every object
-/// is checked.
-pub async fn check_on_server(dry_run: &DryRun, client: &kube::Client) -> Vec<Violation> {
-    let mut violations = Vec::new();
-    let mut discovered = HashMap::new();
-    for (component, object) in &dry_run.applied {
-        violations.extend(check_one(component, object, client, &mut discovered).await);
+impl DryRun {
+    /// Sends every object of this dry run to the apiserver of `client` as a server-side dry run;
+    /// see the [module docs](self). Returns the violations (empty: the apiserver accepted
+    /// everything).
+    ///
+    /// # Errors
+    ///
+    /// None of its own: a request that fails for another reason than the object (the apiserver
+    /// cannot be reached, a permission is missing) is a violation naming the object, so every
+    /// object is checked.
+    pub async fn check_on_server(&self, client: &kube::Client) -> Vec<Violation> {
+        let mut violations = Vec::new();
+        let mut discovered = HashMap::new();
+        for (component, object) in &self.applied {
+            violations.extend(check_one(component, object, client, &mut discovered).await);
+        }
+        violations
     }
-    violations
 }
 
 /// What discovery said of each (apiVersion, kind) so far: one request per kind, not per object.

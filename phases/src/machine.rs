@@ -16,7 +16,7 @@ use crate::analysis::Analysis;
 use crate::inputs::{InputKey, InputValue};
 use crate::metrics::PhaseMetrics;
 use crate::phase::{Phase, PhaseError};
-use crate::provider::MetricProvider;
+use crate::provider::{MetricError, MetricProvider, PrometheusProvider};
 use crate::worker::{BoxInput, BoxWorker, Transition, Work};
 
 /// The finalizer hook, boxed.
@@ -147,6 +147,16 @@ where
     pub fn metric_provider(mut self, provider: impl MetricProvider + 'static) -> Self {
         self.provider = Some(Arc::new(provider));
         self
+    }
+
+    /// [`metric_provider`](Self::metric_provider) with a [`PrometheusProvider`] at `base_url`
+    /// (the query API's base, e.g. `http://prometheus:9090`), each query bounded by `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`MetricError`] when the HTTP client cannot be built.
+    pub fn prometheus(self, base_url: &str, timeout: Duration) -> Result<Self, MetricError> {
+        Ok(self.metric_provider(PrometheusProvider::new(base_url, timeout)?))
     }
 
     /// Where the `abort` gate moves an object in a phase without an analysis (without this,

@@ -4,14 +4,14 @@
 //! canary's `spec.analysis`, measured by the Prometheus at `--prometheus-url`: successful
 //! promotes, failed rolls back, inconclusive pauses until a gate (`kubeapp promote|abort|resume
 //! canary/NAME`, or the `phases.kubeapp.dev/gate` annotation).
-//! Commands: `crd`, `rbac`, `manifests`, `run [--prometheus-url URL]`, and `gate-role` (the
-//! ClusterRole of the people who gate canaries).
+//! Commands: `crd`, `rbac` (`rbac --gate-users`: the ClusterRole of the people who gate
+//! canaries), `manifests`, `run [--prometheus-url URL]`.
 
 mod rollout;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kubeapp::phases::{Analysis, PhaseStatus, PrometheusProvider};
+use kubeapp::phases::{Analysis, PhaseStatus};
 use kubeapp::prelude::*;
 
 /// A canary rollout of `image` over `stableImage`.
@@ -54,14 +54,6 @@ struct CanaryArgs {
     prometheus_timeout: std::time::Duration,
 }
 
-/// The operator's own subcommands.
-#[derive(Debug, clap::Subcommand)]
-enum CanaryCommand {
-    /// Print the ClusterRole `canary-gates` for the people who gate canaries (`kubeapp promote`
-    /// and friends): get, list, watch, patch on canaries.
-    GateRole,
-}
-
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let owned =
@@ -70,16 +62,10 @@ async fn main() -> std::process::ExitCode {
         .manifest_file("manifest.yaml")
         .crd::<Canary>()
         .args::<CanaryArgs>()
-        .commands(|CanaryCommand::GateRole, context| async move {
-            let role = kubeapp::sdk::rbac::gate_users_role(&context.manifest)?;
-            print!("{}", kubeapp::sdk::manifest::to_yaml_documents(&[role])?);
-            Ok(())
-        })
         .app_with_context(move |context| {
             let args = &context.args;
-            let prometheus =
-                PrometheusProvider::new(&args.prometheus_url, args.prometheus_timeout)?;
-            let machine = rollout::machine(prometheus)
+            let machine = rollout::machine()
+                .prometheus(&args.prometheus_url, args.prometheus_timeout)?
                 // Counted in the Runner's registry, under its --metrics-prefix.
                 .metrics_in(&context.metrics)?;
             let scheduler = machine.build()?;

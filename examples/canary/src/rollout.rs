@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kubeapp::components::Readiness;
-use kubeapp::phases::{InputKey, MetricProvider, Phase, PhaseMachine, Transition};
+use kubeapp::phases::{InputKey, Phase, PhaseMachine, Transition};
 use kubeapp::prelude::*;
 use serde_json::{Value, json};
 
@@ -111,8 +111,8 @@ fn trial(canary: &Canary) -> Vec<Value> {
     ]
 }
 
-/// The canary's phase machine; `metrics` measures the analyses.
-pub fn machine(metrics: impl MetricProvider + 'static) -> PhaseMachine<Canary, Step> {
+/// The canary's phase machine (its analyses are measured by the provider the caller adds).
+pub fn machine() -> PhaseMachine<Canary, Step> {
     PhaseMachine::<Canary, Step>::new()
         .worker(Step::Initializing, |work, _ctx| async move {
             Ok(Transition::to(Step::Waiting).outputs(trial(&work.object)))
@@ -151,7 +151,6 @@ pub fn machine(metrics: impl MetricProvider + 'static) -> PhaseMachine<Canary, S
             Step::Promoting,
             Step::RollingBack,
         )
-        .metric_provider(metrics)
         // `abort` before the analysis (e.g. while Waiting) rolls back too.
         .abort_to(Step::RollingBack)
         .worker(Step::Promoting, |work, _ctx| async move {

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kubeapp::components::{
-    ComponentGraph, ComponentsReconciler, ComponentsStatus, Rendered, Session, check_on_server,
+    ComponentGraph, ComponentsReconciler, ComponentsStatus, Rendered, Session,
     dry_run,
 };
 use kubeapp::prelude::*;
@@ -135,7 +135,7 @@ async fn main() -> std::process::ExitCode {
                 dry_run::from_files(&graph(), &args.object, args.existing.as_deref(), out).await?;
             let mut summary = format!("{} objects written under {}", files.len(), out.display());
             if let Some(cluster) = args.cluster().await? {
-                let refused = check_on_server(&run, &cluster).await;
+                let refused = run.check_on_server(&cluster).await;
                 if !refused.is_empty() {
                     let lines: Vec<String> = refused.iter().map(ToString::to_string).collect();
                     return Err(format!("the apiserver refused:\n{}", lines.join("\n")).into());

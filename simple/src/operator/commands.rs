@@ -68,6 +68,10 @@ pub struct RbacArgs {
     /// default: cluster-wide (a ClusterRole).
     #[arg(long, value_name = "NAMESPACE")]
     pub watch_namespace: Option<String>,
+    /// Print instead the ClusterRole `<app>-gates` for the people who gate the app's objects
+    /// (`kubeapp pause|resume|promote|abort`): get, list, watch and patch on the app's kinds.
+    #[arg(long)]
+    pub gate_users: bool,
 }
 
 /// Settings of `manifests`.

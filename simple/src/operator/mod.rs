@@ -444,6 +444,10 @@ where
     /// An invalid manifest, or a namespaced role for a manifest with cluster-scoped kinds.
     pub(crate) fn rbac_yaml(&self, args: &RbacArgs, own: &A) -> Result<String, OperatorError> {
         let manifest = self.manifest()?;
+        if args.gate_users {
+            let role = kubeapp_sdk::rbac::gate_users_role(manifest)?;
+            return kubeapp_sdk::manifest::to_yaml_documents(&[role]).map_err(OperatorError::Yaml);
+        }
         let name = self.deployment_name(manifest);
         let mut builder = self
             .app_not_running(manifest, own)?

@@ -123,6 +123,7 @@ fn rbac_comes_from_the_manifest_and_the_apps_kinds_and_can_be_namespaced() {
             &RbacArgs {
                 namespace: "shop-system".into(),
                 watch_namespace: Some("shop".into()),
+                gate_users: false,
             },
             &NoArgs,
         )
