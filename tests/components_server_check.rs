@@ -1,4 +1,4 @@
-//! The checked dry run (`kubeapp::components::DryRun::check_on_server`), end to end against a real
+//! The checked dry run (`kubeapp::components::dry_run::DryRun::check_on_server`), end to end against a real
 //! kube-apiserver + etcd: a graph renders a Deployment, a custom resource of a CRD with a schema
 //! and a CEL rule, and a ConfigMap. Rendered for a spec that breaks both, the apiserver's own
 //! checks report a violation of the Deployment's built-in schema (`spec.replicas`) and one of the

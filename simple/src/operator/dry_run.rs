@@ -7,7 +7,7 @@
 //! in-cluster) as a server-side dry run, so the apiserver checks every object against its schemas
 //! (built-in, CRDs', CEL rules) and stores nothing: the operator's dry run asks
 //! [`DryRunArgs::cluster`] for the client and passes it to
-//! `kubeapp::components::DryRun::check_on_server`. The cluster must serve the CRDs of the rendered custom
+//! `kubeapp::components::dry_run::DryRun::check_on_server`. The cluster must serve the CRDs of the rendered custom
 //! resources (install them with the operator's `crd` command, e.g. into testenv).
 
 use std::future::Future;
