@@ -166,8 +166,8 @@ async fn inconclusive_analyses_pause_and_gates_pause_resume_promote_and_abort() 
     let (code, _, stderr) = kubeapp(&manager.kubeconfig_path, &promote).await;
     assert_eq!(code, 1, "no rights yet: {stderr}");
     assert!(stderr.contains("forbidden"), "{stderr}");
-    let role: ClusterRole =
-        serde_saphyr::from_str(&output_of(&example, &["rbac", "--gate-users"])).expect("a ClusterRole");
+    let role: ClusterRole = serde_saphyr::from_str(&output_of(&example, &["rbac", "--gate-users"]))
+        .expect("a ClusterRole");
     Api::<ClusterRole>::all(client.clone())
         .create(&PostParams::default(), &role)
         .await

@@ -16,8 +16,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kubeapp::components::{
-    ComponentGraph, ComponentsReconciler, ComponentsStatus, Rendered, Session,
-    dry_run,
+    ComponentGraph, ComponentsReconciler, ComponentsStatus, Rendered, Session, dry_run,
 };
 use kubeapp::prelude::*;
 use serde_json::{Value, json};

@@ -488,6 +488,7 @@ fn the_app_builder_gets_the_own_flags_a_registry_and_runs_defaults_in_commands_t
                 &RbacArgs {
                     namespace: "shop-system".into(),
                     watch_namespace: None,
+                    gate_users: false,
                 },
                 &ShopFlags {
                     price_url: None,
@@ -510,9 +511,27 @@ fn the_app_builder_gets_the_own_flags_a_registry_and_runs_defaults_in_commands_t
             &RbacArgs {
                 namespace: "shop-system".into(),
                 watch_namespace: None,
+                gate_users: false,
             },
             &NoArgs,
         )
         .expect_err("the builder failed");
     assert_eq!(error.to_string(), "building the app: no price list");
+
+    // `rbac --gate-users` prints only the gate users' ClusterRole, without building the app
+    // (the failing builder above is not asked).
+    let gates = failing
+        .rbac_yaml(
+            &RbacArgs {
+                namespace: "shop-system".into(),
+                watch_namespace: None,
+                gate_users: true,
+            },
+            &NoArgs,
+        )
+        .expect("the gate users' role");
+    assert!(gates.contains("kind: ClusterRole"), "{gates}");
+    assert!(gates.contains("-gates"), "{gates}");
+    assert!(gates.contains("patch"), "{gates}");
+    assert!(!gates.contains("ServiceAccount"), "{gates}");
 }
