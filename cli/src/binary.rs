@@ -162,6 +162,20 @@ impl OperatorBinary {
     ///
     /// When it cannot run or fails; the error carries its stderr.
     pub fn output<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<String, BinaryError> {
+        self.output_in(args, None)
+    }
+
+    /// [`output`](Self::output), with `KUBECONFIG` set to `kubeconfig` when given (the binary
+    /// then talks to that cluster).
+    ///
+    /// # Errors
+    ///
+    /// As [`output`](Self::output).
+    pub fn output_in<S: AsRef<OsStr>>(
+        &self,
+        args: &[S],
+        kubeconfig: Option<&Path>,
+    ) -> Result<String, BinaryError> {
         let shown = args
             .iter()
             .map(|a| a.as_ref().to_string_lossy().into_owned())
@@ -173,9 +187,12 @@ impl OperatorBinary {
             status,
             stderr,
         };
-        let output = Command::new(&self.path)
-            .args(args)
-            .stdin(Stdio::null())
+        let mut command = Command::new(&self.path);
+        command.args(args).stdin(Stdio::null());
+        if let Some(kubeconfig) = kubeconfig {
+            command.env("KUBECONFIG", kubeconfig);
+        }
+        let output = command
             .output()
             .map_err(|e| failed("not started".into(), e.to_string()))?;
         if !output.status.success() {

@@ -7,6 +7,8 @@
 //! - `testenv install`: kube-apiserver and etcd built from their Go modules into the cache;
 //! - `run`: the project on a local control plane, until Ctrl-C;
 //! - `deploy`: the deploy YAML with an image and a namespace, printed or applied;
+//! - `dry-run`: the operator's rendering for one object, checked by an apiserver with `--check`
+//!   (a local one when no kubeconfig is given);
 //! - `pause`, `resume`, `promote`, `abort`: a phase machine's gate on one object, waiting until
 //!   the operator applied it (exit code 3 when it did not in time; see `gate`).
 //!
@@ -15,6 +17,7 @@
 
 mod binary;
 mod deploy;
+mod dry_run;
 mod gate;
 mod generate;
 mod init;
@@ -61,6 +64,10 @@ enum Command {
     /// Print the project's deploy YAML for an image and a namespace, or apply it (--apply)
     /// through the current kubeconfig.
     Deploy(deploy::DeployArgs),
+    /// Render what the operator would apply for one custom object into a directory (its
+    /// `dry-run` command); with --check, an apiserver checks every object (a local one started
+    /// for it, with the operator's CRDs, unless --kubeconfig is given).
+    DryRun(dry_run::DryRunArgs),
     /// A phase machine's gates on one object.
     #[command(flatten)]
     Gate(gate::GateCommand),
@@ -81,6 +88,8 @@ enum CliError {
     Run(#[from] run::RunError),
     #[error(transparent)]
     Deploy(#[from] deploy::DeployError),
+    #[error(transparent)]
+    DryRun(#[from] dry_run::DryRunError),
     #[error("starting the async runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -113,6 +122,13 @@ fn main() -> ExitCode {
             Err(error) => Err(error),
         },
         Command::Deploy(args) => block_on(deploy::run(&args)).and_then(|r| r.map_err(Into::into)),
+        Command::DryRun(args) => block_on(dry_run::run(&args)).and_then(|r| match r {
+            Ok(summary) => {
+                print!("{summary}");
+                Ok(())
+            }
+            Err(error) => Err(error.into()),
+        }),
         Command::Gate(command) => match block_on(gate::run(&command)) {
             Ok(Err(error)) => return gate::fail(&error),
             other => other.map(|_| ()),

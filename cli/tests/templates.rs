@@ -288,6 +288,7 @@ fn every_command_has_help() {
         &["testenv", "install"],
         &["run"],
         &["deploy"],
+        &["dry-run"],
         &["pause"],
         &["resume"],
         &["promote"],
