@@ -52,27 +52,8 @@ use crate::object::KubeObject;
 ///
 /// kubeapp's own wrappers (the [opinionated reconciler](crate::OpinionatedReconciler)) keep their
 /// notes in the same state, apart from the reconciler's value and out of its reach.
-#[derive(Clone, Debug, Default)]
-pub struct ReconcileState {
-    /// `None` while empty (every first attempt): a request stays one pointer bigger, and an
-    /// empty state neither allocates nor frees anything.
-    held: Option<Box<HeldState>>,
-}
-
-/// Equal when they hold the same value and notes (an emptied state equals a new one).
-impl PartialEq for ReconcileState {
-    fn eq(&self, other: &Self) -> bool {
-        match (&self.held, &other.held) {
-            (Some(a), Some(b)) => a == b,
-            (None, None) => true,
-            (Some(held), None) | (None, Some(held)) => **held == HeldState::default(),
-        }
-    }
-}
-
-/// What a non-empty [`ReconcileState`] holds.
 #[derive(Clone, Debug, Default, PartialEq)]
-struct HeldState {
+pub struct ReconcileState {
     /// The reconciler's value, serialized.
     value: Option<serde_json::Value>,
     /// Notes of kubeapp's wrappers, by the wrapper's key.
@@ -92,10 +73,8 @@ impl ReconcileState {
     /// When `value` does not serialize to JSON (a map with non-string keys, say).
     pub fn of<S: Serialize>(value: &S) -> Result<Self, serde_json::Error> {
         Ok(Self {
-            held: Some(Box::new(HeldState {
-                value: Some(serde_json::to_value(value)?),
-                notes: BTreeMap::new(),
-            })),
+            value: Some(serde_json::to_value(value)?),
+            notes: BTreeMap::new(),
         })
     }
 
@@ -105,38 +84,30 @@ impl ReconcileState {
     ///
     /// When the stored value is not an `S` (another type was stored).
     pub fn get<S: DeserializeOwned>(&self) -> Result<Option<S>, serde_json::Error> {
-        self.held
+        self.value
             .as_ref()
-            .and_then(|held| held.value.as_ref())
-            .map(S::deserialize)
+            .map(|value| S::deserialize(value))
             .transpose()
     }
 
     /// True when it holds neither a value nor a wrapper's note.
     pub fn is_empty(&self) -> bool {
-        self.held
-            .as_ref()
-            .is_none_or(|held| held.value.is_none() && held.notes.is_empty())
+        self.value.is_none() && self.notes.is_empty()
     }
 
     /// The note of the wrapper keyed `key`.
     pub(crate) fn note(&self, key: &'static str) -> Option<&str> {
-        self.held.as_ref()?.notes.get(key).map(String::as_str)
+        self.notes.get(key).map(String::as_str)
     }
 
     /// Sets (or with `None` removes) the note of the wrapper keyed `key`.
     pub(crate) fn set_note(&mut self, key: &'static str, note: Option<&str>) {
         match note {
             Some(note) => {
-                self.held
-                    .get_or_insert_with(Box::default)
-                    .notes
-                    .insert(key, note.to_string());
+                self.notes.insert(key, note.to_string());
             }
             None => {
-                if let Some(held) = &mut self.held {
-                    held.notes.remove(key);
-                }
+                self.notes.remove(key);
             }
         }
     }
