@@ -217,18 +217,25 @@ fn status_reconciler(log: CallLog) -> impl Reconciler<Gadget> {
             if request.action == ReconcileAction::Deleted {
                 return Ok(ReconcileResult::done());
             }
-            let generation = gadget.metadata.generation;
-            let mut status = gadget.status.clone().unwrap_or_default();
-            if status.observed_generation != generation {
-                status.observed_generation = generation;
-                ctx.status(gadget)
-                    .write(status)
-                    .await
-                    .map_err(ReconcileError::new)?;
-            }
+            observe_generation(gadget, &ctx).await?;
             Ok(ReconcileResult::done())
         }
     })
+}
+
+/// Writes `status.observedGeneration` through the SDK's status writer when it differs from the
+/// generation (one status write per new object).
+async fn observe_generation(gadget: &Gadget, ctx: &Context) -> Result<(), ReconcileError> {
+    let generation = gadget.metadata.generation;
+    let mut status = gadget.status.clone().unwrap_or_default();
+    if status.observed_generation != generation {
+        status.observed_generation = generation;
+        ctx.status(gadget)
+            .write(status)
+            .await
+            .map_err(ReconcileError::new)?;
+    }
+    Ok(())
 }
 
 /// The label of the gadgets' child ConfigMaps (the `owns` trigger watches only these).
@@ -260,15 +267,7 @@ fn child_reconciler(log: CallLog) -> impl Reconciler<Gadget> {
                 .map_err(ReconcileError::new)?
                 .await
                 .map_err(ReconcileError::new)?;
-            let generation = gadget.metadata.generation;
-            let mut status = gadget.status.clone().unwrap_or_default();
-            if status.observed_generation != generation {
-                status.observed_generation = generation;
-                ctx.status(gadget)
-                    .write(status)
-                    .await
-                    .map_err(ReconcileError::new)?;
-            }
+            observe_generation(gadget, &ctx).await?;
             Ok(ReconcileResult::done())
         }
     })

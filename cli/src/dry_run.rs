@@ -13,25 +13,18 @@ use std::time::Duration;
 
 use kubeapp::sdk::error::ErrorChain;
 use kubeapp::sdk::testenv::TestEnv;
+use kubeapp::simple::operator::dry_run::DryRunArgs as OperatorDryRunArgs;
 
 use crate::binary::{BinaryError, OperatorBinary};
 use crate::project::{Project, ProjectError};
 
-/// `kubeapp dry-run`'s flags.
+/// `kubeapp dry-run`'s flags: the operator binary's own `dry-run` flags, passed on, and where
+/// the check runs.
 #[derive(Debug, clap::Args)]
-pub struct DryRunArgs {
-    /// The custom object to render for (YAML or JSON).
-    #[arg(long, value_name = "FILE")]
-    pub object: PathBuf,
-    /// A directory of existing objects (YAML or JSON files) the rendering may take the state of.
-    #[arg(long, value_name = "DIR")]
-    pub existing: Option<PathBuf>,
-    /// Where the rendered objects are written.
-    #[arg(long, value_name = "DIR")]
-    pub out: PathBuf,
-    /// Also have an apiserver check every rendered object (a server-side dry run).
-    #[arg(long)]
-    pub check: bool,
+pub struct DryRunCommand {
+    /// The operator's `dry-run` flags (`--object`, `--existing`, `--out`, `--check`).
+    #[command(flatten)]
+    pub operator: OperatorDryRunArgs,
     /// With --check: the cluster that checks; without it, a local kube-apiserver + etcd is started
     /// for the check (with the operator's CRDs) and stopped afterwards.
     #[arg(long, value_name = "PATH", requires = "check")]
@@ -67,20 +60,21 @@ pub enum DryRunError {
 /// # Errors
 ///
 /// See [`DryRunError`].
-pub async fn run(args: &DryRunArgs) -> Result<String, DryRunError> {
+pub async fn run(args: &DryRunCommand) -> Result<String, DryRunError> {
     let project = Project::load(&args.dir)?;
     let binary = OperatorBinary::build(&project)?;
+    let flags = &args.operator;
     let mut command: Vec<PathBuf> = vec![
         "dry-run".into(),
         "--object".into(),
-        args.object.clone(),
+        flags.object.clone(),
         "--out".into(),
-        args.out.clone(),
+        flags.out.clone(),
     ];
-    if let Some(existing) = &args.existing {
+    if let Some(existing) = &flags.existing {
         command.extend(["--existing".into(), existing.clone()]);
     }
-    if !args.check {
+    if !flags.check {
         return Ok(binary.output(&command)?);
     }
     command.push("--check".into());

@@ -67,7 +67,7 @@ enum Command {
     /// Render what the operator would apply for one custom object into a directory (its
     /// `dry-run` command); with --check, an apiserver checks every object (a local one started
     /// for it, with the operator's CRDs, unless --kubeconfig is given).
-    DryRun(dry_run::DryRunArgs),
+    DryRun(dry_run::DryRunCommand),
     /// A phase machine's gates on one object.
     #[command(flatten)]
     Gate(gate::GateCommand),
