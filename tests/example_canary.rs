@@ -24,6 +24,9 @@
 //!   the second scraped address: `third` resumes at Evaluating and reaches Succeeded by its
 //!   measured value 1 without repeating a finished phase (no second `Initializing -> Waiting`
 //!   Event, the restarted operator counts no transition out of them);
+//! - `kubeapp trace` exits 0 for `good` (its four transitions, oldest first, and its analysis
+//!   in the output, text and `-o json`), 4 for `bad` (`Ready=False`, `PhaseFailed`) and 3 for
+//!   `third` (still on its way);
 //! - deleting `good` runs the finalizer hook exactly once (one "canary finalized" log line);
 //! - SIGTERM stops it with exit code 0.
 //!
@@ -37,9 +40,9 @@ mod example_support;
 use std::net::SocketAddr;
 
 use example_support::canary::{
-    GATE, Running, analysis, canaries, canary, image, kubeapp, phase, start_prometheus, transitions,
+    GATE, Running, analysis, canaries, canary, image, phase, start_prometheus, transitions,
 };
-use example_support::{binary, eventually, free_port, output_of};
+use example_support::{binary, eventually, free_port, kubeapp, output_of};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::ResourceExt;
@@ -186,6 +189,75 @@ async fn canaries_are_analysed_by_prometheus_resume_after_a_kill_and_finalize_on
         })
         .await;
     }
+    // `kubeapp trace`: the exit code CI gates on, and what it shows.
+    let kubeconfig = env.kubeconfig_path();
+    let (code, stdout, stderr) = kubeapp(kubeconfig, &["trace", "canary/good", "-n", &ns]).await;
+    assert_eq!(code, 0, "trace of a succeeded canary: {stdout}{stderr}");
+    eprintln!("kubeapp trace canary/good:\n{stdout}");
+    for shown in [
+        format!("canary/good in {ns}: READY: Ready=True (PhaseCompleted)"),
+        "phase: Succeeded".to_string(),
+        "Evaluating -> Promoting".to_string(),
+        "analysis: Successful in phase Evaluating".to_string(),
+        "owner: last reported by ".to_string(),
+    ] {
+        assert!(stdout.contains(&shown), "{shown:?} in:\n{stdout}");
+    }
+    let (code, stdout, stderr) = kubeapp(
+        kubeconfig,
+        &["trace", "canary/good", "-n", &ns, "-o", "json"],
+    )
+    .await;
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let traced: serde_json::Value = serde_json::from_str(&stdout).expect("trace -o json");
+    let history: Vec<&str> = traced["phases"]["history"]
+        .as_array()
+        .expect("history")
+        .iter()
+        .filter_map(|t| t["change"].as_str())
+        .collect();
+    assert_eq!(
+        history,
+        [
+            "Initializing -> Waiting",
+            "Waiting -> Evaluating",
+            "Evaluating -> Promoting",
+            "Promoting -> Succeeded"
+        ],
+        "the phase history, oldest first: {stdout}"
+    );
+    assert_eq!(
+        (
+            &traced["verdict"],
+            &traced["phases"]["analysis"]["measured"]
+        ),
+        (&json!("Ready"), &json!(2)),
+        "{stdout}"
+    );
+    assert!(
+        traced["owner"]["lastReportedBy"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty()),
+        "{stdout}"
+    );
+    let (code, stdout, stderr) = kubeapp(kubeconfig, &["trace", "canary/bad", "-n", &ns]).await;
+    assert_eq!(code, 4, "trace of a rolled-back canary: {stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "canary/bad in {ns}: FAILED: Ready=False (PhaseFailed): phase Failed (failed)"
+        )) && stdout.contains("analysis: Failed in phase Evaluating"),
+        "{stdout}"
+    );
+    let (code, stdout, stderr) = kubeapp(kubeconfig, &["trace", "canary/third", "-n", &ns]).await;
+    assert_eq!(
+        code, 3,
+        "trace of a canary still on its way: {stdout}{stderr}"
+    );
+    assert!(
+        stdout.contains(&format!("canary/third in {ns}: NOT READY")),
+        "{stdout}"
+    );
+
     let promoted = deployments.get("good-primary").await.expect("primary");
     assert_eq!(
         image(&promoted),

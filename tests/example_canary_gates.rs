@@ -27,10 +27,10 @@ mod example_support;
 use std::net::SocketAddr;
 
 use example_support::canary::{
-    GATE, Running, analysis, canaries, canary, condition, image, kubeapp, phase, start_prometheus,
+    GATE, Running, analysis, canaries, canary, condition, image, phase, start_prometheus,
     transitions,
 };
-use example_support::{binary, eventually, free_port, output_of};
+use example_support::{binary, eventually, free_port, kubeapp, output_of};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};

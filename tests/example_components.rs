@@ -11,6 +11,9 @@
 //!   testenv runs in cluster mode: the real Deployment and ReplicaSet controllers, the scheduler
 //!   and a kwok node roll the Deployment out (the test writes no status). `Ready=True` follows,
 //!   with the time from create to `Ready=True` printed (not asserted);
+//! - `kubeapp trace webapp/shop` exits 3 while the rollout cannot schedule (the Deployment named
+//!   `NotReady` with its controller's reason) and 0 once ready, every component with the
+//!   objects it applied, each read and judged ready;
 //! - the binary's `dry-run`, with no kubeconfig, writes one file per object the operator stored,
 //!   each a subset of the stored object once server-assigned fields (uid, resourceVersion,
 //!   managedFields, creationTimestamp, generation, status; the owner reference's uid) are removed:
@@ -36,7 +39,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Instant;
 
-use example_support::{binary, eventually, free_port, get, output_of, send_signal, until_ready};
+use example_support::{
+    binary, eventually, free_port, get, kubeapp, output_of, send_signal, until_ready,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::networking::v1::Ingress;
@@ -337,6 +342,23 @@ async fn the_components_operator_deploys_verifies_dry_runs_prunes_after_a_restar
     )
     .await;
     eprintln!("while the rollout cannot schedule, the Deployment says: {unavailable}");
+    // `kubeapp trace`: not ready (exit 3), the Deployment named with the reason its controller
+    // gives.
+    let kubeconfig = env.kubeconfig_path();
+    let (code, stdout, stderr) = kubeapp(kubeconfig, &["trace", "webapp/shop", "-n", &ns]).await;
+    assert_eq!(
+        code, 3,
+        "trace of a WebApp waiting for its rollout: {stdout}{stderr}"
+    );
+    eprintln!("kubeapp trace webapp/shop:\n{stdout}");
+    for shown in [
+        format!("webapp/shop in {ns}: NOT READY: Ready=False (ComponentsNotReady)"),
+        "  deployment (waiting)".to_string(),
+        "    Deployment/shop NotReady: ".to_string(),
+        "MinimumReplicasUnavailable".to_string(),
+    ] {
+        assert!(stdout.contains(&shown), "{shown:?} in:\n{stdout}");
+    }
     assert!(
         services.get_opt("shop").await.expect("read").is_none(),
         "the Service waits for an available Deployment"
@@ -348,6 +370,50 @@ async fn the_components_operator_deploys_verifies_dry_runs_prunes_after_a_restar
         apps.get("shop").await.ok().filter(ready)
     })
     .await;
+    // Ready: exit 0, every component ready with the objects it applied, read now.
+    let (code, stdout, stderr) = kubeapp(
+        kubeconfig,
+        &["trace", "webapps/shop", "-n", &ns, "-o", "json"],
+    )
+    .await;
+    assert_eq!(code, 0, "trace of a ready WebApp: {stdout}{stderr}");
+    let traced: Value = serde_json::from_str(&stdout).expect("trace -o json");
+    let tree: BTreeSet<String> = traced["components"]
+        .as_array()
+        .expect("components")
+        .iter()
+        .flat_map(|component| {
+            let name = component["name"].as_str().unwrap_or_default().to_string();
+            let state = component["state"].as_str().unwrap_or_default().to_string();
+            component["children"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(move |child| {
+                    format!(
+                        "{name} ({state}): {}/{} {}",
+                        child["kind"].as_str().unwrap_or_default(),
+                        child["name"].as_str().unwrap_or_default(),
+                        child["readiness"].as_str().unwrap_or_default()
+                    )
+                })
+        })
+        .collect();
+    assert_eq!(
+        tree,
+        BTreeSet::from(
+            [
+                "config (ready): ConfigMap/shop-page Ready",
+                "deployment (ready): Deployment/shop Ready",
+                "deployment (ready): PodDisruptionBudget/shop Ready",
+                "service (ready): Service/shop Ready",
+                "ingress (ready): Ingress/shop Ready",
+            ]
+            .map(String::from)
+        ),
+        "{stdout}"
+    );
+    assert_eq!(traced["verdict"], "Ready", "{stdout}");
     eprintln!(
         "figure: create to Ready=True with 4 components (5 objects), the Deployment rolled out \
          by the cluster mode's controllers: {:?}",

@@ -4,6 +4,7 @@
 //! - only the replica holding the Lease reconciles (the other's reconciler count stays 0); with
 //!   `--leader-ready` only the leader's `/readyz` passes, and `leader_election_master_status` is 1
 //!   on the leader and 0 on the other;
+//! - `kubeapp trace` names the Lease and its holder as the object's leader;
 //! - the leader is paused with SIGSTOP past its Lease: the other takes the Lease and reconciles a
 //!   new Greeting; after SIGCONT the paused one starts no handler call (its reconciler count does
 //!   not move while the other one keeps working) until it holds the Lease again;
@@ -18,7 +19,7 @@
 mod example_support;
 
 use example_support::replica::{LEADER_ELECTED, MINIMAL, Replica};
-use example_support::{binary, eventually, get, output_of, send_signal};
+use example_support::{binary, eventually, get, kubeapp, output_of, send_signal};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, PostParams};
@@ -105,6 +106,19 @@ async fn only_the_leader_reconciles_and_a_paused_leader_starts_nothing_after_it_
     })
     .await;
     assert_eq!(standby_calls, 0.0, "the standby reconciled nothing");
+    // `kubeapp trace` finds the leader through the Lease's label, without being told its name.
+    let (_, stdout, stderr) = kubeapp(
+        env.kubeconfig_path(),
+        &["trace", "greeting/first", "-n", &ns, "-o", "json"],
+    )
+    .await;
+    let traced: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}{stderr}"));
+    assert_eq!(
+        traced["owner"]["leaders"],
+        serde_json::json!([{"lease": format!("{ns}/greeter-leader"), "holder": leader}]),
+        "{stdout}"
+    );
     let status = |body: &str| {
         body.lines()
             .find(|l| l.starts_with("leader_election_master_status{name=\"greeter-leader\"}"))

@@ -7,7 +7,9 @@
 //! - no two replicas ever run a handler for the same Greeting at overlapping times: the test
 //!   reads every replica's handler-call log lines (target `kubeapp::calls`, JSON with
 //!   timestamps) and checks the intervals; a call the SIGKILL cut short ends at the kill;
-//! - the ring's metrics: the survivors together own the whole hash space.
+//! - the ring's metrics: the survivors together own the whole hash space;
+//! - `kubeapp trace` names, for 20 Greetings changed once the ring settled, the replica that
+//!   then handled each change (from the call logs), and the two live members.
 //!
 //! The binary must be built first (`scripts/test` does: `cargo build --workspace --bins`).
 
@@ -17,7 +19,7 @@ use std::path::PathBuf;
 
 use example_support::replica::{MINIMAL, Replica, SHARDED};
 use example_support::shard_log;
-use example_support::{binary, eventually, output_of, send_signal};
+use example_support::{binary, eventually, kubeapp, output_of, send_signal};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
@@ -159,6 +161,57 @@ async fn three_thousand_greetings_churned_while_replicas_go_1_3_2_each_handled_b
     })
     .await;
 
+    // `kubeapp trace` names each object's owner: change 20 kept Greetings now that the ring is
+    // settled, and the replica that handles each change must be the one trace names.
+    let traced_from = Timestamp::now().as_microsecond();
+    let traced: Vec<usize> = (0..OBJECTS).filter(|i| i % 3 != 2).take(20).collect();
+    for &i in &traced {
+        let patch = serde_json::json!({"spec": {"message": format!("traced {i}")}});
+        greetings
+            .patch(
+                &format!("g{i}"),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .expect("update a Greeting");
+    }
+    let mut owners = std::collections::BTreeMap::new();
+    for &i in &traced {
+        let (name, expected) = (format!("g{i}"), format!("traced {i}"));
+        eventually("the traced change is rendered", logs, || async {
+            let map = config_maps.get_opt(&name).await.ok().flatten()?;
+            (map.data.as_ref()?.get("message")? == &expected).then_some(())
+        })
+        .await;
+        let (_, stdout, stderr) = kubeapp(
+            env.kubeconfig_path(),
+            &[
+                "trace",
+                &format!("greeting/{name}"),
+                "-n",
+                &ns,
+                "--lease-namespace",
+                &ns,
+                "-o",
+                "json",
+            ],
+        )
+        .await;
+        let trace: serde_json::Value =
+            serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}{stderr}"));
+        let shard = &trace["owner"]["shards"][0];
+        assert_eq!(
+            shard["members"],
+            serde_json::json!(["replica-a", "replica-c"]),
+            "{stdout}"
+        );
+        owners.insert(
+            format!("{ns}/{name}"),
+            shard["owner"].as_str().unwrap_or_default().to_string(),
+        );
+    }
+
     let (first_log, third_log) = (first.log.clone(), third.log.clone());
     first.stop().await;
     third.stop().await;
@@ -166,6 +219,18 @@ async fn three_thousand_greetings_churned_while_replicas_go_1_3_2_each_handled_b
     let mut calls = shard_log::read("replica-a", &read(&first_log), None).calls;
     calls.extend(shard_log::read("replica-b", &read(&killed.log), Some(cut)).calls);
     calls.extend(shard_log::read("replica-c", &read(&third_log), None).calls);
+    for (name, owner) in &owners {
+        let handled: std::collections::BTreeSet<&str> = calls
+            .iter()
+            .filter(|c| &c.object == name && c.start >= traced_from)
+            .map(|c| c.replica.as_str())
+            .collect();
+        assert_eq!(
+            handled,
+            std::collections::BTreeSet::from([owner.as_str()]),
+            "{name}: kubeapp trace named {owner} as its owner"
+        );
+    }
     let (overlaps, handed_over) = shard_log::check_overlaps(&calls);
     assert!(overlaps.is_empty(), "{overlaps:#?}");
     let per_replica = |name: &str| calls.iter().filter(|c| c.replica == name).count();

@@ -3,11 +3,13 @@
 //! up; the object gets one Warning Event `HandlerFailed` (not one per retry), it is counted in
 //! `controller_objects_failing` with an age that counts from its first failure, and once the
 //! dependency is back it succeeds and leaves the gauges. A watcher whose policy gives up leaves a
-//! `HandlerGaveUp` Event and the give-up counted. (The default schedules themselves, 5 s doubling
+//! `HandlerGaveUp` Event and the give-up counted; `kubeapp trace` exits 4 for it (3 for the
+//! object whose retry is pending). (The default schedules themselves, 5 s doubling
 //! capped at 5 minutes for reconcilers and the Go SDK's for watchers, are checked to the second
 //! with paused time in `operator/src/controller/tests/failing.rs`.)
 
 mod call_log;
+mod example_support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -175,6 +177,19 @@ async fn a_failing_handler_gets_one_warning_event_is_counted_as_failing_and_reco
     );
     let failed = warnings(&events, "doomed", "HandlerFailed").await;
     assert_eq!(failed.len(), 1, "one at its first failure: {failed:#?}");
+    // `kubeapp trace` reads the give-up as a failure (exit 4), naming the handler's error.
+    let (code, stdout, stderr) = example_support::kubeapp(
+        env.kubeconfig_path(),
+        &["trace", "configmap/doomed", "-n", &ns],
+    )
+    .await;
+    assert_eq!(code, 4, "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "configmap/doomed in {ns}: FAILED: the operator gave up on it after its last status write: "
+        )) && stdout.contains("this add never works"),
+        "{stdout}"
+    );
     eventually("the give-up is counted", || {
         value(&registry, "controller_retries_given_up_total") == 1.0
     })
@@ -187,6 +202,17 @@ async fn a_failing_handler_gets_one_warning_event_is_counted_as_failing_and_reco
     .await;
     let failed = warnings(&events, "stuck", "HandlerFailed").await;
     assert_eq!(failed.len(), 1, "{failed:#?}");
+    // A pending retry is shown, and the verdict stays "not ready" (no status yet: exit 3).
+    let (code, stdout, stderr) = example_support::kubeapp(
+        env.kubeconfig_path(),
+        &["trace", "configmap/stuck", "-n", &ns],
+    )
+    .await;
+    assert_eq!(code, 3, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("handler failures:") && stdout.contains("HandlerFailed x1: "),
+        "{stdout}"
+    );
     let event = &failed[0];
     assert!(
         event.series.is_none() && event.deprecated_count.unwrap_or(1) <= 1,

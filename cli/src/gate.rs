@@ -11,13 +11,14 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::discovery::{Discovery, Scope};
+use kube::api::{DynamicObject, Patch, PatchParams};
 use kubeapp::phases::analysis::Interval;
 use kubeapp::phases::gate::PAUSED;
 use kubeapp::phases::{GATE_ANNOTATION, Gate};
 use kubeapp::sdk::error::ErrorChain;
 use serde_json::{Value, json};
+
+use crate::target::{self, TargetError};
 
 /// The gate commands.
 #[derive(Debug, clap::Subcommand)]
@@ -55,26 +56,9 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
 /// Why a gate command failed.
 #[derive(Debug, thiserror::Error)]
 pub enum GateError {
-    /// The object argument is not KIND/NAME.
-    #[error("{0:?}: expected KIND/NAME, e.g. canary/web")]
-    BadObject(String),
-    /// No kubeconfig or in-cluster configuration.
-    #[error("connecting to the cluster")]
-    Client(#[source] kube::Error),
-    /// Discovery failed.
-    #[error("discovering the cluster's kinds")]
-    Discovery(#[source] kube::Error),
-    /// No served kind has that name.
-    #[error("the cluster serves no kind named {0:?}")]
-    UnknownKind(String),
-    /// More than one served kind has that name.
-    #[error("{kind:?} names more than one kind ({candidates}): add the group, KIND.GROUP/NAME")]
-    AmbiguousKind {
-        /// The name given.
-        kind: String,
-        /// The kinds it could be.
-        candidates: String,
-    },
+    /// The object could not be resolved.
+    #[error(transparent)]
+    Target(#[from] TargetError),
     /// Reading or annotating the object failed.
     #[error("{action} {object}")]
     Api {
@@ -142,27 +126,8 @@ pub async fn run(command: &GateCommand) -> Result<(), GateError> {
         GateCommand::Promote(args) => (Gate::Promote, args),
         GateCommand::Abort(args) => (Gate::Abort, args),
     };
-    let (kind, name) = args
-        .object
-        .split_once('/')
-        .filter(|(kind, name)| !kind.is_empty() && !name.is_empty() && !name.contains('/'))
-        .ok_or_else(|| GateError::BadObject(args.object.clone()))?;
-    let client = kube::Client::try_default()
-        .await
-        .map_err(GateError::Client)?;
-    let (resource, scope) = resolve(&client, kind).await?;
-    let namespace = args
-        .namespace
-        .clone()
-        .unwrap_or_else(|| client.default_namespace().to_string());
-    let kind = resource.kind.to_lowercase();
-    let (api, object): (Api<DynamicObject>, _) = match scope {
-        Scope::Cluster => (Api::all_with(client, &resource), format!("{kind}/{name}")),
-        Scope::Namespaced => (
-            Api::namespaced_with(client, &namespace, &resource),
-            format!("{kind}/{name} in {namespace}"),
-        ),
-    };
+    let target = target::resolve(&args.object, args.namespace.as_deref()).await?;
+    let (api, name, object) = (&target.api, target.name.as_str(), target.described.clone());
     let api_error = |action| {
         let object = object.clone();
         move |source| GateError::Api {
@@ -211,38 +176,6 @@ pub async fn run(command: &GateCommand) -> Result<(), GateError> {
             });
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// The served kind `kind` names (its name or plural, optionally followed by `.GROUP`), and its
-/// scope.
-async fn resolve(client: &kube::Client, kind: &str) -> Result<(ApiResource, Scope), GateError> {
-    let discovery = Discovery::new(client.clone())
-        .run()
-        .await
-        .map_err(GateError::Discovery)?;
-    let wanted = kind.to_lowercase();
-    let matches: Vec<(ApiResource, Scope)> = discovery
-        .groups()
-        .flat_map(|group| group.recommended_resources())
-        .map(|(resource, capabilities)| (resource, capabilities.scope))
-        .filter(|(r, _)| {
-            [r.kind.to_lowercase(), r.plural.clone()]
-                .iter()
-                .any(|name| wanted == *name || wanted == format!("{name}.{}", r.group))
-        })
-        .collect();
-    match matches.as_slice() {
-        [] => Err(GateError::UnknownKind(kind.to_string())),
-        [one] => Ok(one.clone()),
-        many => Err(GateError::AmbiguousKind {
-            kind: kind.to_string(),
-            candidates: many
-                .iter()
-                .map(|(r, _)| format!("{}.{}", r.plural, r.group))
-                .collect::<Vec<_>>()
-                .join(", "),
-        }),
     }
 }
 

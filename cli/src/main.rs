@@ -10,7 +10,9 @@
 //! - `dry-run`: the operator's rendering for one object, checked by an apiserver with `--check`
 //!   (a local one when no kubeconfig is given);
 //! - `pause`, `resume`, `promote`, `abort`: a phase machine's gate on one object, waiting until
-//!   the operator applied it (exit code 3 when it did not in time; see `gate`).
+//!   the operator applied it (exit code 3 when it did not in time; see `gate`);
+//! - `trace`: where one object stands (its tree, phases, failures, Events, owner), with an exit
+//!   code for CI (see `trace`).
 //!
 //! Errors are one line on stderr naming the file and the field or flag at fault; exit code 1
 //! (2 for a usage error, from clap).
@@ -26,8 +28,10 @@ mod names;
 mod objects;
 mod project;
 mod run;
+mod target;
 mod template;
 mod testenv_install;
+mod trace;
 
 use std::process::ExitCode;
 
@@ -71,6 +75,9 @@ enum Command {
     /// A phase machine's gates on one object.
     #[command(flatten)]
     Gate(gate::GateCommand),
+    /// Where one object stands: its components' objects or its phases and analysis, the
+    /// handlers' failures, Events and its owner replica; exits 0 ready, 3 not ready, 4 failed.
+    Trace(trace::TraceArgs),
 }
 
 /// Any command's failure.
@@ -132,6 +139,10 @@ fn main() -> ExitCode {
         Command::Gate(command) => match block_on(gate::run(&command)) {
             Ok(Err(error)) => return gate::fail(&error),
             other => other.map(|_| ()),
+        },
+        Command::Trace(args) => match block_on(trace::run(&args)) {
+            Ok(code) => return code,
+            Err(error) => Err(error),
         },
     };
     match result {

@@ -293,6 +293,7 @@ fn every_command_has_help() {
         &["resume"],
         &["promote"],
         &["abort"],
+        &["trace"],
     ] {
         let output = kubeapp(&dir, &[command, &["--help"]].concat());
         assert!(output.status.success(), "{command:?}: {}", shown(&output));
@@ -305,7 +306,7 @@ fn every_command_has_help() {
 }
 
 #[test]
-fn a_gate_command_names_an_object_that_is_not_kind_slash_name() {
+fn gate_and_trace_commands_name_an_object_that_is_not_kind_slash_name() {
     let dir = std::env::temp_dir();
     let output = kubeapp(&dir, &["promote", "canary"]);
     assert_eq!(output.status.code(), Some(1), "{}", shown(&output));
@@ -320,6 +321,24 @@ fn a_gate_command_names_an_object_that_is_not_kind_slash_name() {
         "a usage error: {}",
         shown(&output)
     );
+    let output = kubeapp(&dir, &["trace", "canary"]);
+    assert_eq!(output.status.code(), Some(1), "{}", shown(&output));
+    assert_eq!(
+        last_error_line(&output),
+        "error: \"canary\": expected KIND/NAME, e.g. canary/web"
+    );
+    for usage in [
+        &["trace", "canary/web", "-o", "yaml"][..],
+        &["trace", "canary/web", "--wait", "soon"],
+    ] {
+        let output = kubeapp(&dir, usage);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{usage:?}: {}",
+            shown(&output)
+        );
+    }
 }
 
 /// The last line of `output`'s stderr (the one-line error; cargo's own messages come above it).

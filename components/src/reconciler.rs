@@ -529,7 +529,7 @@ where
             .publish_action(
                 object,
                 true,
-                "ComponentFailed",
+                crate::status::COMPONENT_FAILED,
                 failure.split(':').next().unwrap_or("component"),
                 failure.clone(),
             )

@@ -28,6 +28,10 @@ use crate::report::{ComponentObject, Outcome, RunReport, Verified};
 /// The condition a graph sets while components are being brought up to date.
 pub(crate) const UPDATING: &str = "Updating";
 
+/// `Ready=False`'s reason when a component failed (and the reason of the Warning Event about
+/// it); `kubeapp trace` reports such an object as failed.
+pub const COMPONENT_FAILED: &str = "ComponentFailed";
+
 /// What the components write.
 //
 // (Not a doc comment, which would go into the CRD's description:) a custom kind's whole status
@@ -148,7 +152,7 @@ pub(crate) fn status_update(
     } else {
         conditions::ready(
             false,
-            "ComponentFailed",
+            COMPONENT_FAILED,
             format!("failed: {}", summary.failed.join(", ")),
         )
     };

@@ -20,6 +20,7 @@ use std::hash::Hash;
 ///     }
 ///     fn is_final(&self) -> bool { matches!(self, Job::Done) }
 /// }
+/// assert!(Job::Done.is_final() && !Job::Done.is_failure());
 /// assert_eq!(Job::parse("Running"), Some(Job::Running));
 /// ```
 pub trait Phase: Copy + Eq + Hash + fmt::Debug + Send + Sync + 'static {
@@ -31,6 +32,14 @@ pub trait Phase: Copy + Eq + Hash + fmt::Debug + Send + Sync + 'static {
     fn name(&self) -> &'static str;
     /// Whether the object rests in this phase (no worker, no requeue).
     fn is_final(&self) -> bool;
+
+    /// Whether resting in this (final) phase means the object failed: a rollback, an error it
+    /// cannot recover from. Its `Ready` condition is then `False` with reason
+    /// [`PHASE_FAILED`](crate::status::PHASE_FAILED) (and `kubeapp trace` exits 4), where a final
+    /// phase that is not a failure is `Ready=True`. No phase is a failure unless it says so.
+    fn is_failure(&self) -> bool {
+        false
+    }
 
     /// The phase named `name`, if any.
     fn parse(name: &str) -> Option<Self> {

@@ -368,6 +368,10 @@ where
             let worked = self.work(phase, &object, &json, ctx).await?;
             let next = worked.next;
             let inconclusive = worked.paused.as_ref().map(|p| p.message.clone());
+            let paused = worked
+                .paused
+                .as_ref()
+                .map_or_else(|| gates::is_paused(&json), gates::says_paused);
             let body = status::write(
                 &json["status"],
                 next.name(),
@@ -377,6 +381,7 @@ where
                 Extra {
                     analysis: worked.analysis.as_ref(),
                     paused: worked.paused,
+                    ready: status::holds_conditions(&json).then(|| status::ready(next, paused)),
                 },
             );
             if let Some(body) = body {

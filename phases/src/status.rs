@@ -1,7 +1,8 @@
 //! The status a phase machine writes: `phase`, `observedGeneration`, `details`, `outputs` (when
-//! pruning), `analysis` (the run of a phase's analysis, when one has an analysis), the `Paused`
-//! condition (once a gate or an inconclusive analysis paused the object) and, when the stored
-//! phase is not one of the kind's, a `PhaseKnown=False` condition. Written by server-side apply
+//! pruning), `analysis` (the run of a phase's analysis, when one has an analysis), the `Ready`
+//! condition (see [`ready`]), the `Paused` condition (once a gate or an inconclusive analysis
+//! paused the object) and, when the stored phase is not one of the kind's, a `PhaseKnown=False`
+//! condition. Written by server-side apply
 //! of the status subresource, only when a field changed; every field written once is written
 //! again with each apply (server-side apply removes the fields a manager leaves out).
 //!
@@ -33,9 +34,47 @@ use serde_json::{Value, json};
 
 use crate::analysis::AnalysisStatus;
 use crate::gate::PAUSED;
+use crate::phase::Phase;
 
 /// The condition reporting whether `status.phase` names a phase of the kind.
 pub const PHASE_KNOWN: &str = "PhaseKnown";
+
+/// `Ready=True`'s reason: the object rests in a final phase that is not a failure.
+pub const PHASE_COMPLETED: &str = "PhaseCompleted";
+/// `Ready=False`'s reason when the object rests in a final phase that is a failure
+/// ([`Phase::is_failure`]).
+pub const PHASE_FAILED: &str = "PhaseFailed";
+/// `Ready=False`'s reason while the object is paused in a phase that is not final.
+pub const PHASE_PAUSED: &str = "PhasePaused";
+/// `Ready=False`'s reason while the object is in a phase that is not final.
+pub const PHASE_IN_PROGRESS: &str = "PhaseInProgress";
+
+/// Whether the machine writes the `Ready` condition for an object that reads as `json` (its
+/// typed form): when its status has a `conditions` field, or it has no status yet. A kind whose
+/// status type has no `conditions` would lose the condition on every read (the apiserver drops
+/// fields its schema lacks) and so be written again at every reconcile.
+pub(crate) fn holds_conditions(json: &Value) -> bool {
+    let status = &json["status"];
+    status.is_null() || status.get("conditions").is_some()
+}
+
+/// The `Ready` condition of an object in `phase` (paused or not), written with every status
+/// write so that tools which know nothing of the kind's phases (`kubeapp trace`, kstatus
+/// readers such as Flux or Argo CD's health checks) can tell done, failed and in progress
+/// apart: `True` ([`PHASE_COMPLETED`]) in a final phase, `False` with [`PHASE_FAILED`] in a
+/// final phase that is a failure, [`PHASE_PAUSED`] while paused, [`PHASE_IN_PROGRESS`]
+/// otherwise; the message names the phase.
+pub fn ready<P: Phase>(phase: P, paused: bool) -> NewCondition {
+    let name = phase.name();
+    match (phase.is_final(), phase.is_failure(), paused) {
+        (true, false, _) => conditions::ready(true, PHASE_COMPLETED, format!("phase {name}")),
+        (true, true, _) => conditions::ready(false, PHASE_FAILED, format!("phase {name} (failed)")),
+        (false, _, true) => {
+            conditions::ready(false, PHASE_PAUSED, format!("paused in phase {name}"))
+        }
+        (false, _, false) => conditions::ready(false, PHASE_IN_PROGRESS, format!("phase {name}")),
+    }
+}
 
 /// What the phase machine writes.
 //
@@ -80,6 +119,8 @@ pub(crate) struct Extra<'a> {
     pub(crate) analysis: Option<&'a AnalysisStatus>,
     /// The `Paused` condition.
     pub(crate) paused: Option<NewCondition>,
+    /// The `Ready` condition ([`ready`]).
+    pub(crate) ready: Option<NewCondition>,
 }
 
 /// What to write after a worker ran, given the `current` status: `None` when nothing changes.
@@ -153,6 +194,9 @@ pub(crate) fn write(
     if let Some(paused) = extra.paused {
         changed |= conditions::set(&mut conditions, paused, generation);
     }
+    if let Some(ready) = extra.ready {
+        changed |= conditions::set(&mut conditions, ready, generation);
+    }
     if conditions
         .iter()
         .any(|c| OWN_CONDITIONS.contains(&c.type_.as_str()))
@@ -185,7 +229,7 @@ pub(crate) fn unknown_phase(
 }
 
 /// The condition types the machine writes (others' conditions are left to their managers).
-const OWN_CONDITIONS: [&str; 2] = [PHASE_KNOWN, PAUSED];
+const OWN_CONDITIONS: [&str; 3] = [PHASE_KNOWN, PAUSED, conditions::READY];
 
 fn own_conditions(conditions: &[Condition]) -> Value {
     let ours: Vec<&Condition> = conditions
@@ -232,6 +276,93 @@ mod tests {
         assert!(
             after_work(&first, "Waiting", Some(1), None, Some(&[])).is_none(),
             "no outputs recorded is the same as an empty record"
+        );
+    }
+
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    enum Rollout {
+        Running,
+        Done,
+        RolledBack,
+    }
+
+    impl Phase for Rollout {
+        const ALL: &'static [Self] = &[Self::Running, Self::Done, Self::RolledBack];
+        const INITIAL: Self = Self::Running;
+        fn name(&self) -> &'static str {
+            match self {
+                Self::Running => "Running",
+                Self::Done => "Done",
+                Self::RolledBack => "RolledBack",
+            }
+        }
+        fn is_final(&self) -> bool {
+            *self != Self::Running
+        }
+        fn is_failure(&self) -> bool {
+            *self == Self::RolledBack
+        }
+    }
+
+    #[test]
+    fn ready_is_true_only_in_a_final_phase_that_is_not_a_failure() {
+        let said = |phase, paused| {
+            let c = ready(phase, paused);
+            (c.status.as_str(), c.reason)
+        };
+        assert_eq!(said(Rollout::Done, false), ("True", PHASE_COMPLETED.into()));
+        assert_eq!(
+            said(Rollout::RolledBack, false),
+            ("False", PHASE_FAILED.into())
+        );
+        assert_eq!(
+            said(Rollout::Running, false),
+            ("False", PHASE_IN_PROGRESS.into())
+        );
+        assert_eq!(said(Rollout::Running, true), ("False", PHASE_PAUSED.into()));
+        assert!(holds_conditions(&json!({"metadata": {}})), "no status yet");
+        assert!(holds_conditions(&json!({"status": {"conditions": []}})));
+        assert!(
+            !holds_conditions(&json!({"status": {"phase": "Running"}})),
+            "a status type without conditions"
+        );
+        let first = write(
+            &Value::Null,
+            "Running",
+            Some(1),
+            None,
+            None,
+            Extra {
+                ready: Some(ready(Rollout::Running, false)),
+                ..Extra::default()
+            },
+        )
+        .expect("a first status");
+        assert_eq!(first["conditions"][0]["type"], "Ready");
+        let done = write(
+            &first,
+            "Done",
+            Some(1),
+            None,
+            None,
+            Extra {
+                ready: Some(ready(Rollout::Done, false)),
+                ..Extra::default()
+            },
+        )
+        .expect("moved");
+        assert_eq!(done["conditions"][0]["status"], "True");
+        let unknown = unknown_phase(&done, "Dancing", &["Running"], Some(1)).expect("set");
+        let kept: Vec<&str> = unknown["conditions"]
+            .as_array()
+            .expect("conditions")
+            .iter()
+            .filter_map(|c| c["type"].as_str())
+            .collect();
+        assert_eq!(
+            kept,
+            ["Ready", "PhaseKnown"],
+            "an apply that leaves Ready out would remove it"
         );
     }
 

@@ -198,19 +198,3 @@ pub async fn start_prometheus(dir: &Path, port: u16, jobs: &[(&str, SocketAddr)]
     .await;
     reaped
 }
-
-/// Runs `kubeapp <args>` as the user of `kubeconfig`; returns its exit code, stdout and stderr.
-pub async fn kubeapp(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
-    let binary = super::binary("kubeapp", "kubeapp-cli");
-    let output = tokio::process::Command::new(binary)
-        .args(args)
-        .env("KUBECONFIG", kubeconfig)
-        .output()
-        .await
-        .expect("run kubeapp");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}

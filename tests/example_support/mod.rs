@@ -386,3 +386,19 @@ pub fn send_signal(pid: u32, signal: &str) {
         .expect("run /usr/bin/kill");
     assert!(status.success(), "kill -{signal} {pid}: {status}");
 }
+
+/// Runs `kubeapp <args>` as the user of `kubeconfig`; returns its exit code, stdout and stderr.
+pub async fn kubeapp(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
+    let binary = binary("kubeapp", "kubeapp-cli");
+    let output = tokio::process::Command::new(binary)
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .await
+        .expect("run kubeapp");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}

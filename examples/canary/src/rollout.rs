@@ -68,6 +68,10 @@ impl Phase for Step {
     fn is_final(&self) -> bool {
         matches!(self, Step::Succeeded | Step::Failed)
     }
+
+    fn is_failure(&self) -> bool {
+        *self == Step::Failed
+    }
 }
 
 /// A Deployment `name` running `image` with `replicas`, labelled for the canary.

@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
 
-use super::ElectionError;
+use super::{ELECTION_LABEL, ElectionError};
 
 /// What this candidate last saw of the Lease, and when (monotonic).
 #[derive(Clone, Debug, Default)]
@@ -89,6 +89,7 @@ impl LeaseClient {
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.name.clone()),
+                    labels: Some([(ELECTION_LABEL.to_string(), "true".to_string())].into()),
                     ..ObjectMeta::default()
                 },
                 spec: Some(LeaseSpec {
@@ -113,6 +114,12 @@ impl LeaseClient {
         if observed.held_by_other(&self.identity, now) {
             return Ok(false);
         }
+        // A Lease created before the label (or by another tool) gets it with our next write.
+        lease
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(ELECTION_LABEL.to_string(), "true".to_string());
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
         let ours = spec.holder_identity.as_deref() == Some(self.identity.as_str());
         if !ours {

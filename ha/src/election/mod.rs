@@ -21,6 +21,7 @@
 //! - **Release on graceful shutdown.** Stopping the elector while leading clears the holder and
 //!   sets a one-second duration (with the `resourceVersion` precondition).
 //! - **Followers watch the Lease**, so a released Lease is taken at once, not at the next retry.
+//! - **Labelled** [`ELECTION_LABEL`], so `kubeapp trace` finds it.
 //!
 //! Time is read from `tokio::time::Instant` (the monotonic clock; tests pause it to check the
 //! step-down to the millisecond).
@@ -40,6 +41,11 @@ mod timings;
 
 pub use self::metrics::ElectionMetrics;
 pub use self::timings::LeaseTimings;
+
+/// The label on an election Lease (value `"true"`), set when a candidate creates or writes it, so
+/// that tools (`kubeapp trace`) find the leader of a kubeapp operator without knowing its
+/// Lease's name.
+pub const ELECTION_LABEL: &str = "election.kubeapp.dev/lease";
 
 use std::sync::{Arc, Mutex, PoisonError};
 

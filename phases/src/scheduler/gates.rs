@@ -30,6 +30,11 @@ pub(super) fn is_paused(json: &Value) -> bool {
     conditions::is_true(&conditions, PAUSED)
 }
 
+/// Whether setting `paused` (a `Paused` condition) leaves the object paused.
+pub(super) fn says_paused(paused: &NewCondition) -> bool {
+    paused.status == conditions::ConditionStatus::True
+}
+
 /// The gate annotation's value, if any.
 pub(super) fn annotation<K: Kind>(object: &K) -> Option<String> {
     object
@@ -188,9 +193,14 @@ where
         ctx: &Context<C>,
     ) -> Result<(Arc<K>, Value), ReconcileError> {
         let gate = effect.gate;
+        let paused = effect
+            .paused
+            .as_ref()
+            .map_or_else(|| is_paused(&json), says_paused);
         let extra = Extra {
             analysis: effect.analysis.as_ref(),
             paused: effect.paused,
+            ready: status::holds_conditions(&json).then(|| status::ready(effect.next, paused)),
         };
         let generation = object.meta().generation;
         let body = status::write(

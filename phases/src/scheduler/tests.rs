@@ -246,6 +246,8 @@ async fn a_final_phase_rests_and_an_unchanged_status_is_not_written() {
     assert!(log.lock().expect("log").is_empty());
     assert!(server.requests.lock().expect("requests").is_empty());
 
+    // This Job's status type has no `conditions`: the machine writes no Ready condition, which
+    // the apiserver would drop and the next reconcile would write again.
     let result = reconcile(&scheduler, &server, job(Some("Running"), false))
         .await
         .expect("works");
