@@ -24,7 +24,8 @@
 //!   the second scraped address: `third` resumes at Evaluating and reaches Succeeded by its
 //!   measured value 1 without repeating a finished phase (no second `Initializing -> Waiting`
 //!   Event, the restarted operator counts no transition out of them);
-//! - `kubeapp trace` exits 0 for `good` (its four transitions, oldest first, and its analysis
+//! - `kubeapp trace --wait 120s`, started while they are on their way, exits 0 for `good` and 4
+//!   for `bad` once each settled; `kubeapp trace` exits 0 for `good` (its four transitions, oldest first, and its analysis
 //!   in the output, text and `-o json`), 4 for `bad` (`Ready=False`, `PhaseFailed`) and 3 for
 //!   `third` (still on its way);
 //! - deleting `good` runs the finalizer hook exactly once (one "canary finalized" log line);
@@ -130,6 +131,14 @@ async fn canaries_are_analysed_by_prometheus_resume_after_a_kill_and_finalize_on
                 .any(|o| o.name == name && o.controller == Some(true)),
             "{deployment} is owned by its Canary"
         );
+    }
+    // `kubeapp trace --wait`, started while both are on their way: it returns once each is
+    // settled, with the exit code of where it ended.
+    for (name, exit) in [("good", 0), ("bad", 4)] {
+        let object = format!("canary/{name}");
+        let args = ["trace", &object, "-n", &ns, "--wait", "120s", "-o", "json"];
+        let (code, stdout, stderr) = kubeapp(env.kubeconfig_path(), &args).await;
+        assert_eq!(code, exit, "{object}: {stdout}{stderr}\n{}", logs());
     }
     for (name, last) in [("good", "Succeeded"), ("bad", "Failed")] {
         eventually("a final phase", logs, || async {
