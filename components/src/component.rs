@@ -132,7 +132,7 @@ pub trait Component<K>: Send + Sync + 'static {
     fn render(&self, session: &Session<K>) -> Result<Vec<Rendered>, ComponentError>;
 
     /// Whether one deployed object (as the apiserver returned it) is ready. Default: the
-    /// built-in rules of [`readiness`](crate::readiness).
+    /// built-in rules of [`readiness`](mod@crate::readiness).
     fn ready(&self, object: &Value) -> Readiness {
         readiness(object)
     }

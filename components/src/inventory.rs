@@ -6,7 +6,7 @@
 //! pruning also works after the operator restarts, and it names only objects this graph applied:
 //! objects the operator never made are never touched.
 //!
-//! After a run, [`PrunePlan::after`] compares the previous record with what the run applied:
+//! After a run, `PrunePlan::after` compares the previous record with what the run applied:
 //!
 //! - a component that **deployed** keeps exactly the objects it applied now; what it applied last
 //!   time and not now (a removed optional object) is pruned;

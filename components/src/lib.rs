@@ -15,12 +15,12 @@
 //! - [`component`]: the [`Component`] trait (render, enabled, readiness override), rendered
 //!   objects, and the [`Session`] of one reconcile (the custom object, cache reads, typed shared
 //!   results);
-//! - [`readiness`]: the built-in readiness rules per kind (Deployment, StatefulSet, DaemonSet,
+//! - [`readiness`](mod@readiness): the built-in readiness rules per kind (Deployment, StatefulSet, DaemonSet,
 //!   Job, Pod, PersistentVolumeClaim, any object with a `Ready` condition);
 //! - [`report`]: what a run did per component (the deploy [`Outcome`], the [`Verified`] result,
 //!   the [`ComponentObject`]s applied), gathered in a [`RunReport`]: the vocabulary that the
 //!   run produces and the inventory, metrics and status read;
-//! - [`run`]: the deploy and verify phases over a [`Cluster`] (bounded concurrency within a
+//! - [`run`](mod@run): the deploy and verify phases over a [`Cluster`] (bounded concurrency within a
 //!   level, halting downstream of a failure, expected waits and edge checks, disabled components
 //!   deleted), with a span per phase and per component;
 //! - [`reconciler`]: [`ComponentsReconciler`], a graph as the reconciler of a kind (a

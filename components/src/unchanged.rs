@@ -1,13 +1,13 @@
 //! Skipping applies that would change nothing, so a steady-state reconcile sends no request.
 //!
 //! Every rendered object is marked, before it is applied, with the annotation
-//! [`APPLIED_ANNOTATION`]: a fingerprint (SHA-256, 16 hex digits) of the object as rendered. An
+//! `APPLIED_ANNOTATION`: a fingerprint (SHA-256, 16 hex digits) of the object as rendered. An
 //! apply is skipped when the cached copy of the child (from the `owns` informer, through
 //! `Context::cached`) both
 //!
 //! - carries the same fingerprint: what we applied last is what we render now, so no field we
 //!   used to set has been dropped from the render (server-side apply would remove it), and
-//! - contains every field of the object to apply with the same value ([`covers`]): nobody has
+//! - contains every field of the object to apply with the same value (`covers`): nobody has
 //!   changed a field we own since (a drift is re-applied).
 //!
 //! Anything else is applied, as are objects of kinds without a cache: the skip is an

@@ -50,7 +50,7 @@
 //!    [`controller::Term`]);
 //! 7. [`opinionated`] (finalizer wrappers) and [`erased`] (the erased layer's public face);
 //! 8. the typed handle: [`kind`], [`context`], [`trigger`];
-//! 9. the registry of metric sets an operator process serves: [`metrics_registry`].
+//! 9. the registry of metric sets an operator process serves: `metrics_registry`.
 //!
 //! An event's path goes up the layers: [`list_watch`] -> [`informers`] (the cache first, then the
 //! subscribers) -> [`controller`] (per-object lanes, retries) -> [`erased::DynWatcher`] /
@@ -66,7 +66,7 @@
 //! - [`failures`]: failed handler calls by cause (`handler_failures_total{kind,cause}`), one
 //!   log line per missing permission behind a 403, and the opt-in `writes-permitted` readiness
 //!   check.
-//! - [`metrics_registry`]: the [`MetricsRegistry`] a Runner (`kubeapp-runner`) owns and hands to
+//! - `metrics_registry`: the [`MetricsRegistry`] a Runner (`kubeapp-runner`) owns and hands to
 //!   its apps: one prefix, each kubeapp collector set created once, no process-wide collectors.
 //! - [`apply`]: what a handler writes with: server-side apply under a field manager with owner
 //!   references ([`Applier`]), `status` written only when it changed ([`StatusWriter`]), and

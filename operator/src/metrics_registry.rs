@@ -99,7 +99,8 @@ pub enum MetricSetError {
     },
 }
 
-/// A registry with the kubeapp collectors in it; see the [module docs](self).
+/// A registry with the kubeapp collectors in it: every metric set of an operator process
+/// registers here, under its one prefix.
 #[derive(Clone)]
 pub struct MetricsRegistry {
     inner: Arc<Inner>,

@@ -113,7 +113,7 @@ impl ReconcileState {
     }
 }
 
-/// One call of a reconciler: `ReconcileRequest<Widget>` for a typed [`Reconciler`], plain
+/// One call of a reconciler: `ReconcileRequest<Widget>` for a typed [`Reconciler`](crate::Reconciler), plain
 /// `ReconcileRequest` (the object type-erased) for a [`DynReconciler`].
 pub struct ReconcileRequest<K: ?Sized = dyn KubeObject> {
     /// What happened.

@@ -141,7 +141,7 @@ where
     }
 
     /// Where analyses are measured (e.g. a
-    /// [`PrometheusProvider`](crate::provider::PrometheusProvider)); required when a phase has
+    /// [`PrometheusProvider`]); required when a phase has
     /// an analysis.
     #[must_use]
     pub fn metric_provider(mut self, provider: impl MetricProvider + 'static) -> Self {

@@ -1,4 +1,4 @@
-//! [`PhaseScheduler`]: a built [`PhaseMachine`](crate::PhaseMachine) as the reconciler of its
+//! [`PhaseScheduler`]: a built [`PhaseMachine`] as the reconciler of its
 //! kind. Per reconcile, on the controller's per-object lane (ordering, retries, metrics):
 //!
 //! 1. **Deletion** ([`ReconcileAction::Deleted`]: the finalizer is being released, or the object
@@ -19,10 +19,10 @@
 //!    phase runs **at once** on the object the status write returned (up to 16 transitions per
 //!    reconcile, then a requeue). A phase that did not move is worked again after its interval.
 //!
-//! A **gate** annotation ([`crate::gate`]) is applied before step 2 ([`gates`]): its effect is
+//! A **gate** annotation ([`crate::gate`]) is applied before step 2 (`scheduler/gates.rs`): its effect is
 //! written to the status, then the annotation is removed. A **paused** object (`Paused=True`)
 //! rests after step 3: no worker, no measurement, no requeue, until a gate. A phase with an
-//! **analysis** ([`measure`]) measures it after its worker (if any) stayed, when a measurement is
+//! **analysis** (`scheduler/measure.rs`) measures it after its worker (if any) stayed, when a measurement is
 //! due, and requeues for the next one (or its own interval, if shorter and declared).
 
 use std::collections::HashMap;

@@ -36,7 +36,7 @@
 //! of the flags: they carry more than one flag can (per-signal endpoints, the specification's
 //! `http/protobuf` default protocol), and [`Otlp::FromEnv`] honours all of it.
 //!
-//! Durations are read by [`parse_duration`]: `humantime` syntax (`500ms`, `30s`, `2m`, `1h 30m`)
+//! Durations are read by `parse_duration`: `humantime` syntax (`500ms`, `30s`, `2m`, `1h 30m`)
 //! or a plain number of seconds.
 //!
 //! ```

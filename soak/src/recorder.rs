@@ -1,6 +1,6 @@
 //! What the handlers saw, per object incarnation (UID).
 //!
-//! The handlers of [`crate::handlers`] call the [`Recorder`]; the [`crate::checker`] compares its
+//! The soak operator's handlers ([`crate::operator`]) call the [`Recorder`]; the [`crate::checker`] compares its
 //! [`Sighting`]s with what the apiserver holds and what the workload did.
 
 use std::collections::HashMap;

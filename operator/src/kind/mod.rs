@@ -207,7 +207,7 @@ impl InformerController {
         self.handle_for(informer, client)
     }
 
-    /// Registers the typed kind `K` fed by a ready-made [`Informer`] (e.g.
+    /// Registers the typed kind `K` fed by a ready-made [`Informer`](crate::Informer) (e.g.
     /// [`Informer::from_stream`](crate::Informer::from_stream) over synthetic events in tests and
     /// benchmarks, or [`Informer::from_watch_stream`](crate::Informer::from_watch_stream)): the
     /// same handle, cache and dispatch as [`kind`](Self::kind), never shared with another

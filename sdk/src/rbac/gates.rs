@@ -16,8 +16,8 @@ use crate::manifest::ManifestData;
 /// The verbs a gate's user needs on the kinds: read the object, annotate it, wait for it.
 pub const GATE_USER_VERBS: &[&str] = &["get", "list", "watch", "patch"];
 
-/// The ClusterRole `{appName}-gates` for the people who gate the app's objects; see the
-/// [module docs](self).
+/// The ClusterRole `{appName}-gates` for the people who gate the app's objects: the
+/// [`GATE_USER_VERBS`] on every kind of the manifest.
 ///
 /// # Errors
 ///

@@ -17,7 +17,7 @@ use crate::telemetry::TelemetryError;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OperatorError {
-    /// The manifest given to [`Operator::new`] is invalid.
+    /// The manifest given to [`Operator::new`](super::Operator::new) is invalid.
     #[error("the operator's manifest: {0}")]
     Manifest(String),
     /// The CRDs could not be built (a type disagrees with the manifest, say).
@@ -58,7 +58,7 @@ pub enum OperatorError {
         mismatch_lines(.file, .mismatches)
     )]
     KindMismatch {
-        /// The manifest's file ([`Operator::manifest_file`]).
+        /// The manifest's file ([`Operator::manifest_file`](super::Operator::manifest_file)).
         file: String,
         /// Each kind's first mismatch.
         mismatches: Vec<KindMismatch>,
@@ -82,7 +82,7 @@ pub enum OperatorError {
     /// The shard ring could not start.
     #[error("{0}")]
     Sharding(String),
-    /// `dry-run` on an operator that gave no [`Operator::dry_run`].
+    /// `dry-run` on an operator that gave no [`Operator::dry_run`](super::Operator::dry_run).
     #[error("dry-run: this operator renders nothing without a cluster (it has no dry run)")]
     NoDryRun,
     /// One of the operator's own subcommands failed.
@@ -97,7 +97,7 @@ pub enum OperatorError {
     /// The operator's own flags or subcommands take names of the common ones.
     #[error("the operator's command line: {}", .0.join("; "))]
     CommandLine(Vec<String>),
-    /// The app builder of [`Operator::app_with_context`] failed.
+    /// The app builder of [`Operator::app_with_context`](super::Operator::app_with_context) failed.
     #[error("building the app: {0}")]
     AppBuilder(String),
     /// A metrics registry for an app could not be made.

@@ -11,7 +11,7 @@
 //! - `manifests`: `rbac` plus the Deployment (probes, resource requests), the metrics Service and,
 //!   when the manifest declares webhooks, the webhook Service, the certificate Secret's mount
 //!   (Secret `{name}-webhook-tls`, e.g. from cert-manager) and the webhook configurations;
-//! - `run`: logs and traces from [`OperatorArgs`] (flushed on exit), the client from the
+//! - `run`: logs and traces from [`OperatorArgs`](crate::cli::OperatorArgs) (flushed on exit), the client from the
 //!   environment (in-cluster or kubeconfig), one [`Runner`](kubeapp_runner::Runner) serving
 //!   `/metrics`, `/livez`, `/readyz` (and the webhooks), the app built with the Runner's shared informers and metrics
 //!   (`--metrics-prefix`) and `--namespace`, until SIGTERM or SIGINT.
