@@ -63,6 +63,62 @@ impl<C> ContextShared<C> {
 
 /// What a typed handler call gets; see the [module docs](self). Cheap to clone (two reference
 /// counts).
+///
+/// In a handler: the user data (`C`), the client, server-side applies and status writes that
+/// the controller recognises as its own, Events, the retry attempt, cancellation.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kubeapp_operator::{Context, ReconcileError, ReconcileResult};
+///
+/// struct Settings {
+///     greeting: String,
+/// }
+///
+/// async fn apply(cm: Arc<ConfigMap>, ctx: Context<Settings>) -> Result<ReconcileResult, ReconcileError> {
+///     if ctx.is_cancelled() {
+///         return Ok(ReconcileResult::done());
+///     }
+///     let mut copy = ConfigMap {
+///         metadata: kube::api::ObjectMeta {
+///             name: Some(format!("{}-copy", cm.metadata.name.as_deref().unwrap_or_default())),
+///             namespace: cm.metadata.namespace.clone(),
+///             ..Default::default()
+///         },
+///         data: cm.data.clone(),
+///         ..Default::default()
+///     };
+///     copy.data.get_or_insert_with(Default::default)
+///         .insert("greeting".into(), ctx.data().greeting.clone());
+///     // Server-side applied with a controller owner reference: an edit of the copy
+///     // reconciles `cm` again (with `owns`), a change this apply made does not.
+///     ctx.apply(copy).owned_by(cm.as_ref())?.await?;
+///     ctx.recorder()
+///         .normal(cm.as_ref(), "Copied", format!("attempt {}", ctx.attempt()))
+///         .await?;
+///     Ok(ReconcileResult::done())
+/// }
+/// ```
+///
+/// Outside a controller (a test, a tool), [`Context::detached`] makes one:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use kubeapp_operator::{CancellationToken, Context, handler::DynContext};
+///
+/// // No request is sent until a handler uses the client.
+/// let config = kube::Config::new("http://127.0.0.1:9".parse()?);
+/// let client = kube::Client::try_from(config)?;
+/// let ctx = Context::detached(Arc::new(42), client, "my-operator", DynContext::new("Widget", CancellationToken::new()));
+/// assert_eq!(**ctx.data(), 42);
+/// assert_eq!(ctx.attempt(), 0);
+/// assert!(!ctx.is_cancelled());
+/// # Ok(())
+/// # }
+/// ```
 pub struct Context<C = ()> {
     shared: Arc<ContextShared<C>>,
     call: DynContext,

@@ -172,6 +172,21 @@ fn api_group(api_version: &str) -> &str {
 
 /// Reconciles objects of kind `K` on demand; from [`KindHandle::trigger`](crate::KindHandle::trigger).
 /// Cheap to clone.
+///
+/// For a change no watch reports (a timer, a message from outside the cluster):
+///
+/// ```no_run
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube::runtime::reflector::ObjectRef;
+/// use kubeapp_operator::KindHandle;
+///
+/// fn on_outside_change(config_maps: &KindHandle<ConfigMap>) {
+///     let trigger = config_maps.trigger();
+///     // One object (when it is cached), then every cached object of the kind.
+///     trigger.reconcile(&ObjectRef::new("settings").within("shop"));
+///     trigger.reconcile_all();
+/// }
+/// ```
 pub struct Trigger<K> {
     pub(crate) owner: Arc<KindRuntime>,
     pub(crate) cache: Arc<SharedCache>,

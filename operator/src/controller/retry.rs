@@ -48,6 +48,24 @@ pub const GO_SDK_LAST_ATTEMPT: u32 = 5;
 ///
 /// Failures are visible either way: see [`ControllerConfig`](super::ControllerConfig) for the
 /// Warning Events and metrics.
+///
+/// ```
+/// use std::time::Duration;
+/// use kubeapp_operator::{ControllerConfig, RetryPolicy, handler::HandlerError};
+///
+/// let error = HandlerError::failed("the database is down".into());
+/// let default = RetryPolicy::default();
+/// assert_eq!(default.delay(&error, 0), Some(Duration::from_secs(5)));
+/// assert_eq!(default.delay(&error, 20), Some(Duration::from_secs(300)), "never gives up");
+/// assert_eq!(RetryPolicy::go_sdk().delay(&error, 6), None, "gives up after 160 s");
+///
+/// // Three quick retries, then give up; for the reconcilers of one controller.
+/// let quick = RetryPolicy::exponential(Duration::from_millis(100), 2);
+/// assert_eq!(quick.delay(&error, 2), Some(Duration::from_millis(400)));
+/// assert_eq!(quick.delay(&error, 3), None);
+/// let config = ControllerConfig::default().reconciler_retry_policy(quick);
+/// # let _ = config;
+/// ```
 #[derive(Clone)]
 pub struct RetryPolicy(Arc<RetryFn>);
 

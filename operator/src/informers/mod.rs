@@ -77,6 +77,28 @@ impl Registry {
 
 /// The registry of shared informers; see the [module docs](self). Cheap to clone; clones share
 /// everything.
+///
+/// Registrations with the same kind, namespace, selectors and options share one list+watch
+/// and one cache; the informer stops when its last store or handler is dropped.
+///
+/// ```no_run
+/// # async fn demo(client: kube::Client) {
+/// use k8s_openapi::api::core::v1::Secret;
+/// use kube::{Api, runtime::watcher};
+/// use kubeapp_operator::{ControllerConfig, InformerController, InformerOptions, Informers};
+///
+/// let informers = Informers::new();
+/// let secrets = || Api::<Secret>::namespaced(client.clone(), "shop");
+/// let a = informers.store(secrets(), watcher::Config::default(), InformerOptions::default());
+/// let b = informers.store(secrets(), watcher::Config::default(), InformerOptions::default());
+/// a.wait_until_synced().await;
+/// assert_eq!(informers.open_watches(), 1, "one watch for both stores");
+/// assert_eq!(a.state().len(), b.state().len());
+/// // A controller built on the same registry shares these informers with its handlers.
+/// let controller = InformerController::new(ControllerConfig::default().informers(informers));
+/// # let _ = controller;
+/// # }
+/// ```
 #[derive(Clone, Default)]
 pub struct Informers {
     registry: Arc<Registry>,

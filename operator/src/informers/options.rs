@@ -13,6 +13,32 @@ use crate::store::{IndexFn, Store, label_index, label_indexer};
 ///
 /// `InformerOptions::default()`: no resync, `managedFields` dropped, no transform, no extra
 /// index, the controller's worker count.
+///
+/// ```no_run
+/// # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kube::{Api, runtime::watcher};
+/// use kubeapp_operator::{InformerOptions, Informers};
+///
+/// let options = InformerOptions::<Pod>::default()
+///     .resync_every(Duration::from_secs(600))
+///     // Cache only what the handlers read: no status conditions of the containers.
+///     .transform("no-container-statuses", |pod: &mut Pod| {
+///         if let Some(status) = pod.status.as_mut() {
+///             status.container_statuses = None;
+///         }
+///     })
+///     .index("node", |pod: &Pod| {
+///         pod.spec.as_ref().and_then(|s| s.node_name.clone()).into_iter().collect()
+///     });
+/// let pods = Informers::new().store(Api::<Pod>::all(client), watcher::Config::default(), options);
+/// pods.wait_until_synced().await;
+/// let on_node = pods.by_index("node", "node-1")?;
+/// println!("{} pods on node-1", on_node.len());
+/// # Ok(())
+/// # }
+/// ```
 pub struct InformerOptions<K> {
     pub(crate) resync: Option<Duration>,
     pub(crate) keep_managed_fields: bool,

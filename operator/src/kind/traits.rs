@@ -23,6 +23,34 @@ use crate::watcher::DynWatcher;
 
 /// An edge-triggered handler of objects of kind `K`: every event, in order per object (see
 /// [`controller`](crate::controller)). `C` is the user data of the [`Context`].
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kubeapp_operator::{BoxError, Context, KindHandle, Watcher};
+///
+/// /// Logs every change of a ConfigMap.
+/// struct Audit;
+///
+/// impl Watcher<ConfigMap> for Audit {
+///     async fn add(&self, cm: Arc<ConfigMap>, _: &Context) -> Result<(), BoxError> {
+///         tracing::info!(name = ?cm.metadata.name, "added");
+///         Ok(())
+///     }
+///     async fn update(&self, _old: Arc<ConfigMap>, new: Arc<ConfigMap>, _: &Context) -> Result<(), BoxError> {
+///         tracing::info!(name = ?new.metadata.name, "updated");
+///         Ok(())
+///     }
+///     async fn delete(&self, cm: Arc<ConfigMap>, _: &Context) -> Result<(), BoxError> {
+///         tracing::info!(name = ?cm.metadata.name, "deleted");
+///         Ok(())
+///     }
+/// }
+///
+/// fn attach(config_maps: &KindHandle<ConfigMap>) {
+///     config_maps.watch(Audit);
+/// }
+/// ```
 pub trait Watcher<K, C = ()>: Send + Sync + 'static {
     /// An object appeared (initial list, creation, re-list after a disconnect, or the cache
     /// replayed to a watcher added at run time).
@@ -59,6 +87,39 @@ pub trait Watcher<K, C = ()>: Send + Sync + 'static {
 
 /// A level-triggered handler of objects of kind `K`: the newest object, requests merged while they
 /// wait, retries with the newest cached object. `C` is the user data of the [`Context`].
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kubeapp_operator::{
+///     Context, KindHandle, OpinionatedOptions, ReconcileAction, ReconcileError, ReconcileRequest,
+///     ReconcileResult, Reconciler,
+/// };
+///
+/// /// Counts the keys of each ConfigMap again every minute.
+/// struct CountKeys;
+///
+/// impl Reconciler<ConfigMap> for CountKeys {
+///     async fn reconcile(
+///         &self,
+///         request: ReconcileRequest<ConfigMap>,
+///         _ctx: &Context,
+///     ) -> Result<ReconcileResult, ReconcileError> {
+///         if request.action == ReconcileAction::Deleted {
+///             return Ok(ReconcileResult::done());
+///         }
+///         let keys = request.object.data.as_ref().map_or(0, |d| d.len());
+///         tracing::info!(keys, "counted");
+///         Ok(ReconcileResult::requeue_after(Duration::from_secs(60)))
+///     }
+/// }
+///
+/// fn attach(config_maps: &KindHandle<ConfigMap>) -> Result<(), Box<dyn std::error::Error>> {
+///     // With a finalizer, so a delete while the operator is down still arrives as `Deleted`.
+///     config_maps.reconcile_opinionated(CountKeys, OpinionatedOptions::default())?;
+///     Ok(())
+/// }
+/// ```
 pub trait Reconciler<K, C = ()>: Send + Sync + 'static {
     /// Brings the world in line with `request.object`.
     fn reconcile(
@@ -73,6 +134,33 @@ pub trait Reconciler<K, C = ()>: Send + Sync + 'static {
 /// [`OpinionatedReconciler`](crate::OpinionatedReconciler), so `cleanup` runs before the object
 /// disappears (its finalizer, added before the first `apply`, holds the deletion), also when the
 /// deletion happened while the operator was down or while the first `apply` ran.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kubeapp_operator::{
+///     ApplyCleanup, Context, KindHandle, OpinionatedOptions, ReconcileError, ReconcileResult,
+/// };
+///
+/// /// Registers each ConfigMap somewhere outside the cluster, and unregisters it before it goes.
+/// struct Registry;
+///
+/// impl ApplyCleanup<ConfigMap> for Registry {
+///     async fn apply(&self, cm: Arc<ConfigMap>, _: &Context) -> Result<ReconcileResult, ReconcileError> {
+///         tracing::info!(name = ?cm.metadata.name, "registered");
+///         Ok(ReconcileResult::done())
+///     }
+///     async fn cleanup(&self, cm: Arc<ConfigMap>, _: &Context) -> Result<ReconcileResult, ReconcileError> {
+///         tracing::info!(name = ?cm.metadata.name, "unregistered");
+///         Ok(ReconcileResult::done())
+///     }
+/// }
+///
+/// fn attach(config_maps: &KindHandle<ConfigMap>) -> Result<(), Box<dyn std::error::Error>> {
+///     config_maps.apply_cleanup(Registry, OpinionatedOptions::default().finalizer("example.com/registry"))?;
+///     Ok(())
+/// }
+/// ```
 pub trait ApplyCleanup<K, C = ()>: Send + Sync + 'static {
     /// The object exists (created, changed, resynced or triggered).
     fn apply(

@@ -156,6 +156,34 @@ pub(crate) fn decide(
 
 /// A [`DynReconciler`] wrapper that makes downtime safe with one finalizer; see the
 /// [module docs](super).
+///
+/// A typed reconciler gets it from [`KindHandle::reconcile_opinionated`](crate::KindHandle::reconcile_opinionated)
+/// (or `_fn`, or [`apply_cleanup`](crate::KindHandle::apply_cleanup)): the finalizer goes on before
+/// the reconciler first sees an object, so a delete that happens while the operator is down is
+/// still reconciled as [`Deleted`](crate::ReconcileAction::Deleted) when it comes back, and the
+/// object goes only once that call succeeded.
+///
+/// ```no_run
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kubeapp_operator::{KindHandle, OpinionatedOptions, ReconcileAction, ReconcileResult};
+///
+/// fn attach(config_maps: &KindHandle<ConfigMap>) -> Result<(), Box<dyn std::error::Error>> {
+///     let options = OpinionatedOptions::default().finalizer("example.com/cleanup");
+///     config_maps.reconcile_opinionated_fn(
+///         |request, _ctx| async move {
+///             match request.action {
+///                 // Also after a delete the operator did not see happen.
+///                 ReconcileAction::Deleted => tracing::info!("released what it held"),
+///                 // Created (first sight), Updated, Resynced (seen again after a restart).
+///                 action => tracing::info!(?action, "brought up to date"),
+///             }
+///             Ok(ReconcileResult::done())
+///         },
+///         options,
+///     )?;
+///     Ok(())
+/// }
+/// ```
 pub struct OpinionatedReconciler<R> {
     inner: R,
     names: FinalizerNames,
