@@ -59,6 +59,33 @@ pub use template::TemplateError;
 pub(crate) use run::Due;
 
 /// What a phase waits on; see the [module docs](self) for the rules.
+///
+/// Data, so it can be a field of a custom kind's spec:
+///
+/// ```
+/// use kubeapp_phases::Analysis;
+/// use kubeapp_phases::analysis::MeasurementResult;
+/// use serde_json::json;
+///
+/// let analysis: Analysis = serde_json::from_value(json!({
+///     "metric": "successRate",
+///     "query": "sum(rate(ok{app=\"{{metadata.name}}\"}[1m])) / sum(rate(all{app=\"{{metadata.name}}\"}[1m]))",
+///     "success": ">= 0.95",
+///     "failure": "< 0.8",
+///     "interval": "1m",
+///     "count": 5,
+///     "failureLimit": 1,
+/// }))?;
+/// analysis.check()?;
+/// assert_eq!(
+///     analysis.query_for(&json!({"metadata": {"name": "web"}}))?,
+///     "sum(rate(ok{app=\"web\"}[1m])) / sum(rate(all{app=\"web\"}[1m]))"
+/// );
+/// assert_eq!(analysis.judge(0.99), MeasurementResult::Successful);
+/// assert_eq!(analysis.judge(0.5), MeasurementResult::Failed);
+/// assert_eq!(analysis.judge(0.9), MeasurementResult::Inconclusive, "pauses for a person");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Analysis {

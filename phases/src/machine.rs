@@ -40,6 +40,65 @@ pub(crate) struct DeclaredAnalysis<K, P> {
 }
 
 /// A kind's phases, workers and inputs; see the [module docs](self).
+///
+/// ```
+/// use std::time::Duration;
+/// use kube::CustomResource;
+/// use kubeapp_phases::{Phase, PhaseError, PhaseMachine, PhaseStatus, Transition};
+/// use schemars::JsonSchema;
+/// use serde::{Deserialize, Serialize};
+/// use serde_json::json;
+///
+/// /// A copy of a bucket, made by a Job.
+/// #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+/// #[kube(group = "example.com", version = "v1", kind = "Backup", namespaced, status = "PhaseStatus")]
+/// pub struct BackupSpec {
+///     pub bucket: String,
+/// }
+///
+/// #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// enum Step { Pending, Copying, Done, Failed }
+///
+/// impl Phase for Step {
+///     const ALL: &'static [Self] = &[Step::Pending, Step::Copying, Step::Done, Step::Failed];
+///     const INITIAL: Self = Step::Pending;
+///     fn name(&self) -> &'static str {
+///         match self {
+///             Step::Pending => "Pending",
+///             Step::Copying => "Copying",
+///             Step::Done => "Done",
+///             Step::Failed => "Failed",
+///         }
+///     }
+///     fn is_final(&self) -> bool { matches!(self, Step::Done | Step::Failed) }
+///     fn is_failure(&self) -> bool { *self == Step::Failed }
+/// }
+///
+/// let pending = |work: kubeapp_phases::Work<Backup, Step>, _ctx| async move {
+///     let name = work.object.metadata.name.clone().unwrap_or_default();
+///     // The Job is applied with an owner reference to the Backup; then the phase moves on.
+///     Ok(Transition::to(Step::Copying).output(json!({
+///         "apiVersion": "batch/v1", "kind": "Job",
+///         "metadata": {"name": format!("backup-{name}")},
+///         "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+///             {"name": "copy", "image": "rclone", "args": ["copy", work.object.spec.bucket]}]}}}
+///     })))
+/// };
+/// let machine = PhaseMachine::<Backup, Step>::new()
+///     .worker(Step::Pending, pending)
+///     .worker(Step::Copying, |_work, _ctx| async move {
+///         // A real worker reads the Job (an input, or the context's cache) and decides.
+///         Ok(Transition::to(Step::Done).details(json!({"copied": true})))
+///     })
+///     .interval(Step::Copying, Duration::from_secs(10));
+/// // Checked when built: every phase that is not final has a worker (or an analysis).
+/// let scheduler = machine.build().expect("a consistent machine");
+/// # let _ = scheduler;
+/// // The scheduler is the kind's reconciler: `ManagedKind::<Backup>::new().reconciler(scheduler)`.
+///
+/// let incomplete = PhaseMachine::<Backup, Step>::new().worker(Step::Pending, pending);
+/// assert!(matches!(incomplete.build(), Err(PhaseError::MissingWorker(phase)) if phase == "Copying"));
+/// ```
 pub struct PhaseMachine<K, P, C = ()> {
     pub(crate) workers: HashMap<P, BoxWorker<K, P, C>>,
     pub(crate) analyses: HashMap<P, DeclaredAnalysis<K, P>>,

@@ -23,6 +23,22 @@ pub struct Work<K, P> {
 
 /// What a worker decided: the next phase (the same one to stay), the outputs to ensure, and
 /// details for `status.details`.
+///
+/// ```
+/// use kubeapp_phases::Transition;
+/// use serde_json::json;
+///
+/// #[derive(Clone, Copy, Debug, PartialEq)]
+/// enum Step { Waiting, Ready }
+///
+/// let stay = Transition::to(Step::Waiting).details(json!({"replicasReady": 1}));
+/// let next = Transition::to(Step::Ready).output(json!({
+///     "apiVersion": "v1", "kind": "ConfigMap",
+///     "metadata": {"name": "traffic"}, "data": {"weight": "100"}
+/// }));
+/// assert_eq!((stay.next, stay.outputs.len()), (Step::Waiting, 0));
+/// assert_eq!((next.next, next.outputs.len()), (Step::Ready, 1));
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Transition<P> {
     /// The phase to move to (the current one to stay and be worked again after its interval).

@@ -244,6 +244,29 @@ impl CallGate for Leadership {
 }
 
 /// One candidate; see the [module docs](self).
+///
+/// Run it next to a controller that acts only while this process leads (what an operator
+/// binary's `--leader-elect` does):
+///
+/// ```no_run
+/// # async fn demo(client: kube::Client, controller: kubeapp_operator::InformerController)
+/// # -> Result<(), Box<dyn std::error::Error>> {
+/// use kubeapp_ha::RunInTerms as _;
+/// use kubeapp_ha::election::{ElectionConfig, LeaderElector};
+/// use kubeapp_operator::CancellationToken;
+///
+/// let identity = std::env::var("POD_NAME")?;
+/// let elector = LeaderElector::new(client, ElectionConfig::new("shop", "shop-operator-leader", identity))?;
+/// let leadership = elector.leadership();
+/// let stop = CancellationToken::new();
+/// let election = tokio::spawn(elector.run(stop.child_token()));
+/// // Handlers run only while this replica holds the Lease; each term starts from a fresh list.
+/// controller.run_while_leading(stop.clone(), leadership).await?;
+/// stop.cancel(); // releases the Lease, so a standby takes over at once
+/// election.await?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct LeaderElector {
     config: ElectionConfig,
     client: LeaseClient,

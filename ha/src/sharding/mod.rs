@@ -262,6 +262,30 @@ impl Membership {
 }
 
 /// One member of a ring: keeps its Lease, reads the others'; see the [module docs](self).
+///
+/// Every replica runs one with its own identity; the controller then acts only on this
+/// replica's share of the objects (what an operator binary's `--shard` does):
+///
+/// ```no_run
+/// # async fn demo(client: kube::Client, controller: kubeapp_operator::InformerController)
+/// # -> Result<(), Box<dyn std::error::Error>> {
+/// use kubeapp_ha::RunInTerms as _;
+/// use kubeapp_ha::sharding::{ShardRing, ShardingConfig};
+/// use kubeapp_operator::CancellationToken;
+///
+/// let identity = std::env::var("POD_NAME")?;
+/// let ring = ShardRing::new(client, ShardingConfig::new("shop", "shop-operator-shards", identity))?;
+/// let membership = ring.membership();
+/// let stop = CancellationToken::new();
+/// let ring_stop = CancellationToken::new();
+/// let ring_task = tokio::spawn(ring.run(ring_stop.clone()));
+/// controller.run_sharded(stop.clone(), membership).await?;
+/// // Stop the ring after the controller: its Lease is deleted, the others take the share.
+/// ring_stop.cancel();
+/// ring_task.await?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct ShardRing {
     config: ShardingConfig,
     leases: RingLeases,
