@@ -97,6 +97,37 @@ pub enum GraphError {
 }
 
 /// Declares a graph: components in order, each followed by its dependencies.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kubeapp_components::{ComponentGraph, GraphError, Rendered, Session};
+/// use serde_json::json;
+///
+/// let object = |kind: &str, name: &str| {
+///     Rendered::value(json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name}}))
+/// };
+/// let graph = ComponentGraph::builder()
+///     .render("secret", move |_: &Session<ConfigMap>| Ok(vec![object("Secret", "creds")]))
+///     .render("config", move |_| Ok(vec![object("ConfigMap", "settings")]))
+///     .depends_on("secret")
+///     // Rendered only once every object of "config" is ready (the built-in readiness rules).
+///     .render("service", move |_| Ok(vec![object("Service", "web")]))
+///     .depends_on_ready("config")
+///     .build()?;
+/// // Deployed level by level, in dependency order; torn down in the reverse order.
+/// let names = |level: &Vec<usize>| -> Vec<String> {
+///     level.iter().map(|&i| graph.nodes()[i].name.clone()).collect()
+/// };
+/// let levels: Vec<Vec<String>> = graph.levels().iter().map(names).collect();
+/// assert_eq!(levels, [["secret"], ["config"], ["service"]]);
+///
+/// let unknown = ComponentGraph::<ConfigMap>::builder()
+///     .render("config", |_| Ok(vec![]))
+///     .depends_on("secret")
+///     .build();
+/// assert!(matches!(unknown, Err(GraphError::UnknownDependency { missing, .. }) if missing == "secret"));
+/// # Ok::<(), GraphError>(())
+/// ```
 pub struct GraphBuilder<K, C> {
     nodes: Vec<Node<K, C>>,
     misplaced: Option<String>,

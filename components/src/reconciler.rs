@@ -167,6 +167,29 @@ fn has_own_children(object: &Rendered) -> bool {
 }
 
 /// A component graph as a reconciler; see the [module docs](self).
+///
+/// ```no_run
+/// # use kube::CustomResource;
+/// # use schemars::JsonSchema;
+/// # use serde::{Deserialize, Serialize};
+/// # #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+/// # #[kube(group = "example.com", version = "v1", kind = "WebApp", namespaced, status = "kubeapp_components::ComponentsStatus")]
+/// # pub struct WebAppSpec { image: String }
+/// # fn demo(graph: kubeapp_components::ComponentGraph<WebApp>,
+/// #         registry: &kubeapp_operator::MetricsRegistry,
+/// #         web_apps: &kubeapp_operator::KindHandle<WebApp>) -> Result<(), Box<dyn std::error::Error>> {
+/// use kubeapp_components::ComponentsReconciler;
+/// use kubeapp_operator::OpinionatedOptions;
+///
+/// let reconciler = ComponentsReconciler::new(graph)
+///     // Ready/Updating conditions, the components summary and the inventory in status.
+///     .with_status()
+///     .metrics_in(registry)?;
+/// // With a finalizer: cleanup tears the children down in reverse dependency order.
+/// web_apps.reconcile_opinionated(reconciler, OpinionatedOptions::default())?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct ComponentsReconciler<K, H = NoHooks> {
     graph: Arc<ComponentGraph<K>>,
     options: RunOptions,

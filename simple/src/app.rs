@@ -76,6 +76,35 @@ struct Hooks {
 }
 
 /// An operator app from an [`AppConfig`]; see the [module docs](self).
+///
+/// Without the `Operator` command line (feature `cli`), a [`Runner`](kubeapp_runner::Runner)
+/// runs it: `/metrics`, `/livez`, `/readyz` (ready once the app's informers synced), webhooks,
+/// a graceful stop on SIGTERM.
+///
+/// ```no_run
+/// # use kube::CustomResource;
+/// # use schemars::JsonSchema;
+/// # use serde::{Deserialize, Serialize};
+/// # #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+/// # #[kube(group = "shop.example.com", version = "v1", kind = "Widget", namespaced)]
+/// # pub struct WidgetSpec { size: i32 }
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use kubeapp_operator::ReconcileResult;
+/// use kubeapp_runner::{Runner, RunnerConfig};
+/// use kubeapp_simple::{AppConfig, ManagedKind, SimpleApp};
+///
+/// let config = AppConfig::new("shop").managed_kind(
+///     ManagedKind::<Widget>::new().reconcile_fn(|request, _ctx| async move {
+///         tracing::info!(size = request.object.spec.size, "reconciled");
+///         Ok(ReconcileResult::done())
+///     }),
+/// );
+/// let app = SimpleApp::new(config, kube::Client::try_default().await?)?;
+/// Runner::new(RunnerConfig::default())?.app(app).run().await?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct SimpleApp {
     name: String,
     managed: Vec<ApiResource>,
