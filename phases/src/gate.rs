@@ -31,6 +31,16 @@ pub const REASON_INCONCLUSIVE: &str = "Inconclusive";
 pub const REASON_RESUMED: &str = "Resumed";
 
 /// One gate; see the [module docs](self).
+///
+/// ```
+/// use kubeapp_phases::{GATE_ANNOTATION, Gate};
+///
+/// // What `kubectl annotate canary/web phases.kubeapp.dev/gate=promote` sets:
+/// assert_eq!(GATE_ANNOTATION, "phases.kubeapp.dev/gate");
+/// assert_eq!("promote".parse::<Gate>(), Ok(Gate::Promote));
+/// assert!("ship-it".parse::<Gate>().is_err());
+/// assert_eq!(Gate::Abort.as_str(), "abort");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Gate {
     /// Stop where it is.

@@ -79,6 +79,48 @@ impl<T> fmt::Display for InputKey<T> {
 }
 
 /// The values of one phase's declared inputs, by key.
+///
+/// Declared on the machine with [`PhaseMachine::input`](crate::PhaseMachine::input) (read
+/// before every run of the phase's worker), read by the worker with [`get`](Self::get):
+///
+/// ```
+/// # use kube::CustomResource;
+/// # use schemars::JsonSchema;
+/// # use serde::{Deserialize, Serialize};
+/// # #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+/// # #[kube(group = "example.com", version = "v1", kind = "Rollout", namespaced, status = "kubeapp_phases::PhaseStatus")]
+/// # pub struct RolloutSpec { app: String }
+/// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// # enum Step { Waiting, Evaluating, Done, Failed }
+/// # impl kubeapp_phases::Phase for Step {
+/// #     const ALL: &'static [Self] = &[Step::Waiting, Step::Evaluating, Step::Done, Step::Failed];
+/// #     const INITIAL: Self = Step::Waiting;
+/// #     fn name(&self) -> &'static str { match self { Step::Waiting => "Waiting",
+/// #         Step::Evaluating => "Evaluating", Step::Done => "Done", Step::Failed => "Failed" } }
+/// #     fn is_final(&self) -> bool { matches!(self, Step::Done | Step::Failed) }
+/// # }
+/// use std::sync::Arc;
+/// use k8s_openapi::api::apps::v1::Deployment;
+/// use kube::{Api, ResourceExt};
+/// use kubeapp_phases::{InputKey, PhaseMachine, Transition};
+///
+/// const DEPLOYMENT: InputKey<Option<Deployment>> = InputKey::new("deployment");
+///
+/// let machine = PhaseMachine::<Rollout, Step>::new()
+///     .input(Step::Waiting, DEPLOYMENT, |rollout: Arc<Rollout>, ctx| async move {
+///         let ns = rollout.namespace().unwrap_or_default();
+///         let api: Api<Deployment> = Api::namespaced(ctx.client().clone(), &ns);
+///         Ok(api.get_opt(&rollout.spec.app).await?)
+///     })
+///     .worker(Step::Waiting, |work, _ctx| async move {
+///         let available = work.inputs.get(DEPLOYMENT)?.as_ref().is_some_and(|d| {
+///             kubeapp_components::Readiness::of(d).is_ready()
+///         });
+///         Ok(Transition::to(if available { Step::Evaluating } else { Step::Waiting }))
+///     })
+///     .worker(Step::Evaluating, |_work, _ctx| async move { Ok(Transition::to(Step::Done)) });
+/// assert!(machine.build().is_ok());
+/// ```
 pub struct Inputs {
     /// The phase they are for (named in errors).
     phase: &'static str,

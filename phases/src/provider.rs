@@ -50,6 +50,47 @@ pub enum MetricError {
 }
 
 /// A source of measured values.
+///
+/// [`PrometheusProvider`] is the one kubeapp ships; another source plugs in with this trait:
+///
+/// ```
+/// # use kube::CustomResource;
+/// # use schemars::JsonSchema;
+/// # use serde::{Deserialize, Serialize};
+/// # #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+/// # #[kube(group = "example.com", version = "v1", kind = "Rollout", namespaced, status = "kubeapp_phases::PhaseStatus")]
+/// # pub struct RolloutSpec { app: String }
+/// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// # enum Step { Waiting, Evaluating, Done, Failed }
+/// # impl kubeapp_phases::Phase for Step {
+/// #     const ALL: &'static [Self] = &[Step::Waiting, Step::Evaluating, Step::Done, Step::Failed];
+/// #     const INITIAL: Self = Step::Waiting;
+/// #     fn name(&self) -> &'static str { match self { Step::Waiting => "Waiting",
+/// #         Step::Evaluating => "Evaluating", Step::Done => "Done", Step::Failed => "Failed" } }
+/// #     fn is_final(&self) -> bool { matches!(self, Step::Done | Step::Failed) }
+/// # }
+/// use async_trait::async_trait;
+/// use kubeapp_phases::provider::{MetricError, MetricProvider};
+/// use kubeapp_phases::{Analysis, Comparison, PhaseMachine, Transition};
+///
+/// /// Every query measures the same value (a test double, or a value from elsewhere).
+/// struct Fixed(f64);
+///
+/// #[async_trait]
+/// impl MetricProvider for Fixed {
+///     async fn measure(&self, _query: &str) -> Result<Option<f64>, MetricError> {
+///         Ok(Some(self.0))
+///     }
+/// }
+///
+/// let analysis = Analysis::new("successRate", "anything").success(">= 0.95".parse::<Comparison>()?);
+/// let machine = PhaseMachine::<Rollout, Step>::new()
+///     .worker(Step::Waiting, |_work, _ctx| async move { Ok(Transition::to(Step::Evaluating)) })
+///     .analysis(Step::Evaluating, move |_| analysis.clone(), Step::Done, Step::Failed)
+///     .metric_provider(Fixed(0.99));
+/// assert!(machine.build().is_ok(), "an analysis needs a provider, and has one");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[async_trait]
 pub trait MetricProvider: Send + Sync {
     /// The value of `query` now; `Ok(None)` when the query has no value yet (an empty result,
@@ -66,6 +107,21 @@ pub trait MetricProvider: Send + Sync {
 ///
 /// A query must give one value: a scalar, or a vector of at most one series (aggregate it,
 /// e.g. with `sum` or `max`); more series are an error saying so.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use kubeapp_phases::{MetricProvider, PrometheusProvider};
+///
+/// let prometheus = PrometheusProvider::new("http://prometheus.monitoring:9090", Duration::from_secs(10))?;
+/// let up = prometheus.measure("max(up{job=\"shop\"})").await?;
+/// println!("{up:?}"); // None until the series exists
+/// # Ok(())
+/// # }
+/// ```
+///
+/// A machine takes it with [`PhaseMachine::prometheus`](crate::PhaseMachine::prometheus)`(url,
+/// timeout)` or [`metric_provider`](crate::PhaseMachine::metric_provider).
 #[derive(Clone, Debug)]
 pub struct PrometheusProvider {
     base: String,

@@ -61,6 +61,38 @@ pub(crate) struct Remembered {
 }
 
 /// The reconciler of a phase machine; see the [module docs](self).
+///
+/// ```no_run
+/// # use kube::CustomResource;
+/// # use schemars::JsonSchema;
+/// # use serde::{Deserialize, Serialize};
+/// # #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+/// # #[kube(group = "example.com", version = "v1", kind = "Rollout", namespaced, status = "kubeapp_phases::PhaseStatus")]
+/// # pub struct RolloutSpec { app: String }
+/// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// # enum Step { Waiting, Evaluating, Done, Failed }
+/// # impl kubeapp_phases::Phase for Step {
+/// #     const ALL: &'static [Self] = &[Step::Waiting, Step::Evaluating, Step::Done, Step::Failed];
+/// #     const INITIAL: Self = Step::Waiting;
+/// #     fn name(&self) -> &'static str { match self { Step::Waiting => "Waiting",
+/// #         Step::Evaluating => "Evaluating", Step::Done => "Done", Step::Failed => "Failed" } }
+/// #     fn is_final(&self) -> bool { matches!(self, Step::Done | Step::Failed) }
+/// # }
+/// # fn demo(rollouts: &kubeapp_operator::KindHandle<Rollout>,
+/// #         registry: &kubeapp_operator::MetricsRegistry) -> Result<(), Box<dyn std::error::Error>> {
+/// use kubeapp_phases::{PhaseMachine, Transition};
+///
+/// let scheduler = PhaseMachine::<Rollout, Step>::new()
+///     .worker(Step::Waiting, |_work, _ctx| async move { Ok(Transition::to(Step::Evaluating)) })
+///     .worker(Step::Evaluating, |_work, _ctx| async move { Ok(Transition::to(Step::Done)) })
+///     // phase_transitions_total and the rest, on the operator's /metrics.
+///     .metrics_in(registry)?
+///     .build()?;
+/// // The kind's reconciler (a simple App: `ManagedKind::<Rollout>::new().reconciler(scheduler)`).
+/// rollouts.reconcile(scheduler);
+/// # Ok(())
+/// # }
+/// ```
 pub struct PhaseScheduler<K, P, C = ()> {
     pub(crate) kind: String,
     pub(crate) machine: PhaseMachine<K, P, C>,
