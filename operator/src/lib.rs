@@ -114,7 +114,7 @@ pub use kind::{
     ApplyCleanup, HandlerHandle, KindHandle, Reconciler, TriggerHandle, Watcher, WatcherFns,
     apply_cleanup, reconciler_fn,
 };
-pub use list_watch::Informer;
+pub use list_watch::{DriftCheck, Informer};
 pub use metrics::{ControllerMetrics, MetricSet};
 pub use metrics_registry::{MetricSetError, MetricsRegistry, MetricsRegistryError};
 pub use object::{Kind, KubeObject, ObjectKey};

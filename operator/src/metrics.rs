@@ -19,6 +19,7 @@
 //! | `controller_oldest_retry_age_seconds` | gauge, how long the longest-failing of those has been failing (since the first failure of its run of failures; 0 when none) | `kind` |
 //! | `informer_synced` | gauge, 1 once the first complete list was delivered | `kind` |
 //! | `kubernetes_watch_events_total`, `kubernetes_watch_errors_total` | counter, raw watch traffic | `kind` |
+//! | `informer_cache_drift_checks_total`, `informer_cache_drift_total` | counter, checks of the cache against a consistent list of the apiserver, and those that found it drifted (then it re-lists; see [`list_watch`](crate::list_watch#drift-detection)) | `kind` |
 //! | `informer_decode_errors_total` | counter, object states that did not deserialize (once per state; see [`list_watch`](crate::list_watch#objects-that-do-not-deserialize)) | `kind` |
 //! | `reconciler_terminal_errors_total` | counter, reconciles failed with a terminal error (never retried) | `kind` |
 //! | `controller_triggered_reconciles_total` | counter, reconciles queued by `owns`, `watches` or a `Trigger` | `kind` |
@@ -82,6 +83,8 @@ pub struct ControllerMetrics {
     watch_events: IntCounterVec,
     watch_errors: IntCounterVec,
     decode_errors: IntCounterVec,
+    drift_checks: IntCounterVec,
+    cache_drift: IntCounterVec,
     terminal_errors: IntCounterVec,
     triggered: IntCounterVec,
     own_write_echoes: IntCounterVec,
@@ -205,6 +208,16 @@ impl ControllerMetrics {
                 "Object states that did not deserialize into the kind's type (once per state).",
                 KIND_LABEL,
             )?,
+            drift_checks: counter(
+                "informer_cache_drift_checks_total",
+                "Checks of the informer's cache against a consistent list of the apiserver.",
+                KIND_LABEL,
+            )?,
+            cache_drift: counter(
+                "informer_cache_drift_total",
+                "Checks that found the cache drifted from the apiserver (the informer re-listed).",
+                KIND_LABEL,
+            )?,
             terminal_errors: counter(
                 "reconciler_terminal_errors_total",
                 "Reconciles that failed with a terminal error (never retried).",
@@ -238,7 +251,7 @@ impl ControllerMetrics {
             .collect()
     }
 
-    fn named_collectors(&self) -> [(&'static str, Box<dyn prometheus::core::Collector>); 21] {
+    fn named_collectors(&self) -> [(&'static str, Box<dyn prometheus::core::Collector>); 23] {
         [
             ("informer_events_total", Box::new(self.events_total.clone())),
             (
@@ -304,6 +317,14 @@ impl ControllerMetrics {
                 Box::new(self.decode_errors.clone()),
             ),
             (
+                "informer_cache_drift_checks_total",
+                Box::new(self.drift_checks.clone()),
+            ),
+            (
+                "informer_cache_drift_total",
+                Box::new(self.cache_drift.clone()),
+            ),
+            (
                 "reconciler_own_write_events_skipped_total",
                 Box::new(self.own_write_echoes.clone()),
             ),
@@ -352,6 +373,8 @@ impl ControllerMetrics {
             watch_events: self.watch_events.with_label_values(&[kind]),
             watch_errors: self.watch_errors.with_label_values(&[kind]),
             decode_errors: self.decode_errors.with_label_values(&[kind]),
+            drift_checks: self.drift_checks.with_label_values(&[kind]),
+            cache_drift: self.cache_drift.with_label_values(&[kind]),
             terminal_errors: self.terminal_errors.with_label_values(&[kind]),
             triggered: self.triggered.with_label_values(&[kind]),
             own_write_echoes: self.own_write_echoes.with_label_values(&[kind]),
@@ -399,6 +422,8 @@ pub(crate) struct KindMetrics {
     pub watch_events: IntCounter,
     pub watch_errors: IntCounter,
     pub decode_errors: IntCounter,
+    pub drift_checks: IntCounter,
+    pub cache_drift: IntCounter,
     pub terminal_errors: IntCounter,
     pub triggered: IntCounter,
     pub own_write_echoes: IntCounter,

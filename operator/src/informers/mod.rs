@@ -26,7 +26,9 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher;
 
 use crate::list_scope::{ListScope, ListScopes, PlainWatch};
-use crate::list_watch::{Decode, Informer, dynamic_decoder, typed_decoder_with};
+use crate::list_watch::{
+    Decode, DriftCheck, Informer, ListWatchOptions, dynamic_decoder, typed_decoder_with,
+};
 use crate::metrics::ControllerMetrics;
 use crate::object::Kind;
 use crate::store::{IndexFn, Store};
@@ -112,6 +114,8 @@ pub(crate) struct Registration {
     pub(crate) decode: Decode,
     pub(crate) indexes: Vec<(Arc<str>, IndexFn)>,
     pub(crate) max_concurrent_workers: Option<usize>,
+    /// How the informer checks its cache (the first registration of a shared informer decides).
+    pub(crate) drift_check: Option<DriftCheck>,
 }
 
 impl Informers {
@@ -241,6 +245,7 @@ impl Informers {
                 decode,
                 indexes: options.indexes,
                 max_concurrent_workers: options.max_concurrent_workers,
+                drift_check: options.drift_check,
             },
             options.resync,
             options.keep_managed_fields,
@@ -310,6 +315,7 @@ impl Informers {
                         config,
                         decode,
                         max_concurrent_workers,
+                        drift_check,
                         ..
                     } = &registration;
                     let scope: Arc<dyn ListScope> = match &*self
@@ -325,8 +331,7 @@ impl Informers {
                         api.clone(),
                         resource,
                         config.clone(),
-                        resync,
-                        keep_managed_fields,
+                        listing_options(resync, keep_managed_fields, *drift_check),
                         Arc::clone(decode),
                         Arc::clone(&scope),
                     );
@@ -369,4 +374,20 @@ impl fmt::Debug for Informers {
 #[allow(clippy::expect_used)] // Fixed, valid metric names: construction cannot fail.
 fn default_metrics() -> ControllerMetrics {
     ControllerMetrics::unregistered(None).expect("valid metric names")
+}
+
+/// The list+watch options of a shared informer.
+fn listing_options(
+    resync: Option<Duration>,
+    keep_managed_fields: bool,
+    drift_check: Option<DriftCheck>,
+) -> ListWatchOptions {
+    let mut options = ListWatchOptions::default().drift_check(drift_check);
+    if let Some(period) = resync {
+        options = options.resync_interval(period);
+    }
+    if keep_managed_fields {
+        options = options.keep_managed_fields();
+    }
+    options
 }

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::list_watch::TypedTransform;
+use crate::list_watch::{DriftCheck, TypedTransform};
 use crate::object::KubeObject;
 use crate::store::{IndexFn, Store, label_index, label_indexer};
 
@@ -12,7 +12,8 @@ use crate::store::{IndexFn, Store, label_index, label_indexer};
 /// size and list strategy) and to the `Api` (which carries the namespace).
 ///
 /// `InformerOptions::default()`: no resync, `managedFields` dropped, no transform, no extra
-/// index, the controller's worker count.
+/// index, the controller's worker count, the cache checked against the apiserver every 10
+/// minutes ([`drift_check`](Self::drift_check)).
 ///
 /// ```no_run
 /// # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
@@ -45,6 +46,7 @@ pub struct InformerOptions<K> {
     pub(crate) transform: Option<(&'static str, TypedTransform<K>)>,
     pub(crate) indexes: Vec<(Arc<str>, IndexFn)>,
     pub(crate) max_concurrent_workers: Option<usize>,
+    pub(crate) drift_check: Option<DriftCheck>,
 }
 
 impl<K> Default for InformerOptions<K> {
@@ -55,6 +57,7 @@ impl<K> Default for InformerOptions<K> {
             transform: None,
             indexes: Vec::new(),
             max_concurrent_workers: None,
+            drift_check: Some(DriftCheck::default()),
         }
     }
 }
@@ -67,6 +70,7 @@ impl<K> Clone for InformerOptions<K> {
             transform: self.transform.clone(),
             indexes: self.indexes.clone(),
             max_concurrent_workers: self.max_concurrent_workers,
+            drift_check: self.drift_check,
         }
     }
 }
@@ -129,12 +133,24 @@ impl<K: KubeObject> InformerOptions<K> {
         self.max_concurrent_workers = Some(workers.max(1));
         self
     }
+
+    /// How the informer checks its cache against a consistent list of the apiserver, and
+    /// re-lists when the watch failed to deliver (see
+    /// [drift detection](crate::list_watch#drift-detection)); `None` turns it off. Default:
+    /// every 10 minutes, with 60 s for the watch to catch up. The first registration of a shared
+    /// informer decides.
+    #[must_use]
+    pub fn drift_check(mut self, check: Option<DriftCheck>) -> Self {
+        self.drift_check = check;
+        self
+    }
 }
 
 impl<K> fmt::Debug for InformerOptions<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("InformerOptions")
             .field("resync", &self.resync)
+            .field("drift_check", &self.drift_check)
             .field("keep_managed_fields", &self.keep_managed_fields)
             .field("transform", &self.transform.as_ref().map(|(name, _)| *name))
             .field(

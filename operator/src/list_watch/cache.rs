@@ -251,6 +251,29 @@ impl InformerCache {
         }
     }
 
+    /// Whether a (re-)list is in progress.
+    pub(crate) fn is_listing(&self) -> bool {
+        self.listing.is_some()
+    }
+
+    /// Every cached object's key and `resourceVersion` as a number (for the drift check).
+    pub(crate) fn versions(&self) -> Vec<(ObjectKey, Option<u64>)> {
+        let version = |(key, object): (&ObjectKey, &SharedObject)| {
+            (key.clone(), super::drift::cached_version(object))
+        };
+        match &self.objects {
+            Objects::Own(objects) => objects.iter().map(version).collect(),
+            Objects::Shared(cache) => cache.read().objects.iter().map(version).collect(),
+        }
+    }
+
+    /// The cached `resourceVersion` of `key` as a number; `None` when not cached.
+    pub(crate) fn version_of(&self, key: &ObjectKey) -> Option<u64> {
+        self.objects
+            .get(key)
+            .and_then(|object| super::drift::cached_version(&object))
+    }
+
     /// Every cached object as a Resync event.
     pub(crate) fn resync(&self, out: &mut Vec<InformerEvent>) {
         out.extend(

@@ -9,6 +9,7 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher::Event;
 
 use super::cache::{InformerCache, Observed};
+use super::drift::{DriftChecker, Step};
 use super::watch_errors::WatchErrorLog;
 use super::{Decode, InformerEvent, ListWatchOptions, RawEvents, SyncedFlag};
 use crate::list_scope::ListScope;
@@ -29,7 +30,7 @@ pub(super) fn informer_events(
     scope: Option<Arc<dyn ListScope>>,
 ) -> BoxStream<'static, InformerEvent> {
     informer_events_served(
-        raw, options, decode, kind, synced, metrics, shared, scope, None,
+        raw, options, decode, kind, synced, metrics, shared, scope, None, None,
     )
 }
 
@@ -46,6 +47,7 @@ pub(super) fn informer_events_served(
     shared: Option<Arc<SharedCache>>,
     scope: Option<Arc<dyn ListScope>>,
     served: Option<ApiResource>,
+    drift: Option<DriftChecker>,
 ) -> BoxStream<'static, InformerEvent> {
     let resync = options.resync_interval.map(|period| {
         let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
@@ -67,6 +69,7 @@ pub(super) fn informer_events_served(
         metrics,
         scope,
         watch_errors: WatchErrorLog::new(served),
+        drift,
     };
     futures::stream::unfold(state, InformerState::next_event).boxed()
 }
@@ -87,6 +90,8 @@ struct InformerState {
     scope: Option<Arc<dyn ListScope>>,
     /// What failed lists and watches were reported as (a missing CRD once, see the module).
     watch_errors: WatchErrorLog,
+    /// The cache's checks against the apiserver (informers built from a client).
+    drift: Option<DriftChecker>,
 }
 
 impl InformerState {
@@ -104,10 +109,26 @@ impl InformerState {
                     None => std::future::pending::<()>().await,
                 }
             };
+            let drift = &mut self.drift;
+            let drift_step = async move {
+                match drift {
+                    Some(checker) => checker.next().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let mut drifted = None;
             let next = tokio::select! {
                 raw = self.raw.next() => Some(raw),
                 () = resync => None,
+                step = drift_step => {
+                    drifted = Some(step);
+                    None
+                }
             };
+            if let Some(step) = drifted {
+                self.drift_step(step);
+                continue;
+            }
             let Some(raw) = next else {
                 self.cache.resync(&mut self.out);
                 self.ready.extend(self.out.drain(..));
@@ -123,6 +144,7 @@ impl InformerState {
                 Some(Ok(event)) => {
                     self.metrics.watch_events.inc();
                     let observed = self.observe(event);
+                    self.drift_observe(&observed);
                     if matches!(observed, Observed::ListDone) {
                         self.watch_errors.listed();
                     }
@@ -142,6 +164,70 @@ impl InformerState {
                     }
                     self.ready.extend(self.out.drain(..));
                 }
+            }
+        }
+    }
+
+    /// Tells a pending drift check what the watch delivered.
+    fn drift_observe(&mut self, observed: &Observed) {
+        let Some(checker) = &mut self.drift else {
+            return;
+        };
+        match observed {
+            Observed::ListStart { .. } => checker.cancel(),
+            Observed::Deleted { key, object } => {
+                let version = object.as_ref().and_then(super::drift::cached_version);
+                checker.deleted(key, version);
+            }
+            Observed::Object { .. } | Observed::ListDone => {}
+        }
+    }
+
+    /// Runs one step of the drift check (see `drift.rs`).
+    fn drift_step(&mut self, step: Step) {
+        let Some(checker) = &mut self.drift else {
+            return;
+        };
+        match step {
+            Step::Due => {
+                if self.synced.is_synced() && !self.cache.is_listing() {
+                    checker.start();
+                }
+            }
+            Step::Listed(Ok(listed)) => {
+                self.metrics.drift_checks.inc();
+                if !checker.listed(listed, self.cache.versions().into_iter()) {
+                    tracing::debug!(kind = %self.kind, "drift check skipped: a resourceVersion is not a number");
+                }
+            }
+            Step::Listed(Err(error)) => {
+                tracing::warn!(kind = %self.kind, %error, "drift check: the list failed; next check in one period");
+            }
+            Step::Compare => {
+                let cache = &self.cache;
+                let drift = checker.compare(|key| cache.version_of(key));
+                if drift.is_empty() {
+                    return;
+                }
+                self.metrics.cache_drift.inc();
+                let names = |keys: &[crate::object::ObjectKey]| {
+                    keys.iter()
+                        .take(5)
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                tracing::warn!(
+                    kind = %self.kind,
+                    missing = drift.missing.len(),
+                    stale = drift.stale.len(),
+                    extra = drift.extra.len(),
+                    missing_names = %names(&drift.missing),
+                    stale_names = %names(&drift.stale),
+                    extra_names = %names(&drift.extra),
+                    "the informer's cache drifted from the apiserver (the watch did not deliver); re-listing"
+                );
+                self.raw = checker.relist_watch();
             }
         }
     }

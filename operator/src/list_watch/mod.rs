@@ -45,6 +45,21 @@
 //! conversion per object, read from the parsed body without a JSON round trip (see `decode.rs`),
 //! and, while an object is undecodable, its last decodable state kept alive in the cache.
 //!
+//! # Drift detection
+//!
+//! A watch can stop delivering without closing, leaving a cache that is silently stale. An
+//! informer built from a client therefore checks its cache, every [`DriftCheck::period`] (10
+//! minutes by default), against a metadata-only **consistent** list of the apiserver (a quorum
+//! read, never `resourceVersion="0"`), gives the watch [`DriftCheck::grace`] (60 s) to deliver
+//! what that list saw, and then requires every listed object to be cached at its listed
+//! `resourceVersion` or newer (or deleted since), and every object the list lacked to be gone.
+//! Anything else is drift: counted (`informer_cache_drift_total{kind}`; every check counts in
+//! `informer_cache_drift_checks_total{kind}`), logged with counts and up to five names per
+//! class, and the informer lists and watches again, so the cache diff delivers what was missed.
+//! Turn it off or change the period with `ListWatchOptions::drift_check` or
+//! [`InformerOptions::drift_check`](crate::InformerOptions::drift_check); the reasoning and the
+//! cost are in `drift.rs`.
+//!
 //! # Memory
 //!
 //! Before caching, `metadata.managedFields` is dropped (about half of the metadata, never needed by
@@ -61,6 +76,7 @@
 
 mod cache;
 mod decode;
+mod drift;
 mod events;
 mod options;
 mod watch_errors;
@@ -80,6 +96,7 @@ use crate::object::{SharedObject, Undecodable, share};
 use crate::store::cache::SharedCache;
 use crate::store::{InformerEvent, SyncedFlag};
 
+pub use self::drift::DriftCheck;
 use self::events::{informer_events, informer_events_served};
 pub use self::options::{ListWatchOptions, Transform};
 
@@ -212,18 +229,10 @@ impl Informer {
         api: Api<DynamicObject>,
         resource: &ApiResource,
         config: watcher::Config,
-        resync: Option<std::time::Duration>,
-        keep_managed_fields: bool,
+        options: ListWatchOptions,
         decode: Decode,
         scope: Arc<dyn ListScope>,
     ) -> Self {
-        let mut options = ListWatchOptions::default();
-        if let Some(period) = resync {
-            options = options.resync_interval(period);
-        }
-        if keep_managed_fields {
-            options = options.keep_managed_fields();
-        }
         Self::listing(api, resource, config, options, decode, scope)
     }
 
@@ -306,8 +315,16 @@ impl Informer {
         let max_concurrent_workers = options.max_concurrent_workers;
         let resource = resource.clone();
         let source: Source = Box::new(move |metrics, shared| {
-            let raw = Arc::clone(&scope).watch(api, &resource, config);
-            let served = Some(resource.clone());
+            let relist = Arc::new(drift::Relist {
+                api,
+                resource: resource.clone(),
+                config,
+                scope: Arc::clone(&scope),
+            });
+            let raw = relist.watch();
+            let drift = options
+                .drift_check
+                .map(|check| drift::DriftChecker::new(check, relist));
             informer_events_served(
                 raw,
                 options,
@@ -317,7 +334,8 @@ impl Informer {
                 metrics,
                 shared,
                 Some(scope),
-                served,
+                Some(resource),
+                drift,
             )
         });
         Self {

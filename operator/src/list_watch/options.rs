@@ -8,6 +8,8 @@ use std::time::Duration;
 use kube::api::DynamicObject;
 use kube::runtime::watcher;
 
+use super::drift::DriftCheck;
+
 /// A transform applied to each object before it is decoded and cached.
 pub type Transform = Arc<dyn Fn(&mut DynamicObject) + Send + Sync>;
 
@@ -17,7 +19,7 @@ pub type Transform = Arc<dyn Fn(&mut DynamicObject) + Send + Sync>;
 /// `ListWatchOptions::default()` watches all namespaces. A kind registered with
 /// [`InformerController::kind`](crate::InformerController::kind) takes kube's `watcher::Config`
 /// and the [`InformerOptions<K>`](crate::InformerOptions) of the shared informers instead.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ListWatchOptions {
     pub(super) namespace: Option<String>,
     label_selector: Option<String>,
@@ -28,6 +30,24 @@ pub struct ListWatchOptions {
     pub(super) max_concurrent_workers: Option<usize>,
     pub(super) keep_managed_fields: bool,
     pub(super) transform: Option<Transform>,
+    pub(super) drift_check: Option<DriftCheck>,
+}
+
+impl Default for ListWatchOptions {
+    fn default() -> Self {
+        Self {
+            namespace: None,
+            label_selector: None,
+            field_selector: None,
+            resync_interval: None,
+            page_size: None,
+            streaming_list: false,
+            max_concurrent_workers: None,
+            keep_managed_fields: false,
+            transform: None,
+            drift_check: Some(DriftCheck::default()),
+        }
+    }
 }
 
 impl ListWatchOptions {
@@ -98,6 +118,15 @@ impl ListWatchOptions {
         self
     }
 
+    /// How the informer checks its cache against the apiserver (see
+    /// [drift detection](super#drift-detection)); `None` turns it off. Default: every 10
+    /// minutes, 60 s grace.
+    #[must_use]
+    pub fn drift_check(mut self, check: Option<DriftCheck>) -> Self {
+        self.drift_check = check;
+        self
+    }
+
     pub(super) fn watcher_config(&self) -> watcher::Config {
         let mut config = watcher::Config::default();
         if let Some(labels) = &self.label_selector {
@@ -128,6 +157,7 @@ impl fmt::Debug for ListWatchOptions {
             .field("max_concurrent_workers", &self.max_concurrent_workers)
             .field("keep_managed_fields", &self.keep_managed_fields)
             .field("transform", &self.transform.is_some())
+            .field("drift_check", &self.drift_check)
             .finish()
     }
 }
