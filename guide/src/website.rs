@@ -88,7 +88,12 @@ pub struct WebsiteStatus {
 
 /// A host name pointing at a `Website` of the same namespace.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
-#[kube(group = "guide.kubeapp.dev", version = "v1", kind = "Domain", namespaced)]
+#[kube(
+    group = "guide.kubeapp.dev",
+    version = "v1",
+    kind = "Domain",
+    namespaced
+)]
 pub struct DomainSpec {
     /// The host name, e.g. `www.example.com`.
     pub host: String,
