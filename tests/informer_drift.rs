@@ -259,6 +259,11 @@ async fn a_watch_that_stops_delivering_is_detected_by_the_next_check_and_the_rel
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_healthy_informer_under_churn_never_reports_drift() {
+    // A reported drift logs what differed: shown with the failure.
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(tracing_subscriber::filter::LevelFilter::WARN)
+        .with_test_writer()
+        .try_init();
     let objects: usize = std::env::var("KUBEAPP_DRIFT_OBJECTS")
         .ok()
         .map_or(2_000, |n| {

@@ -258,11 +258,13 @@ impl CallGate for Leadership {
 /// let identity = std::env::var("POD_NAME")?;
 /// let elector = LeaderElector::new(client, ElectionConfig::new("shop", "shop-operator-leader", identity))?;
 /// let leadership = elector.leadership();
-/// let stop = CancellationToken::new();
-/// let election = tokio::spawn(elector.run(stop.child_token()));
+/// let stop = CancellationToken::new(); // cancelled on SIGTERM
+/// let election_stop = CancellationToken::new();
+/// let election = tokio::spawn(elector.run(election_stop.clone()));
 /// // Handlers run only while this replica holds the Lease; each term starts from a fresh list.
 /// controller.run_while_leading(stop.clone(), leadership).await?;
-/// stop.cancel(); // releases the Lease, so a standby takes over at once
+/// // Only now, with the handlers stopped, release the Lease (a standby takes over at once).
+/// election_stop.cancel();
 /// election.await?;
 /// # Ok(())
 /// # }

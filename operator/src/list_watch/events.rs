@@ -201,6 +201,7 @@ impl InformerState {
                 }
             }
             Step::Listed(Err(error)) => {
+                checker.cancel();
                 tracing::warn!(kind = %self.kind, %error, "drift check: the list failed; next check in one period");
             }
             Step::Compare => {
