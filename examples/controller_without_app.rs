@@ -6,8 +6,9 @@
 //! `Reconciler` (level-triggered: the newest object, requests merged while they wait, errors
 //! retried with backoff) are attached as types. Watchers run before reconcilers for each event.
 //! The reconciler stamps each ConfigMap with a checksum of its data through server-side apply
-//! (`ctx.apply`, field manager = the controller's name); the update its own write causes is
-//! seen by the watcher but starts no reconcile.
+//! (`ctx.apply`, field manager = the controller's name). The update its own write causes
+//! reaches the watcher and one more reconcile, which finds nothing to do: only status and
+//! finalizer writes are recognised as the controller's own echoes, so handlers stay idempotent.
 //!
 //! Run it against the cluster of the current kubeconfig (its default namespace; it handles
 //! ConfigMaps labelled `examples.kubeapp.dev/checksum`):
@@ -20,9 +21,10 @@
 //! kubectl patch configmap web --type merge -p '{"data": {"port": "8080"}}'
 //! ```
 //!
-//! What to look at: `watcher: add web`, `reconciler: Created web, checksum ...`, then `watcher:
-//! update web` twice per change (the change, then the stamp), one reconcile per change, and
-//! `kubectl get configmap web -o yaml` shows the `examples.kubeapp.dev/data-checksum` annotation.
+//! What to look at: `watcher: add web`, `reconciler: Created web, checksum X`, then per change
+//! two `watcher: update web` (the change, then the stamp) and two reconciles (the second finds
+//! the stamp right). `kubectl get configmap web -o yaml` shows the
+//! `examples.kubeapp.dev/data-checksum` annotation.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};

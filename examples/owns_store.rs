@@ -21,10 +21,11 @@
 //! kubectl delete configmap a
 //! ```
 //!
-//! What to look at: `default/a (its own event): ConfigMap created`; after the patch
-//! `default/a (owned ... changed): ConfigMap restored`, after the delete `ConfigMap created`
-//! again; `kubectl get notice a -o yaml` shows `Ready=True` and `kubectl get events` the
-//! `Rendered` Events.
+//! What to look at: `a (its own event): ConfigMap created`; after the patch `a (owned
+//! ConfigMap.v1./a.default changed): ConfigMap restored` (then `up to date`: an update of a
+//! child triggers, also the one its own apply made); after the delete `ConfigMap created` again.
+//! `kubectl get notice a -o yaml` shows `Ready=True`, `kubectl get events` the `Rendered` Event
+//! (repeats count in its series).
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -84,21 +85,13 @@ async fn reconcile(
     let why = request
         .cause
         .map_or("its own event".into(), |c| c.to_string());
-    let key = format!(
-        "{}/{}",
-        notice.namespace().unwrap_or_default(),
-        notice.name_any()
-    );
+    let key = notice.name_any();
     // The child as the cache has it (an edit or a delete of it is what triggered us, perhaps).
-    let cached = children.get_named(notice.namespace().as_deref(), &notice.name_any());
+    let cached = children.get_named(notice.namespace().as_deref(), &key);
     let wanted = child_of(notice);
     if cached.as_ref().map(|c| &c.data) != Some(&wanted.data) {
         ctx.apply(wanted).owned_by(notice)?.send().await?;
-        let done = if cached.is_some() {
-            "restored"
-        } else {
-            "created"
-        };
+        let done = cached.map_or("created", |_| "restored");
         println!("{key} ({why}): ConfigMap {done}");
         let note = format!("ConfigMap {done}");
         ctx.recorder().normal(notice, "Rendered", note).await?;

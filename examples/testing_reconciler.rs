@@ -3,14 +3,13 @@
 //! loudly). In your own crate the body of `main` is a `#[tokio::test]` (kubeapp with the
 //! `testenv` feature as a dev-dependency).
 //!
-//! What it shows: `kubeapp::sdk::testenv::TestEnv` (no cluster, no Docker: the two binaries from
-//! `testbin/build.sh` or `kubeapp testenv install`, found through `KUBEBUILDER_ASSETS` or the
-//! cache): `install_crd`, a fresh namespace per test, `env.client()` for both the controller and
-//! the test. The test waits for conditions with kube's `await_condition` (a watch, no sleeps)
-//! under a timeout, and checks the promises of the reconciler, each through the apiserver: the
-//! child ConfigMap with its controller owner reference, `Ready` and `observedGeneration`, a
-//! deleted child re-created (testenv runs no garbage collector, so this is the reconciler's
-//! doing through `owns`), and a spec change followed.
+//! What it shows: `kubeapp::sdk::testenv::TestEnv` (kube-apiserver and etcd from
+//! `testbin/build.sh` or `kubeapp testenv install`; no cluster, no Docker), `install_crd`, a
+//! fresh namespace per test, `env.client()` for the controller and the test alike. The test
+//! waits for each expected state with kube's `await_condition` (a watch, not sleeps) under a
+//! timeout, and checks through the apiserver: the child ConfigMap and its controller owner
+//! reference, `Ready` at the object's generation, a deleted child re-created (testenv runs no
+//! garbage collector: that is the reconciler, triggered through `owns`), a spec change followed.
 //!
 //! Run it (no kubeconfig needed):
 //!
@@ -67,15 +66,10 @@ async fn reconcile(
     if request.action == ReconcileAction::Deleted {
         return Ok(ReconcileResult::done());
     }
-    let child = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(banner.name_any()),
-            namespace: banner.namespace(),
-            ..ObjectMeta::default()
-        },
-        data: Some([("text".into(), banner.spec.text.clone())].into()),
-        ..ConfigMap::default()
-    };
+    let mut child = ConfigMap::default();
+    child.metadata.name = Some(banner.name_any());
+    child.metadata.namespace = banner.namespace();
+    child.data = Some([("text".into(), banner.spec.text.clone())].into());
     ctx.apply(child).owned_by(banner)?.send().await?;
     let mut status = banner.status.clone().unwrap_or_default();
     let ready = conditions::ready(true, "Rendered", "the ConfigMap holds the text");
@@ -88,45 +82,50 @@ async fn reconcile(
 /// How long any one expected state may take to appear.
 const WAIT: Duration = Duration::from_secs(30);
 
-/// Waits until the object `name` exists and satisfies `check`; returns it.
+/// Waits until the object `hello` exists and satisfies `check` (a watch, no polling).
 async fn wait_for<K>(
     api: &Api<K>,
-    name: &str,
     what: &str,
     check: impl Fn(&K) -> bool + Send + 'static,
-) -> Result<K, Box<dyn std::error::Error>>
+) -> Result<K, BoxError>
 where
     K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
 {
     let condition = move |object: Option<&K>| object.is_some_and(&check);
-    let found = tokio::time::timeout(WAIT, await_condition(api.clone(), name, condition))
+    let waiting = await_condition(api.clone(), "hello", condition);
+    let found = tokio::time::timeout(WAIT, waiting)
         .await
         .map_err(|_| format!("{what}: not within {WAIT:?}"))??;
     println!("ok: {what}");
-    found.ok_or_else(|| format!("{what}: the object is gone").into())
+    Ok(found.ok_or("the object is gone")?)
 }
 
-fn text(cm: &ConfigMap) -> Option<&str> {
-    cm.data.as_ref()?.get("text").map(String::as_str)
+fn holds(text: &'static str) -> impl Fn(&ConfigMap) -> bool {
+    move |cm| {
+        cm.data
+            .as_ref()
+            .and_then(|d| d.get("text"))
+            .is_some_and(|t| t == text)
+    }
 }
 
-fn ready_at(banner: &Banner, generation: i64) -> bool {
-    banner.status.as_ref().is_some_and(|s| {
-        s.observed_generation == Some(generation)
-            && conditions::is_true(&s.conditions, conditions::READY)
-    })
+fn ready_at(generation: i64) -> impl Fn(&Banner) -> bool {
+    move |banner| {
+        let status = banner.status.clone().unwrap_or_default();
+        let ready = conditions::is_true(&status.conditions, conditions::READY);
+        ready && status.observed_generation == Some(generation)
+    }
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt::init(); // RUST_LOG=info shows the library's logs
+async fn main() -> Result<(), BoxError> {
     let env = TestEnv::start().await?;
     env.install_crd::<Banner>().await?;
     let ns = env.create_namespace("banner").await?;
     let banners: Api<Banner> = Api::namespaced(env.client(), &ns);
     let config_maps: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
 
-    // The operator's side, as it would run in the operator (scoped to the test's namespace).
+    // The operator's side, as the operator registers it (here scoped to the test's namespace).
     let controller = InformerController::new(ControllerConfig::default().name("banner-operator"));
     let kind = controller.kind(
         banners.clone(),
@@ -141,69 +140,32 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         async move { controller.run(stop).await }
     });
 
-    // The test's side: what a user does, and what the cluster must then show.
-    let created = banners
-        .create(
-            &PostParams::default(),
-            &Banner::new("hello", BannerSpec { text: "hi".into() }),
-        )
-        .await?;
-    let cm = wait_for(
-        &config_maps,
-        "hello",
-        "the ConfigMap holds the text",
-        |cm| text(cm) == Some("hi"),
-    )
-    .await?;
-    let owner = &cm
-        .metadata
-        .owner_references
-        .as_ref()
-        .ok_or("no owner reference")?[0];
+    // The test's side: what a user does, and what the cluster must show then.
+    let banner = Banner::new("hello", BannerSpec { text: "hi".into() });
+    let uid = banners.create(&PostParams::default(), &banner).await?.uid();
+    let cm = wait_for(&config_maps, "the ConfigMap holds the text", holds("hi")).await?;
+    let owner = cm
+        .owner_references()
+        .first()
+        .ok_or("the ConfigMap has no owner")?;
     assert_eq!(
-        (owner.kind.as_str(), owner.uid.as_str()),
-        (
-            "Banner",
-            created.metadata.uid.as_deref().unwrap_or_default()
-        )
+        (Some(&owner.uid), owner.controller),
+        (uid.as_ref(), Some(true)),
+        "controller owner"
     );
-    assert_eq!(
-        owner.controller,
-        Some(true),
-        "the Banner is the controller owner"
-    );
-    wait_for(&banners, "hello", "Ready at generation 1", |b| {
-        ready_at(b, 1)
-    })
-    .await?;
+    wait_for(&banners, "Ready at generation 1", ready_at(1)).await?;
 
-    let first_uid = cm.metadata.uid.clone();
-    config_maps
-        .delete("hello", &DeleteParams::default())
-        .await?;
-    wait_for(
-        &config_maps,
-        "hello",
-        "the deleted ConfigMap is re-created",
-        move |cm| cm.metadata.uid != first_uid,
-    )
-    .await?;
+    let (first, delete) = (cm.uid(), DeleteParams::default());
+    config_maps.delete("hello", &delete).await?;
+    let recreated = move |cm: &ConfigMap| cm.uid() != first;
+    wait_for(&config_maps, "re-created", recreated).await?;
 
     let change = serde_json::json!({ "spec": { "text": "bye" } });
     banners
         .patch("hello", &PatchParams::default(), &Patch::Merge(&change))
         .await?;
-    wait_for(
-        &config_maps,
-        "hello",
-        "the ConfigMap follows the spec",
-        |cm| text(cm) == Some("bye"),
-    )
-    .await?;
-    wait_for(&banners, "hello", "Ready at generation 2", |b| {
-        ready_at(b, 2)
-    })
-    .await?;
+    wait_for(&config_maps, "the ConfigMap follows the spec", holds("bye")).await?;
+    wait_for(&banners, "Ready at generation 2", ready_at(2)).await?;
 
     stop.cancel();
     running.await??;

@@ -20,9 +20,10 @@
 //! kubectl delete configmap shop-settings
 //! ```
 //!
-//! What to look at: `default/shop (its own event): no ConfigMap shop-settings`, then
-//! `default/shop (mapped ... shop-settings changed): 1 setting(s)` after the create and `no
-//! ConfigMap` again after the delete; `kubectl get site shop -o yaml` shows `Ready` following.
+//! What to look at: `default/shop (its own event): no ConfigMap shop-settings`; after the
+//! create `default/shop (watched ConfigMap.v1./shop-settings.default changed): 1 setting(s)`,
+//! after the delete `no ConfigMap` again; `kubectl get site shop -o yaml` shows `Ready`
+//! following.
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -47,7 +48,7 @@ pub struct SiteSpec {
 #[serde(rename_all = "camelCase")]
 pub struct SiteStatus {
     /// How many settings the ConfigMap holds.
-    pub settings_count: Option<usize>,
+    pub settings_count: Option<i64>,
     /// `Ready`: whether the settings were found.
     #[serde(default)]
     #[schemars(schema_with = "conditions::schema")]
@@ -86,7 +87,7 @@ async fn reconcile(
     let mut status = site.status.clone().unwrap_or_default();
     let ready = match &settings {
         Some(cm) => {
-            let count = cm.data.as_ref().map_or(0, |d| d.len());
+            let count = cm.data.as_ref().map_or(0, |d| d.len() as i64);
             println!("{key} ({why}): {count} setting(s)");
             status.settings_count = Some(count);
             conditions::ready(true, "SettingsFound", format!("{count} setting(s)"))

@@ -44,7 +44,7 @@ versions: [{ name: v1, kinds: [{ kind: Bucket, admission: { validation: { operat
 ";
 
 /// The largest Bucket admitted.
-const MAX_GB: u32 = 100;
+const MAX_GB: i64 = 100;
 
 /// Storage someone asks for.
 #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
@@ -57,7 +57,8 @@ const MAX_GB: u32 = 100;
 #[serde(rename_all = "camelCase")]
 pub struct BucketSpec {
     /// The size, in GB.
-    pub size_gb: u32,
+    #[schemars(range(min = 1))]
+    pub size_gb: i64,
 }
 
 /// The webhook-only app.
