@@ -19,9 +19,9 @@
 //! ```
 //!
 //! What to look at: one copy prints `one: leading` and `one reconciles demo (Created)`, the
-//! other `two: following`. Ctrl-C the leader: it releases the Lease, and within a second the
-//! other prints `two: leading` and reconciles `demo` again. (After a `kill -9` instead, the
-//! other waits for the Lease to expire: about 15 s.)
+//! other `two: following`. Ctrl-C the leader: it releases the Lease, and the other, which
+//! watches it, prints `two: leading` at once and reconciles `demo` again. (After a `kill -9`
+//! instead, the other waits for the Lease to expire: about 15 s.)
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kubeapp::ha::election::{ElectionConfig, LeaderElector};
