@@ -55,7 +55,7 @@ use crate::list_scope::{ListRange, ListScope};
 use crate::object::{ObjectKey, SharedObject, share};
 
 /// How often an informer checks its cache against the apiserver, and how long it gives the
-/// watch to catch up; see the [module docs](self).
+/// watch to catch up; see [drift detection](super#drift-detection).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DriftCheck {
     /// Time between two checks.
