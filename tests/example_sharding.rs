@@ -24,6 +24,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use kubeapp::ha::sharding::assignment::owned_by;
 use kubeapp::sdk::testenv::TestEnv;
 
 const OBJECTS: usize = 3_000;
@@ -161,8 +162,23 @@ async fn three_thousand_greetings_churned_while_replicas_go_1_3_2_each_handled_b
     })
     .await;
 
-    // `kubeapp trace` names each object's owner: change 20 kept Greetings now that the ring is
-    // settled, and the replica that handles each change must be the one trace names.
+    // `kubeapp trace` names each object's owner: change 20 kept Greetings once the ring settled
+    // (each survivor active on exactly its share under the two-member ring: the sum alone can
+    // reach 1 while one of them still acts under the three-member ring, before a hand-off), and
+    // the replica that handles each change must be the one trace names.
+    let survivors = ["replica-a".to_string(), "replica-c".to_string()];
+    let share = |member: &str| owned_by(&survivors, member).fraction();
+    eventually(
+        "each survivor is active on its share of the two-member ring",
+        logs,
+        || async {
+            let a = first.metric("shard_active_range_width").await?;
+            let c = third.metric("shard_active_range_width").await?;
+            ((a - share("replica-a")).abs() < 1e-9 && (c - share("replica-c")).abs() < 1e-9)
+                .then_some(())
+        },
+    )
+    .await;
     let traced_from = Timestamp::now().as_microsecond();
     let traced: Vec<usize> = (0..OBJECTS).filter(|i| i % 3 != 2).take(20).collect();
     for &i in &traced {
