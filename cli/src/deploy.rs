@@ -58,7 +58,7 @@ pub async fn run(args: &DeployArgs) -> Result<(), DeployError> {
     let project = Project::load(&args.dir).map_err(GenerateError::from)?;
     project.manifest().map_err(GenerateError::from)?;
     let binary = OperatorBinary::build(&project).map_err(GenerateError::from)?;
-    let mut docs = generate::deploy_objects(&project, &binary, &args.target)?;
+    let mut docs = generate::deploy_objects(&project, &binary, &args.target, None)?;
     if args.target.namespace != "default" {
         let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
                                "metadata": {"name": args.target.namespace}});

@@ -59,9 +59,19 @@ pub fn parse_documents(yaml: &str, origin: &str) -> Result<Vec<Value>, ObjectsEr
     Ok(docs.into_iter().filter(|doc| !doc.is_null()).collect())
 }
 
+/// The file `generate` puts `object` in: by its kind, and the dashboard's ConfigMap (label
+/// `grafana_dashboard`) with the other monitoring objects.
+pub fn file_for_object(object: &Value) -> &'static str {
+    if object["metadata"]["labels"]["grafana_dashboard"].is_string() {
+        return "monitoring.yaml";
+    }
+    file_for(object["kind"].as_str().unwrap_or_default())
+}
+
 /// The file `generate` puts an object of `kind` in.
 pub fn file_for(kind: &str) -> &'static str {
     match kind {
+        "PrometheusRule" | "ServiceMonitor" | "PodMonitor" => "monitoring.yaml",
         "CustomResourceDefinition" => "crds.yaml",
         "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding" => {
             "rbac.yaml"
@@ -190,5 +200,13 @@ mod tests {
         assert_eq!(file_for("ClusterRoleBinding"), "rbac.yaml");
         assert_eq!(file_for("MutatingWebhookConfiguration"), "webhooks.yaml");
         assert_eq!(file_for("Deployment"), "deployment.yaml");
+        assert_eq!(file_for("PrometheusRule"), "monitoring.yaml");
+        let dashboard = serde_json::json!({"kind": "ConfigMap",
+            "metadata": {"labels": {"grafana_dashboard": "1"}}});
+        assert_eq!(file_for_object(&dashboard), "monitoring.yaml");
+        assert_eq!(
+            file_for_object(&serde_json::json!({"kind": "ConfigMap"})),
+            "other.yaml"
+        );
     }
 }

@@ -12,6 +12,8 @@
 //!   types ([`CrdBuilder`]).
 //! - [`deploy`]: the Deployment, metrics and webhook Services and RBAC that run the operator
 //!   in a cluster, as objects and one YAML stream ([`deploy::OperatorDeployment`]).
+//! - [`monitoring`]: the observability assets of an app: a Grafana dashboard and Prometheus
+//!   alerting rules over its operator's golden signals ([`monitoring::Monitoring`]).
 //! - [`rbac`]: the ServiceAccount, (Cluster)Role and binding an operator of the app needs
 //!   ([`RbacBuilder`]).
 //! - [`webhooks`]: the Validating/MutatingWebhookConfigurations and the CRD conversion client
@@ -30,6 +32,7 @@ pub mod crd;
 pub mod deploy;
 pub mod error;
 pub mod manifest;
+pub mod monitoring;
 pub mod rbac;
 #[cfg(feature = "testenv")]
 pub mod testenv;

@@ -161,15 +161,35 @@ impl Drop for Reaped {
 /// A real Prometheus (Debian's package) scraping each `(job, target)` every second, listening
 /// on `port`; returns once it answers `/-/ready`.
 pub async fn start_prometheus(dir: &Path, port: u16, jobs: &[(&str, SocketAddr)]) -> Reaped {
-    let binary = std::env::var("PROMETHEUS").unwrap_or_else(|_| "prometheus".into());
-    let config = dir.join("prometheus.yml");
-    let mut text =
-        String::from("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n");
+    let mut scrape_configs = String::new();
     for (job, target) in jobs {
-        text.push_str(&format!(
+        scrape_configs.push_str(&format!(
             "  - job_name: {job}\n    static_configs:\n      - targets: ['{target}']\n"
         ));
     }
+    start_prometheus_with(dir, port, &scrape_configs, &[]).await
+}
+
+/// A real Prometheus with `scrape_configs` (YAML list items, indented two spaces) and the rule
+/// files `rule_files`, scraping and evaluating every second, listening on `port`; returns once it
+/// answers `/-/ready`.
+pub async fn start_prometheus_with(
+    dir: &Path,
+    port: u16,
+    scrape_configs: &str,
+    rule_files: &[&Path],
+) -> Reaped {
+    let binary = std::env::var("PROMETHEUS").unwrap_or_else(|_| "prometheus".into());
+    let config = dir.join("prometheus.yml");
+    let mut text = String::from("global: {scrape_interval: 1s, evaluation_interval: 1s}\n");
+    if !rule_files.is_empty() {
+        text.push_str("rule_files:\n");
+        for file in rule_files {
+            text.push_str(&format!("  - '{}'\n", file.display()));
+        }
+    }
+    text.push_str("scrape_configs:\n");
+    text.push_str(scrape_configs);
     std::fs::write(&config, text).expect("write the Prometheus config");
     let log = dir.join("prometheus.log");
     let child = std::process::Command::new(&binary)

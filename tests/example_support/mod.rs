@@ -235,7 +235,13 @@ impl Operator {
     /// Starts `run` against `env` for namespace `ns` with `extra` flags, certificates in
     /// `env.dir()/webhook-tls` and free ports.
     pub fn start(env: &TestEnv, ns: &str, extra: &[&str]) -> Self {
-        let certs = DevCerts::write(&env.dir().join("webhook-tls"));
+        Self::start_with_certs_in(env, ns, extra, &env.dir().join("webhook-tls"))
+    }
+
+    /// [`start`](Self::start) with the certificates written into `certs_dir`: for a second
+    /// operator next to one whose certificates must stay as they are.
+    pub fn start_with_certs_in(env: &TestEnv, ns: &str, extra: &[&str], certs_dir: &Path) -> Self {
+        let certs = DevCerts::write(certs_dir);
         let log_path = env.dir().join(format!("{RECONCILER}-{ns}.log"));
         let log_file = std::fs::File::create(&log_path).expect("log file");
         let metrics_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));

@@ -96,4 +96,40 @@ pub struct ManifestArgs {
     /// Where the webhooks are reached (when the manifest declares webhooks).
     #[command(flatten)]
     pub webhook: WebhookTargetArgs,
+    /// The operator's metrics prefix: passed to `run` in the Deployment and used by the
+    /// monitoring queries.
+    #[arg(long, value_name = "PREFIX")]
+    pub metrics_prefix: Option<String>,
+    /// The dashboard and alerts too (see docs/monitoring.md).
+    #[command(flatten)]
+    pub monitoring: MonitoringArgs,
+}
+
+/// What `manifests --monitoring` adds.
+#[derive(Clone, Debug, Default, Args)]
+pub struct MonitoringArgs {
+    /// Add the monitoring assets: a PrometheusRule with the alerts and a ConfigMap with the
+    /// Grafana dashboard (label grafana_dashboard: "1").
+    #[arg(long)]
+    pub monitoring: bool,
+    /// With --monitoring, also a ServiceMonitor or PodMonitor (Prometheus operator) scraping the
+    /// operator.
+    #[arg(long, value_enum, default_value_t = ScrapeObject::None, requires = "monitoring")]
+    pub scrape: ScrapeObject,
+    /// With --monitoring, a YAML or JSON file of alert thresholds to change (camelCase fields of
+    /// kubeapp_sdk::monitoring::Thresholds, e.g. `queueDepth: 500`).
+    #[arg(long, value_name = "PATH", requires = "monitoring")]
+    pub alert_thresholds: Option<PathBuf>,
+}
+
+/// The scrape object `--scrape` adds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScrapeObject {
+    /// None.
+    #[default]
+    None,
+    /// A ServiceMonitor selecting the metrics Service.
+    ServiceMonitor,
+    /// A PodMonitor selecting the operator's pods.
+    PodMonitor,
 }

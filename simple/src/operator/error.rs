@@ -5,6 +5,7 @@ use kubeapp_operator::{BoxError, MetricsRegistryError};
 use kubeapp_runner::{ClientError, RunnerError};
 use kubeapp_sdk::crd::CrdError;
 use kubeapp_sdk::deploy::DeployError;
+use kubeapp_sdk::monitoring::MonitoringError;
 use kubeapp_sdk::rbac::RbacError;
 
 use super::webhooks::WebhookError;
@@ -29,6 +30,17 @@ pub enum OperatorError {
     /// The deployment could not be built.
     #[error("building the deployment")]
     Deploy(#[from] DeployError),
+    /// The dashboard and alerts of `manifests --monitoring` could not be rendered.
+    #[error("the monitoring assets")]
+    Monitoring(#[from] MonitoringError),
+    /// The file of `manifests --alert-thresholds` cannot be read.
+    #[error("reading the alert thresholds {}", .path.display())]
+    ThresholdsFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
     /// Objects could not be written as YAML.
     #[error("writing YAML: {0}")]
     Yaml(String),

@@ -10,7 +10,9 @@
 //!   kinds ([`AppConfig::rbac`]: unmanaged kinds, `owns`, `watches`);
 //! - `manifests`: `rbac` plus the Deployment (probes, resource requests), the metrics Service and,
 //!   when the manifest declares webhooks, the webhook Service, the certificate Secret's mount
-//!   (Secret `{name}-webhook-tls`, e.g. from cert-manager) and the webhook configurations;
+//!   (Secret `{name}-webhook-tls`, e.g. from cert-manager) and the webhook configurations; with
+//!   `--monitoring`, the app's alerts (a PrometheusRule) and Grafana dashboard (a ConfigMap), and
+//!   with `--scrape` a ServiceMonitor or PodMonitor ([`kubeapp_sdk::monitoring`]);
 //! - `run`: logs and traces from [`OperatorArgs`](crate::cli::OperatorArgs) (flushed on exit), the client from the
 //!   environment (in-cluster or kubeconfig), one [`Runner`](kubeapp_runner::Runner) serving
 //!   `/metrics`, `/livez`, `/readyz` (and the webhooks), the app built with the Runner's shared informers and metrics
@@ -49,6 +51,7 @@ pub mod commands;
 mod context;
 pub mod dry_run;
 mod error;
+mod monitoring;
 mod parse;
 mod run;
 #[cfg(test)]
@@ -516,6 +519,9 @@ where
                 }
             });
         let mut run_args = vec!["run".to_string(), "--log-format".into(), "json".into()];
+        if let Some(prefix) = &args.metrics_prefix {
+            run_args.extend(["--metrics-prefix".to_string(), prefix.clone()]);
+        }
         if leases {
             deployment = deployment.env_from_field("POD_NAMESPACE", "metadata.namespace");
             run_args.push(
@@ -538,6 +544,11 @@ where
         }
         let mut docs = deployment.args(run_args).build()?.to_values()?;
         docs.extend(configurations);
+        docs.extend(monitoring::objects(
+            manifest,
+            &self.deployment_name(manifest),
+            args,
+        )?);
         to_yaml_documents(&docs).map_err(OperatorError::Yaml)
     }
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::runtime::watcher;
 
-use super::commands::{CrdArgs, ManifestArgs, RbacArgs, WebhookTargetArgs};
+use super::commands::{CrdArgs, ManifestArgs, MonitoringArgs, RbacArgs, WebhookTargetArgs};
 use super::parse::{self, Chosen};
 use super::*;
 use crate::kinds::UnmanagedKind;
@@ -43,6 +43,8 @@ fn manifest_args(webhook: WebhookTargetArgs) -> ManifestArgs {
         replicas: 1,
         shard: false,
         webhook,
+        metrics_prefix: None,
+        monitoring: MonitoringArgs::default(),
     }
 }
 
