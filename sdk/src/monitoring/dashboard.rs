@@ -152,6 +152,7 @@ pub(crate) fn rows(q: &Queries<'_>) -> Vec<Row> {
                         (rate(Metric::WatchEvents, k, KIND), "events {{kind}}"),
                         (rate(Metric::WatchErrors, k, KIND), "errors {{kind}}"),
                         (rate(Metric::DecodeErrors, k, KIND), "undecodable {{kind}}"),
+                        (rate(Metric::CacheDrift, k, KIND), "cache drift {{kind}}"),
                     ],
                 ),
             ],

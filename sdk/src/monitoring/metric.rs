@@ -49,6 +49,10 @@ pub enum Metric {
     WatchErrors,
     /// Object states that did not deserialize into the kind's type.
     DecodeErrors,
+    /// Checks of an informer's cache against a consistent list of the apiserver.
+    CacheDriftChecks,
+    /// Checks that found the cache drifted (the informer re-listed).
+    CacheDrift,
     /// Requests to the Kubernetes API by `status_code`, `verb`, `kind` (resource) and
     /// `subresource`.
     ClientRequests,
@@ -97,6 +101,8 @@ impl Metric {
             Metric::WatchEvents => "kubernetes_watch_events_total",
             Metric::WatchErrors => "kubernetes_watch_errors_total",
             Metric::DecodeErrors => "informer_decode_errors_total",
+            Metric::CacheDriftChecks => "informer_cache_drift_checks_total",
+            Metric::CacheDrift => "informer_cache_drift_total",
             Metric::ClientRequests => "kubernetes_client_requests_total",
             Metric::ClientRequestDuration => "kubernetes_client_request_duration_seconds",
             Metric::LeaderStatus => "leader_election_master_status",

@@ -87,6 +87,19 @@ pub(crate) fn alerts(q: &Queries<'_>) -> Vec<Alert> {
             metrics: vec![Metric::WatchErrors],
         },
         Alert {
+            name: "KubeappCacheDrift",
+            expr: format!(
+                "sum by ({by}) (increase({}[{}])) > {}",
+                q.sel(Metric::CacheDrift, ""),
+                t.cache_drift_window,
+                t.cache_drift
+            ),
+            pending: "0s".into(),
+            severity: Severity::Warning,
+            summary: "The {{ $labels.kind }} cache of {{ $labels.job }} drifted from the apiserver {{ $value }} times (its watch stopped delivering; it re-listed): look for a proxy or load balancer cutting watches.".into(),
+            metrics: vec![Metric::CacheDrift],
+        },
+        Alert {
             name: "KubeappHandlerErrors",
             expr: format!(
                 "sum by ({by}) (rate({}[5m])) > {}",

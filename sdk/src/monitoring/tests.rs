@@ -142,6 +142,8 @@ fn every_query_names_only_catalogued_metrics_under_the_prefix() {
         Metric::WatchEvents,
         Metric::WatchErrors,
         Metric::DecodeErrors,
+        Metric::CacheDriftChecks,
+        Metric::CacheDrift,
         Metric::ClientRequests,
         Metric::ClientRequestDuration,
         Metric::LeaderStatus,
@@ -183,6 +185,7 @@ fn the_rules_cover_the_signals_and_select_the_job() {
         [
             "KubeappInformerNotSynced",
             "KubeappWatchErrors",
+            "KubeappCacheDrift",
             "KubeappHandlerErrors",
             "KubeappTerminalErrors",
             "KubeappRetriesGivenUp",
@@ -206,16 +209,16 @@ fn the_rules_cover_the_signals_and_select_the_job() {
         r#"max by (job, namespace, kind) (informer_synced{job="shop-operator"}) == 0"#
     );
     assert!(
-        exprs[15].contains(
+        exprs[16].contains(
             r"name=~`validate\.orders\.shop\.example\.com|mutate\.orders\.shop\.example\.com`"
         ),
         "{}",
-        exprs[15]
+        exprs[16]
     );
     assert!(
-        exprs[16].contains(r"crd_name=~`orders\.shop\.example\.com`"),
+        exprs[17].contains(r"crd_name=~`orders\.shop\.example\.com`"),
         "{}",
-        exprs[16]
+        exprs[17]
     );
     // The rules file parses back to the same groups.
     let text = assets.rules_file().expect("yaml");
@@ -226,7 +229,7 @@ fn the_rules_cover_the_signals_and_select_the_job() {
     )
     .expect("manifest");
     let core = Monitoring::new(&plain).build().expect("assets");
-    assert_eq!(core.alerts.len(), 10, "no leader, shard or webhook alerts");
+    assert_eq!(core.alerts.len(), 11, "no leader, shard or webhook alerts");
     assert!(!core.dashboard_json().expect("json").contains("apiserver_"));
 }
 

@@ -33,6 +33,12 @@ pub struct Thresholds {
     pub informer_not_synced_for: String,
     /// Watch errors per second of one kind (default `0.05`): `KubeappWatchErrors`.
     pub watch_errors_per_second: f64,
+    /// Cache drifts of one kind within `cacheDriftWindow` before `KubeappCacheDrift` fires
+    /// (default `0`: any; each drift already re-listed, the alert says the watches are cut).
+    pub cache_drift: u64,
+    /// The window `cacheDrift` counts in (default `1h`, longer than the default 10-minute check
+    /// period).
+    pub cache_drift_window: String,
     /// Leader changes per hour (default `4`): `KubeappLeaderChanges`.
     pub leader_changes_per_hour: u64,
     /// How long no replica may hold the leader Lease (default `5m`): `KubeappNoLeader`.
@@ -67,6 +73,8 @@ impl Default for Thresholds {
             oldest_retry_age_seconds: 3600.0,
             informer_not_synced_for: "10m".into(),
             watch_errors_per_second: 0.05,
+            cache_drift: 0,
+            cache_drift_window: "1h".into(),
             leader_changes_per_hour: 4,
             no_leader_for: "5m".into(),
             shard_handoff_for: "10m".into(),
@@ -107,6 +115,7 @@ impl Thresholds {
             ("informerNotSyncedFor", &self.informer_not_synced_for),
             ("noLeaderFor", &self.no_leader_for),
             ("shardHandoffFor", &self.shard_handoff_for),
+            ("cacheDriftWindow", &self.cache_drift_window),
         ];
         for (field, value) in durations {
             if !is_duration(value) {
