@@ -46,6 +46,7 @@ use kubeapp::sdk::app::{AdmissionError, AppError, ConversionError};
 use kubeapp::sdk::crd::CrdError;
 use kubeapp::sdk::deploy::DeployError;
 use kubeapp::sdk::manifest::{Format, ManifestError, ManifestProblem};
+use kubeapp::sdk::monitoring::MonitoringError;
 use kubeapp::sdk::rbac::RbacError;
 use kubeapp::sdk::testenv::TestEnvError;
 use kubeapp::simple::cli::OperatorArgsError;
@@ -154,6 +155,17 @@ fn mismatch() -> KindMismatch {
 }
 
 fn sdk_errors(errors: &mut Errors) {
+    errors.add(MonitoringError::Thresholds {
+        origin: "thresholds.yaml".into(),
+        message: "pending: \"soon\" is not a Prometheus duration".into(),
+    });
+    errors.add(MonitoringError::InvalidPrefix {
+        prefix: "9x".into(),
+    });
+    errors.add(MonitoringError::Serialize {
+        what: "dashboard",
+        message: "m".into(),
+    });
     errors.add(AppError::Build {
         app: "a".into(),
         message: "m".into(),
@@ -612,6 +624,11 @@ fn simple_errors(errors: &mut Errors) {
         OperatorError::Rbac(RbacError::Manifest(manifest_error())),
         OperatorError::Deploy(DeployError::Rbac(RbacError::Manifest(manifest_error()))),
         OperatorError::Yaml(s("y")),
+        OperatorError::Monitoring(MonitoringError::InvalidPrefix { prefix: s("9x") }),
+        OperatorError::ThresholdsFile {
+            path: "thresholds.yaml".into(),
+            source: io(),
+        },
         OperatorError::Stdout(io()),
         OperatorError::Args(OperatorArgsError::LeaderWithoutInstance),
         OperatorError::Webhooks(webhooks().remove(2)),
