@@ -20,23 +20,7 @@ use kubeapp::sdk::monitoring::{Monitoring, MonitoringAssets};
 use serde_json::Value;
 
 /// A manifest with admission webhooks and a converting kind: every alert applies.
-const SHOP: &str = r#"
-appName: shop
-group: shop.example.com
-versions:
-  - name: v1
-    kinds:
-      - kind: Order
-        plural: orders
-        conversion: true
-        admission: { validation: { operations: [CREATE, UPDATE] } }
-  - name: v2
-    kinds:
-      - kind: Order
-        plural: orders
-        conversion: true
-        admission: { mutation: { operations: [CREATE] } }
-"#;
+const SHOP: &str = include_str!("../sdk/src/monitoring/testdata/shop-manifest.yaml");
 
 /// The examples, by binary and package name.
 const EXAMPLES: &[&str] = &[

@@ -4,23 +4,9 @@ use serde_json::Value;
 
 use super::*;
 
-const WEBHOOKS: &str = r#"
-appName: shop
-group: shop.example.com
-versions:
-  - name: v1
-    kinds:
-      - kind: Order
-        plural: orders
-        conversion: true
-        admission: { validation: { operations: [CREATE, UPDATE] } }
-  - name: v2
-    kinds:
-      - kind: Order
-        plural: orders
-        conversion: true
-        admission: { mutation: { operations: [CREATE] } }
-"#;
+/// A manifest with admission webhooks and a converting kind (shared with
+/// `tests/monitoring_rules.rs`): every alert applies.
+const WEBHOOKS: &str = include_str!("testdata/shop-manifest.yaml");
 
 fn manifest() -> ManifestData {
     ManifestData::from_yaml(WEBHOOKS).expect("manifest")
