@@ -42,6 +42,7 @@ use kubeapp::phases::gate::UnknownGate;
 use kubeapp::phases::provider::MetricError;
 use kubeapp::runner::ClientError;
 use kubeapp::runner::RunnerError;
+use kubeapp::runner::metrics_auth::MetricsAuthError;
 use kubeapp::sdk::app::{AdmissionError, AppError, ConversionError};
 use kubeapp::sdk::crd::CrdError;
 use kubeapp::sdk::deploy::DeployError;
@@ -481,6 +482,16 @@ fn webhook_errors() -> Vec<kubeapp::runner::webhook::WebhookError> {
 }
 
 fn runner_errors(errors: &mut Errors) {
+    errors.add(MetricsAuthError::Unauthenticated {
+        reason: "no Authorization header".into(),
+    });
+    errors.add(MetricsAuthError::Forbidden {
+        user: "system:serviceaccount:a:b".into(),
+        path: "/metrics".into(),
+    });
+    errors.add(MetricsAuthError::ReviewFailed {
+        reason: "connection refused".into(),
+    });
     let s = String::from;
     errors.add(RunnerError::InvalidMetricsPrefix { prefix: s("9") });
     errors.add(RunnerError::Bind {

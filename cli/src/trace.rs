@@ -21,6 +21,7 @@
 
 mod gather;
 pub mod model;
+mod operator;
 mod text;
 
 use std::process::ExitCode;
@@ -52,6 +53,15 @@ pub struct TraceArgs {
     /// Where the operator's Leases are (default: every namespace).
     #[arg(long, value_name = "NAMESPACE")]
     pub(crate) lease_namespace: Option<String>,
+    /// Also read the operator's own report from its `/debug/kubeapp` at this address
+    /// (`http://HOST:PORT`, e.g. through `kubectl port-forward`): its informer, queue and
+    /// failures for the kind, its leader and shard state.
+    #[arg(long, value_name = "URL")]
+    pub(crate) diagnostics: Option<String>,
+    /// A file holding the bearer token for `--diagnostics` (an operator run with
+    /// `--metrics-auth`).
+    #[arg(long, value_name = "PATH", requires = "diagnostics")]
+    pub(crate) token_file: Option<std::path::PathBuf>,
     /// Wait up to this long (e.g. 30s, 5m) for the object to be ready or failed.
     #[arg(long, value_parser = parse_wait, value_name = "DURATION")]
     wait: Option<Duration>,

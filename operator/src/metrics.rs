@@ -52,6 +52,7 @@
 //! under one of these names keeps it (prometheus reports both cases alike), so ours is not
 //! exported there: use another prefix in that case.
 
+use kubeapp_sdk::diagnostics::KindDiagnostics;
 use std::sync::Arc;
 
 use prometheus::{
@@ -337,6 +338,28 @@ impl ControllerMetrics {
                 Box::new(self.handler_failures.clone()),
             ),
         ]
+    }
+
+    /// What each kind a live controller handles reports for the Runner's `/debug/kubeapp`: its
+    /// queue, its retries and its failing objects (the values `/metrics` shows), by kind.
+    pub fn kind_diagnostics(&self) -> Vec<KindDiagnostics> {
+        let now = tokio::time::Instant::now();
+        self.failing
+            .by_kind()
+            .into_iter()
+            .map(|(kind, (failing, oldest))| {
+                let labels = [kind.as_str()];
+                let mut entry = KindDiagnostics::default();
+                entry.queue_depth = self.queue_depth.series(&labels).get();
+                entry.retries_pending = self.retries_pending.with_label_values(&labels).get();
+                entry.retries_given_up = self.retries_given_up.with_label_values(&labels).get();
+                entry.objects_failing = failing;
+                entry.oldest_failure_age_seconds =
+                    oldest.map(|since| now.saturating_duration_since(since).as_secs_f64());
+                entry.kind = kind;
+                entry
+            })
+            .collect()
     }
 
     /// Label-resolved handles for one kind, so the hot path does no label lookups.

@@ -182,6 +182,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod client_metrics;
+pub mod metrics_auth;
 mod runner;
 pub mod webhook;
 

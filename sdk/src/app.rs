@@ -55,6 +55,7 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::core::admission::{AdmissionRequest, Operation};
 use tokio_util::sync::CancellationToken;
 
+use crate::diagnostics::AppDiagnostics;
 use crate::manifest::ManifestData;
 
 /// Any error a user hook or handler may return (kubeapp's one `BoxError`; `kubeapp::operator::BoxError`
@@ -180,6 +181,12 @@ pub trait App: Send + Sync + 'static {
     /// Checks that `/readyz` evaluates (for example: every informer has synced).
     fn health_checks(&self) -> Vec<Arc<dyn HealthCheck>> {
         Vec::new()
+    }
+
+    /// The app's leader and shard state for the Runner's `/debug/kubeapp` (see
+    /// [`diagnostics`](crate::diagnostics)); by default only its name.
+    fn diagnostics(&self) -> AppDiagnostics {
+        AppDiagnostics::named(self.name())
     }
 
     /// Prometheus collectors the runner registers in its registry.

@@ -30,6 +30,7 @@ pub mod app;
 pub mod conversion;
 pub mod crd;
 pub mod deploy;
+pub mod diagnostics;
 pub mod error;
 pub mod manifest;
 pub mod monitoring;

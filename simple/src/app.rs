@@ -300,6 +300,19 @@ fn group_kind(object: &serde_json::Value) -> (String, String) {
 
 #[async_trait]
 impl kubeapp_sdk::app::App for SimpleApp {
+    fn diagnostics(&self) -> kubeapp_sdk::diagnostics::AppDiagnostics {
+        let mut report = kubeapp_sdk::diagnostics::AppDiagnostics::named(self.name());
+        report.leader = self
+            .leadership
+            .as_ref()
+            .map(kubeapp_ha::election::Leadership::diagnostics);
+        report.shard = self
+            .sharding
+            .as_ref()
+            .map(kubeapp_ha::sharding::Membership::diagnostics);
+        report
+    }
+
     fn name(&self) -> &str {
         &self.name
     }

@@ -7,6 +7,7 @@
 //! |------|-------------|---------|---------|
 //! | `--metrics-addr <ADDR>` | `METRICS_ADDR` | `0.0.0.0:9090` | [`RunnerConfig::metrics_addr`] |
 //! | `--metrics-prefix <PREFIX>` | `METRICS_PREFIX` | none | [`RunnerConfig::metrics_prefix`] |
+//! | `--metrics-auth` | `METRICS_AUTH` | off | a bearer token reviewed by the apiserver on `/metrics` and `/debug/kubeapp` (`Runner::authenticate_metrics`) |
 //! | `--namespace <NAMESPACE>` | `WATCH_NAMESPACE` | all namespaces | [`OperatorArgs::namespace`], for your informers |
 //! | `--log-format <FORMAT>` | `LOG_FORMAT` | `text` | [`TelemetryConfig::log_format`] |
 //! | `--otlp-endpoint <URL>` | `OTLP_ENDPOINT` | none | [`Otlp::Endpoint`] |
@@ -86,6 +87,11 @@ pub struct OperatorArgs {
     /// ...): letters, digits, `_` and `:`, not starting with a digit.
     #[arg(long, env = "METRICS_PREFIX", value_name = "PREFIX")]
     pub metrics_prefix: Option<String>,
+    /// Require a bearer token on /metrics and /debug/kubeapp, reviewed by the apiserver
+    /// (TokenReview, then SubjectAccessReview of `get` on the path); /livez and /readyz stay
+    /// open. Without it /metrics is open and /debug/kubeapp answers only loopback clients.
+    #[arg(long, env = "METRICS_AUTH")]
+    pub metrics_auth: bool,
     /// Watch this namespace only (default: all namespaces).
     #[arg(long, env = "WATCH_NAMESPACE", value_name = "NAMESPACE")]
     pub namespace: Option<String>,

@@ -82,6 +82,16 @@ pub async fn gather(target: &Target, args: &TraceArgs) -> Result<Trace, TraceErr
     let owner = owner(target, args, &uid, &events, &mut unreadable).await;
     let mut shown = events;
     shown.truncate(args.events);
+    let operator = match &args.diagnostics {
+        Some(url) => match super::operator::read(url, args.token_file.as_deref(), target).await {
+            Ok(view) => Some(view),
+            Err(error) => {
+                unreadable.push(format!("operator diagnostics: {error}"));
+                None
+            }
+        },
+        None => None,
+    };
     Ok(Trace {
         object: ObjectView {
             api_version: target.resource.api_version.clone(),
@@ -106,6 +116,7 @@ pub async fn gather(target: &Target, args: &TraceArgs) -> Result<Trace, TraceErr
         failures,
         events: shown,
         owner,
+        operator,
         unreadable,
     })
 }

@@ -5,6 +5,7 @@
 use k8s_openapi::jiff::Timestamp;
 use kubeapp::components::status::COMPONENT_FAILED;
 use kubeapp::phases::status::PHASE_FAILED;
+use kubeapp::sdk::diagnostics::{AppDiagnostics, InformerDiagnostics, KindDiagnostics};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -65,9 +66,26 @@ pub struct Trace {
     pub events: Vec<EventView>,
     /// Who acts on it.
     pub owner: OwnerView,
+    /// What the operator process reports on `/debug/kubeapp` (with `--diagnostics`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operator: Option<OperatorView>,
     /// What could not be read (Events, Leases, an applied object), and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unreadable: Vec<String>,
+}
+
+/// What the operator process reports about the object's kind (`--diagnostics`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorView {
+    /// Where it was read.
+    pub url: String,
+    /// The informer caching the object.
+    pub informer: Option<InformerDiagnostics>,
+    /// The kind's queue and failures.
+    pub kind: Option<KindDiagnostics>,
+    /// Each app's leader and shard state.
+    pub apps: Vec<AppDiagnostics>,
 }
 
 /// The object itself.

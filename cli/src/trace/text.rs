@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
-use super::model::{ChildView, Trace, Verdict};
+use super::model::{ChildView, OperatorView, Trace, Verdict};
 
 /// `trace` as text, ages relative to `now`.
 pub fn render(trace: &Trace, now: Timestamp) -> String {
@@ -151,10 +151,77 @@ pub fn render(trace: &Trace, now: Timestamp) -> String {
             )
         );
     }
+    if let Some(operator) = &trace.operator {
+        operator_lines(&mut out, operator);
+    }
     for what in &trace.unreadable {
         let _ = writeln!(out, "unreadable: {what}");
     }
     out
+}
+
+/// What the operator process reports (`--diagnostics`).
+fn operator_lines(out: &mut String, operator: &OperatorView) {
+    let _ = writeln!(out, "operator ({}):", operator.url);
+    match &operator.informer {
+        Some(i) => {
+            let _ = writeln!(
+                out,
+                "  informer: {}, {} cached (checksum {}), last event {}, {} re-lists, {} failed requests",
+                if i.synced { "synced" } else { "NOT synced" },
+                i.objects,
+                i.checksum,
+                i.last_event_age_seconds
+                    .map_or_else(|| "never".to_string(), |age| format!("{age:.1}s ago")),
+                i.relists,
+                i.watch_errors
+            );
+        }
+        None => {
+            let _ = writeln!(out, "  informer: none for this kind in that process");
+        }
+    }
+    if let Some(k) = &operator.kind {
+        let _ = writeln!(
+            out,
+            "  queue: {} queued, {} retries pending, {} objects failing{}, {} given up",
+            k.queue_depth,
+            k.retries_pending,
+            k.objects_failing,
+            k.oldest_failure_age_seconds
+                .map_or_else(String::new, |age| format!(" (oldest {age:.0}s)")),
+            k.retries_given_up
+        );
+    }
+    for app in &operator.apps {
+        if let Some(l) = &app.leader {
+            let _ = writeln!(
+                out,
+                "  {}: {} {} Lease {}/{} (term {})",
+                app.app,
+                l.identity,
+                if l.leading {
+                    "leads with"
+                } else {
+                    "stands by for"
+                },
+                l.lease_namespace,
+                l.lease_name,
+                l.term
+            );
+        }
+        if let Some(s) = &app.shard {
+            let _ = writeln!(
+                out,
+                "  {}: {} is {} of {} members, owns {} slots",
+                app.app,
+                s.identity,
+                if s.member { "one" } else { "NOT one" },
+                s.members.len(),
+                s.owned_slots.len()
+            );
+        }
+    }
 }
 
 fn child_line(out: &mut String, child: &ChildView) {

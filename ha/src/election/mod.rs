@@ -47,6 +47,7 @@ pub use self::timings::LeaseTimings;
 /// Lease's name.
 pub const ELECTION_LABEL: &str = "election.kubeapp.dev/lease";
 
+use kubeapp_sdk::diagnostics::LeaderDiagnostics;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::time::Instant;
@@ -145,6 +146,16 @@ pub struct Leadership {
     changes: watch::Receiver<bool>,
     /// The period this handle is pinned to, if any.
     period: Option<u64>,
+    /// The Lease competed for (an elector's handles; a shard ring's validity has none).
+    lease: Option<Arc<LeaseIdentity>>,
+}
+
+/// The Lease an elector competes for, and as whom (for [`Leadership::diagnostics`]).
+#[derive(Debug)]
+struct LeaseIdentity {
+    namespace: String,
+    name: String,
+    identity: String,
 }
 
 /// The shared state behind every [`Leadership`] handle of one elector or shard ring.
@@ -181,7 +192,27 @@ impl Leadership {
             validity,
             changes,
             period: None,
+            lease: None,
         }
+    }
+
+    /// The number of the current or last period of leadership (0: never led): the term
+    /// `/debug/kubeapp` reports.
+    pub fn term(&self) -> u64 {
+        self.read().period
+    }
+
+    /// This replica's leader state for the Runner's `/debug/kubeapp`.
+    pub fn diagnostics(&self) -> LeaderDiagnostics {
+        let mut report = LeaderDiagnostics::default();
+        if let Some(lease) = &self.lease {
+            report.lease_namespace.clone_from(&lease.namespace);
+            report.lease_name.clone_from(&lease.name);
+            report.identity.clone_from(&lease.identity);
+        }
+        report.leading = self.is_leader();
+        report.term = self.term();
+        report
     }
 
     fn read(&self) -> Validity {
@@ -315,7 +346,14 @@ impl LeaderElector {
 
     /// Whether this candidate leads, now and later.
     pub fn leadership(&self) -> Leadership {
-        Leadership::from_parts(Arc::clone(&self.validity), self.changes.subscribe())
+        let mut leadership =
+            Leadership::from_parts(Arc::clone(&self.validity), self.changes.subscribe());
+        leadership.lease = Some(Arc::new(LeaseIdentity {
+            namespace: self.config.namespace.clone(),
+            name: self.config.name.clone(),
+            identity: self.config.identity.clone(),
+        }));
+        leadership
     }
 
     fn set(&self, until: Option<Instant>) {

@@ -67,6 +67,7 @@ pub mod selector_layer;
 pub(crate) mod server_side;
 pub(crate) mod term;
 
+use kubeapp_sdk::diagnostics::ShardDiagnostics;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
@@ -211,6 +212,22 @@ impl Membership {
     /// handler call on it).
     pub fn validity(&self) -> Leadership {
         self.validity.clone()
+    }
+
+    /// This replica's shard state for the Runner's `/debug/kubeapp`: the ring as last read and
+    /// the slots it assigns to this replica.
+    pub fn diagnostics(&self) -> ShardDiagnostics {
+        let state = self.state();
+        let mut report = ShardDiagnostics::default();
+        report.identity.clone_from(&self.identity);
+        report.member = self.is_member();
+        report.owned_slots = assignment::owned_by(&state.members, &self.identity)
+            .iter()
+            .filter_map(|slot| u32::try_from(slot).ok())
+            .collect();
+        report.members = state.members;
+        report.acknowledged = state.acknowledged;
+        report
     }
 
     /// The ring as last read.

@@ -31,7 +31,8 @@ use crate::list_watch::{
 };
 use crate::metrics::ControllerMetrics;
 use crate::object::Kind;
-use crate::store::{IndexFn, Store};
+use crate::store::{IndexFn, Store, cache_digest};
+use kubeapp_sdk::diagnostics::InformerDiagnostics;
 
 pub use self::options::InformerOptions;
 pub(crate) use self::shared::{Fanout, Offer, SharedInformer, Subscribe, Subscriber};
@@ -154,6 +155,44 @@ impl Informers {
     /// How many watches are open (each one a list+watch against the apiserver).
     pub fn open_watches(&self) -> usize {
         self.registry.opened.load(Ordering::Acquire)
+    }
+
+    /// What each shared informer in use reports for the Runner's `/debug/kubeapp`: its cache
+    /// (objects, a digest comparable across replicas) and its watch (synced, last event,
+    /// re-lists, failed requests); sorted by kind and namespace.
+    pub fn diagnostics(&self) -> Vec<InformerDiagnostics> {
+        let live: Vec<(InformerKey, Arc<SharedInformer>)> = self
+            .registry
+            .informers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter_map(|(key, weak)| Some((key.clone(), weak.upgrade()?)))
+            .collect();
+        let mut report: Vec<InformerDiagnostics> = live
+            .iter()
+            .map(|(key, informer)| {
+                let cache = &informer.fanout.cache;
+                let activity = cache.synced.activity();
+                let (objects, checksum) = cache_digest(cache);
+                let mut entry = InformerDiagnostics::default();
+                entry.kind.clone_from(&informer.fanout.resource.kind);
+                entry
+                    .api_version
+                    .clone_from(&informer.fanout.resource.api_version);
+                entry.namespace.clone_from(&key.namespace);
+                entry.synced = cache.synced.is_synced();
+                entry.objects = objects;
+                entry.checksum = checksum;
+                entry.last_event_age_seconds =
+                    activity.last_event_age().map(|age| age.as_secs_f64());
+                entry.relists = activity.relists();
+                entry.watch_errors = activity.watch_errors();
+                entry
+            })
+            .collect();
+        report.sort_by(|a, b| (&a.kind, &a.namespace).cmp(&(&b.kind, &b.namespace)));
+        report
     }
 
     /// A store over the shared informer of (`api`'s namespace, `config`, `options`), started if

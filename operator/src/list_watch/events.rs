@@ -139,16 +139,19 @@ impl InformerState {
                 None => return None,
                 Some(Err(error)) => {
                     self.metrics.watch_errors.inc();
+                    self.synced.activity().watch_error();
                     self.watch_errors.report(&self.kind, &error);
                 }
                 Some(Ok(event)) => {
                     self.metrics.watch_events.inc();
+                    self.synced.activity().event();
                     let observed = self.observe(event);
                     self.drift_observe(&observed);
                     if matches!(observed, Observed::ListDone) {
                         self.watch_errors.listed();
                     }
                     if matches!(observed, Observed::ListStart { .. }) && self.synced.is_synced() {
+                        self.synced.activity().relist();
                         tracing::info!(
                             kind = %self.kind,
                             "re-listing (watch expired or reconnected); missed deletes follow as Delete"

@@ -24,6 +24,7 @@
 //! opaque, so a version that is not a number is an error, never a wrong answer.
 
 pub(crate) mod cache;
+mod digest;
 mod event;
 mod kind_cache;
 
@@ -38,6 +39,7 @@ use crate::object::{KubeObject, ObjectKey, SharedObject, downcast_shared};
 
 use self::cache::OWNER_INDEX;
 pub(crate) use self::cache::{IndexFn, SharedCache, VersionWaitEnd, label_index, label_indexer};
+pub(crate) use self::digest::cache_digest;
 pub use self::event::{InformerEvent, SyncedFlag};
 pub use self::kind_cache::KindCache;
 

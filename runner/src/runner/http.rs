@@ -1,4 +1,4 @@
-//! The plain-HTTP server: `/metrics`, `/livez` and `/readyz`.
+//! The plain-HTTP server: `/metrics`, `/debug/kubeapp`, `/livez` and `/readyz`.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -16,8 +16,11 @@ use prometheus::{Encoder as _, Registry, TextEncoder};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use super::debug::{self, DEBUG_PATH, DiagnosticsSource};
+use crate::metrics_auth::MetricsAuth;
+
 /// What the handlers read: shared between the runner and its server.
-pub(super) struct HealthState {
+pub(crate) struct HealthState {
     /// The apps whose health checks `/readyz` evaluates.
     pub apps: Vec<Arc<dyn App>>,
     /// Set when the graceful shutdown begins: `/readyz` then fails.
@@ -26,19 +29,28 @@ pub(super) struct HealthState {
     pub check_timeout: Duration,
 }
 
-#[derive(Clone)]
-struct ServerState {
+/// The router of the metrics and health server: `/metrics` and `/debug/kubeapp` behind the
+/// [guard](debug::guard), the probes open.
+pub(crate) fn router(
     registry: Registry,
     health: Arc<HealthState>,
-}
-
-/// The router of the metrics and health server.
-pub(super) fn router(registry: Registry, health: Arc<HealthState>) -> Router {
-    Router::new()
+    diagnostics: Arc<DiagnosticsSource>,
+    auth: Option<Arc<MetricsAuth>>,
+) -> Router {
+    let guarded = Router::new()
         .route("/metrics", get(metrics))
+        .with_state(registry)
+        .merge(
+            Router::new()
+                .route(DEBUG_PATH, get(debug::diagnostics))
+                .with_state(diagnostics),
+        )
+        .layer(axum::middleware::from_fn_with_state(auth, debug::guard));
+    Router::new()
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
-        .with_state(ServerState { registry, health })
+        .with_state(health)
+        .merge(guarded)
 }
 
 /// Serves `router` on `listener` until `stop` is cancelled, then lets open requests finish.
@@ -47,15 +59,19 @@ pub(super) async fn serve(
     router: Router,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(stop.cancelled_owned())
-        .await
+    // The peer address tells loopback clients of `/debug/kubeapp` from others.
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(stop.cancelled_owned())
+    .await
 }
 
-async fn metrics(State(state): State<ServerState>) -> Response {
+async fn metrics(State(registry): State<Registry>) -> Response {
     let encoder = TextEncoder::new();
     let mut body = Vec::new();
-    match encoder.encode(&state.registry.gather(), &mut body) {
+    match encoder.encode(&registry.gather(), &mut body) {
         Ok(()) => ([(header::CONTENT_TYPE, encoder.format_type())], body).into_response(),
         Err(error) => {
             tracing::error!(%error, "encoding the metrics failed");
@@ -72,8 +88,8 @@ async fn livez() -> &'static str {
     "ok\n"
 }
 
-async fn readyz(State(state): State<ServerState>) -> (StatusCode, String) {
-    let (ready, body) = readiness(&state.health).await;
+async fn readyz(State(health): State<Arc<HealthState>>) -> (StatusCode, String) {
+    let (ready, body) = readiness(&health).await;
     let status = if ready {
         StatusCode::OK
     } else {

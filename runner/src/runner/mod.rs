@@ -2,6 +2,7 @@
 
 mod client;
 mod config;
+mod debug;
 mod error;
 mod hooks;
 mod http;
@@ -15,6 +16,7 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::metrics_auth::MetricsAuth;
 use crate::webhook::WebhookServer;
 use kubeapp_operator::{MetricsRegistry, MetricsRegistryError};
 use kubeapp_sdk::app::App;
@@ -28,6 +30,7 @@ pub use config::RunnerConfig;
 pub use error::{EXIT_WORK_ABANDONED, RunnerError};
 use kubeapp_operator::Informers;
 
+use debug::DiagnosticsSource;
 use error::error_chain;
 use hooks::ShutdownHook;
 use http::HealthState;
@@ -44,6 +47,7 @@ pub struct Runner {
     listener: Option<TcpListener>,
     webhook: Option<WebhookServer>,
     shutdown_hooks: Vec<ShutdownHook>,
+    metrics_auth: Option<Arc<MetricsAuth>>,
 }
 
 impl fmt::Debug for Runner {
@@ -84,6 +88,7 @@ impl Runner {
             listener: None,
             webhook: None,
             shutdown_hooks: Vec::new(),
+            metrics_auth: None,
         })
     }
 
@@ -102,6 +107,17 @@ impl Runner {
     /// [crate docs](crate).
     pub fn metrics(&self) -> &MetricsRegistry {
         &self.metrics
+    }
+
+    /// Requires a bearer token on `/metrics` and `/debug/kubeapp`, reviewed by the apiserver
+    /// through `client` (a `TokenReview`, then a `SubjectAccessReview` of `get` on the path);
+    /// `/livez` and `/readyz` stay open. Off by default: then `/metrics` is open and
+    /// `/debug/kubeapp` answers only loopback clients. See
+    /// [`metrics_auth`](crate::metrics_auth) for the RBAC both sides need.
+    #[must_use]
+    pub fn authenticate_metrics(mut self, client: kube::Client) -> Self {
+        self.metrics_auth = Some(Arc::new(MetricsAuth::new(client)));
+        self
     }
 
     /// Adds an app by value (no `Arc` at the call site; chained).
@@ -226,12 +242,14 @@ impl Runner {
         let Self {
             config,
             metrics,
-            // Dropped here: the apps' controllers hold what they registered in it.
-            informers: _,
+            // Kept only for `/debug/kubeapp`: the registry holds its informers weakly, the apps'
+            // controllers hold what they registered in it.
+            informers,
             apps,
             listener,
             webhook,
             shutdown_hooks: _,
+            metrics_auth,
         } = self;
         let listener = listener.ok_or_else(|| RunnerError::Bind {
             addr,
@@ -244,10 +262,17 @@ impl Runner {
             check_timeout: config.health_check_timeout,
         });
         let server_stop = CancellationToken::new();
+        let diagnostics = Arc::new(DiagnosticsSource {
+            informers: informers.clone(),
+            controller: metrics.controller(),
+            apps: apps.clone(),
+        });
         let mut servers = start_servers(
             listener,
             metrics.registry().clone(),
             Arc::clone(&health),
+            diagnostics,
+            metrics_auth,
             &server_stop,
         );
         // Stopped with the apps, after the shutdown delay; drains within its own timeout.
@@ -262,7 +287,7 @@ impl Runner {
                 webhook.serve(stop).await.map_err(std::io::Error::other)
             });
         }
-        tracing::info!(%addr, "serving /metrics, /livez and /readyz");
+        tracing::info!(%addr, "serving /metrics, /debug/kubeapp, /livez and /readyz");
 
         let app_stop = CancellationToken::new();
         let mut tasks = AppTasks::spawn(&apps, &app_stop);

@@ -11,7 +11,9 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::debug::DiagnosticsSource;
 use super::http::{self, HealthState};
+use crate::metrics_auth::MetricsAuth;
 
 /// How long the metrics server gets to finish open requests once the apps have stopped (the
 /// webhook server adds its own drain timeout).
@@ -26,13 +28,19 @@ pub(super) fn start_servers(
     listener: TcpListener,
     registry: Registry,
     health: Arc<HealthState>,
+    diagnostics: Arc<DiagnosticsSource>,
+    auth: Option<Arc<MetricsAuth>>,
     stop: &CancellationToken,
 ) -> JoinSet<(&'static str, std::io::Result<()>)> {
     let mut servers = JoinSet::new();
     spawn_server(
         &mut servers,
         "metrics",
-        http::serve(listener, http::router(registry, health), stop.clone()),
+        http::serve(
+            listener,
+            http::router(registry, health, diagnostics, auth),
+            stop.clone(),
+        ),
     );
     servers
 }

@@ -67,8 +67,11 @@ where
         let election = args.election_config(&manifest.app_name)?;
         let manifest_name = manifest.app_name.clone();
         let runner_config = args.runner_config()?;
-        let runner = Runner::new(runner_config)?;
+        let mut runner = Runner::new(runner_config)?;
         let client = default_client_with_metrics(runner.metrics()).await?;
+        if args.metrics_auth {
+            runner = runner.authenticate_metrics(client.clone());
+        }
         let mut config = (self.app)(AppContext {
             manifest,
             metrics: runner.metrics().clone(),

@@ -1,0 +1,151 @@
+//! What an operator process reports about itself on `/debug/kubeapp`: its informers, its kinds'
+//! queues and failures, and its leader and shard state.
+//!
+//! These are plain data, serialized as JSON by the Runner's diagnostics endpoint and read back by
+//! `kubeapp trace --diagnostics`; the runtime crates fill them in (the informers and kinds from the
+//! operator crate, leadership and shards from the HA crate through [`App::diagnostics`]). The
+//! shape is stable within a minor version: fields are only added.
+//!
+//! ```
+//! use kubeapp_sdk::diagnostics::{Diagnostics, InformerDiagnostics};
+//!
+//! let report = Diagnostics {
+//!     informers: vec![InformerDiagnostics {
+//!         kind: "ConfigMap".into(),
+//!         api_version: "v1".into(),
+//!         namespace: Some("shop".into()),
+//!         synced: true,
+//!         objects: 2,
+//!         checksum: "3f1c0e2a9b7d5e41".into(),
+//!         last_event_age_seconds: Some(0.5),
+//!         relists: 0,
+//!         watch_errors: 0,
+//!     }],
+//!     ..Diagnostics::default()
+//! };
+//! let json = serde_json::to_string(&report).unwrap();
+//! let back: Diagnostics = serde_json::from_str(&json).unwrap();
+//! assert_eq!(back, report);
+//! ```
+//!
+//! [`App::diagnostics`]: crate::app::App::diagnostics
+
+use serde::{Deserialize, Serialize};
+
+/// The whole report of one operator process; see the [module docs](self).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct Diagnostics {
+    /// Every shared informer the process runs (one list+watch each).
+    #[serde(default)]
+    pub informers: Vec<InformerDiagnostics>,
+    /// Every kind a controller handles: its queue and its failures.
+    #[serde(default)]
+    pub kinds: Vec<KindDiagnostics>,
+    /// Each app's leader and shard state.
+    #[serde(default)]
+    pub apps: Vec<AppDiagnostics>,
+}
+
+/// One shared informer: its cache and its watch.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct InformerDiagnostics {
+    /// The kind it lists and watches.
+    pub kind: String,
+    /// Its `group/version` (`v1` for the core group).
+    pub api_version: String,
+    /// The namespace it watches; `None` for all namespaces.
+    pub namespace: Option<String>,
+    /// Whether its first complete list was delivered.
+    pub synced: bool,
+    /// The objects in its cache.
+    pub objects: u64,
+    /// A digest of the cached `(uid, resourceVersion)` set, independent of order: two replicas
+    /// caching the same objects at the same versions show the same value (16 hex digits).
+    pub checksum: String,
+    /// Seconds since the last watch event or list page arrived; `None` before the first.
+    pub last_event_age_seconds: Option<f64>,
+    /// How often it listed again after its first sync (watch expired, reconnect, drift).
+    pub relists: u64,
+    /// How many list or watch requests failed.
+    pub watch_errors: u64,
+}
+
+/// One kind a controller handles.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct KindDiagnostics {
+    /// The kind, as the metrics label it (the plural resource name, e.g. `greetings`).
+    pub kind: String,
+    /// Events queued for its handlers and not yet handled.
+    pub queue_depth: i64,
+    /// Objects waiting for a retry.
+    pub retries_pending: i64,
+    /// Objects whose last handler call failed.
+    pub objects_failing: u64,
+    /// Seconds since the longest-failing object first failed; `None` when none fails.
+    pub oldest_failure_age_seconds: Option<f64>,
+    /// Handler calls given up after their last retry.
+    pub retries_given_up: u64,
+}
+
+/// One app's leader and shard state.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct AppDiagnostics {
+    /// The app's name.
+    pub app: String,
+    /// Its leader election, if it runs one.
+    pub leader: Option<LeaderDiagnostics>,
+    /// Its shard membership, if it is sharded.
+    pub shard: Option<ShardDiagnostics>,
+}
+
+impl AppDiagnostics {
+    /// The report of an app named `app` with no leader election and no sharding.
+    pub fn named(app: impl Into<String>) -> Self {
+        Self {
+            app: app.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// A replica's view of its leader election.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct LeaderDiagnostics {
+    /// The Lease's namespace.
+    pub lease_namespace: String,
+    /// The Lease's name.
+    pub lease_name: String,
+    /// This replica's identity.
+    pub identity: String,
+    /// Whether this replica leads now (its Lease renewed within the renew deadline).
+    pub leading: bool,
+    /// The number of this replica's current or last term (0: never led).
+    pub term: u64,
+}
+
+/// A replica's view of its shard ring.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct ShardDiagnostics {
+    /// This replica's identity.
+    pub identity: String,
+    /// Whether its own member Lease is valid now.
+    pub member: bool,
+    /// The live members as last read, sorted.
+    pub members: Vec<String>,
+    /// The slots those members assign to this replica (the ring's `owned_by`).
+    pub owned_slots: Vec<u32>,
+    /// The members this replica acknowledged last, if any.
+    pub acknowledged: Option<Vec<String>>,
+}
