@@ -45,6 +45,9 @@
 //! 6. `events` in the core group and in `events.k8s.io`: `create`, `patch` (event recorders
 //!    create events, and patch them to count repeats).
 //! 7. `leases` in `coordination.k8s.io`: `get`, `create`, `update` (leader election).
+//! 8. With [`RbacBuilder::reviews_tokens`] (an operator run with `--metrics-auth`):
+//!    `tokenreviews` in `authentication.k8s.io` and `subjectaccessreviews` in
+//!    `authorization.k8s.io`: `create`.
 //!
 //! Objects are named [`RbacBuilder::name`] (default `{appName}-operator`, also the default
 //! ServiceAccount name) and labelled `app.kubernetes.io/name: {appName}` and
@@ -84,6 +87,8 @@ pub(crate) const OPINIONATED_WATCH_VERBS: &[&str] = &["get", "list", "watch", "u
 pub(crate) const EVENT_VERBS: &[&str] = &["create", "patch"];
 /// Verbs on leases.
 pub(crate) const LEASE_VERBS: &[&str] = &["get", "create", "update"];
+/// Verbs on token and access reviews (`--metrics-auth`).
+pub(crate) const REVIEW_VERBS: &[&str] = &["create"];
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
@@ -119,6 +124,8 @@ pub struct RbacBuilder<'m> {
     unmanaged: Vec<WatchedResource>,
     /// `(group, plural)` of kinds the operator creates as children.
     owned: Vec<(String, String)>,
+    /// Whether the operator reviews bearer tokens on its metrics port (`--metrics-auth`).
+    reviews_tokens: bool,
 }
 
 impl<'m> RbacBuilder<'m> {
@@ -131,7 +138,17 @@ impl<'m> RbacBuilder<'m> {
             scope: RoleScope::Cluster,
             unmanaged: Vec::new(),
             owned: Vec::new(),
+            reviews_tokens: false,
         }
+    }
+
+    /// The operator authenticates its metrics port (`--metrics-auth`): `create` on
+    /// `tokenreviews` and `subjectaccessreviews` (rule 8). Both are cluster-scoped: a Role cannot
+    /// grant them ([`RbacError::ClusterScopedKindInRole`]).
+    #[must_use]
+    pub fn reviews_tokens(mut self) -> Self {
+        self.reviews_tokens = true;
+        self
     }
 
     /// The name of the role and binding (default `{appName}-operator`).
@@ -310,6 +327,24 @@ impl<'m> RbacBuilder<'m> {
             vec!["leases".into()],
             LEASE_VERBS,
         ));
+        if self.reviews_tokens {
+            if let RoleScope::Namespace(namespace) = &self.scope {
+                return Err(RbacError::ClusterScopedKindInRole {
+                    kind: "TokenReview".into(),
+                    namespace: namespace.clone(),
+                });
+            }
+            rules.push(rule(
+                &["authentication.k8s.io"],
+                vec!["tokenreviews".into()],
+                REVIEW_VERBS,
+            ));
+            rules.push(rule(
+                &["authorization.k8s.io"],
+                vec!["subjectaccessreviews".into()],
+                REVIEW_VERBS,
+            ));
+        }
         Ok(rules)
     }
 

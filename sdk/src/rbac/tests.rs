@@ -248,3 +248,52 @@ fn yaml_holds_the_service_account_role_and_binding() {
     // The core group must survive as an empty string, not vanish or become null.
     assert!(yaml.contains("- ''") || yaml.contains("- \"\""), "{yaml}");
 }
+
+#[test]
+fn reviewing_tokens_adds_the_review_rules_and_is_refused_in_a_role() {
+    let manifest = ManifestData::from_yaml(
+        "appName: shop\ngroup: shop.example.com\nversions: [{name: v1, kinds: [{kind: Order}]}]\n",
+    )
+    .expect("manifest");
+    let rules = RbacBuilder::new(&manifest)
+        .reviews_tokens()
+        .rules()
+        .expect("rules");
+    let last: Vec<_> = rules
+        .iter()
+        .rev()
+        .take(2)
+        .map(|r| {
+            (
+                r.api_groups.clone().unwrap_or_default(),
+                r.resources.clone().unwrap_or_default(),
+                r.verbs.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        last,
+        vec![
+            (
+                vec!["authorization.k8s.io".to_string()],
+                vec!["subjectaccessreviews".to_string()],
+                vec!["create".to_string()]
+            ),
+            (
+                vec!["authentication.k8s.io".to_string()],
+                vec!["tokenreviews".to_string()],
+                vec!["create".to_string()]
+            ),
+        ]
+    );
+    let without = RbacBuilder::new(&manifest).rules().expect("rules");
+    assert_eq!(without.len() + 2, rules.len());
+    let in_role = RbacBuilder::new(&manifest)
+        .scope(RoleScope::Namespace("shop".into()))
+        .reviews_tokens()
+        .rules();
+    assert!(
+        matches!(in_role, Err(RbacError::ClusterScopedKindInRole { ref kind, .. }) if kind == "TokenReview"),
+        "{in_role:?}"
+    );
+}

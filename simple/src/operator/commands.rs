@@ -100,6 +100,12 @@ pub struct ManifestArgs {
     /// monitoring queries.
     #[arg(long, value_name = "PREFIX")]
     pub metrics_prefix: Option<String>,
+    /// Run the operator with --metrics-auth (a bearer token reviewed by the apiserver on
+    /// /metrics and /debug/kubeapp): grants it `create` on tokenreviews and
+    /// subjectaccessreviews, and adds a ClusterRole `{name}-metrics-reader` (get on those two
+    /// paths) to bind to the scraper's ServiceAccount.
+    #[arg(long)]
+    pub metrics_auth: bool,
     /// The dashboard and alerts too (see docs/monitoring.md).
     #[command(flatten)]
     pub monitoring: MonitoringArgs,

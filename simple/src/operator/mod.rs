@@ -505,22 +505,28 @@ where
         // Deployment may be scaled later without new manifests.
         let elected = args.replicas > 1 && !args.shard;
         let leases = elected || args.shard;
+        let reviews_tokens = args.metrics_auth;
         let mut deployment = OperatorDeployment::new(manifest, image)
             .name(name)
             .namespace(args.namespace.clone())
             .replicas(args.replicas)
             .env_from_field("POD_NAME", "metadata.name")
             .rbac(move |builder| {
-                let builder = app.rbac(builder);
+                let mut builder = app.rbac(builder);
                 if leases {
-                    builder.owned::<k8s_openapi::api::coordination::v1::Lease>()
-                } else {
-                    builder
+                    builder = builder.owned::<k8s_openapi::api::coordination::v1::Lease>();
                 }
+                if reviews_tokens {
+                    builder = builder.reviews_tokens();
+                }
+                builder
             });
         let mut run_args = vec!["run".to_string(), "--log-format".into(), "json".into()];
         if let Some(prefix) = &args.metrics_prefix {
             run_args.extend(["--metrics-prefix".to_string(), prefix.clone()]);
+        }
+        if args.metrics_auth {
+            run_args.push("--metrics-auth".into());
         }
         if leases {
             deployment = deployment.env_from_field("POD_NAMESPACE", "metadata.namespace");
@@ -543,6 +549,12 @@ where
             deployment = deployment.webhooks(webhooks);
         }
         let mut docs = deployment.args(run_args).build()?.to_values()?;
+        if args.metrics_auth {
+            docs.push(metrics_reader_role(
+                &self.deployment_name(manifest),
+                manifest,
+            ));
+        }
         docs.extend(configurations);
         docs.extend(monitoring::objects(
             manifest,
@@ -586,4 +598,22 @@ fn print(text: &str) -> Result<(), OperatorError> {
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
         .map_err(OperatorError::Stdout)
+}
+
+/// The ClusterRole a scraper of an operator run with `--metrics-auth` is bound to: `get` on
+/// `/metrics` and `/debug/kubeapp` (non-resource URLs; a ClusterRole is the only kind that can
+/// grant them).
+fn metrics_reader_role(name: &str, manifest: &ManifestData) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {
+            "name": format!("{name}-metrics-reader"),
+            "labels": {
+                "app.kubernetes.io/name": manifest.app_name,
+                "app.kubernetes.io/component": "operator",
+            },
+        },
+        "rules": [{"nonResourceURLs": ["/metrics", "/debug/kubeapp"], "verbs": ["get"]}],
+    })
 }

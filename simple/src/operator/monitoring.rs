@@ -67,6 +67,7 @@ mod tests {
             shard,
             webhook: WebhookTargetArgs::default(),
             metrics_prefix: Some("shop".into()),
+            metrics_auth: false,
             monitoring,
         }
     }

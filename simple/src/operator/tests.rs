@@ -44,6 +44,7 @@ fn manifest_args(webhook: WebhookTargetArgs) -> ManifestArgs {
         shard: false,
         webhook,
         metrics_prefix: None,
+        metrics_auth: false,
         monitoring: MonitoringArgs::default(),
     }
 }
@@ -536,4 +537,67 @@ fn the_app_builder_gets_the_own_flags_a_registry_and_runs_defaults_in_commands_t
     assert!(gates.contains("-gates"), "{gates}");
     assert!(gates.contains("patch"), "{gates}");
     assert!(!gates.contains("ServiceAccount"), "{gates}");
+}
+
+#[test]
+fn metrics_auth_runs_the_flag_grants_the_reviews_and_adds_a_reader_role() {
+    let manifests = |metrics_auth: bool| {
+        let args = ManifestArgs {
+            metrics_auth,
+            ..manifest_args(WebhookTargetArgs {
+                webhook_ca_file: Some(ca_file("metrics-auth")),
+                webhook_url: None,
+            })
+        };
+        let yaml = Operator::new(WEBHOOK_MANIFEST)
+            .manifests_yaml(&args, &NoArgs)
+            .expect("manifests");
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&yaml).expect("YAML");
+        docs
+    };
+    let grants = |docs: &[serde_json::Value], group: &str, resource: &str| {
+        docs.iter()
+            .filter(|d| d["kind"] == "ClusterRole")
+            .flat_map(|d| d["rules"].as_array().cloned().unwrap_or_default())
+            .any(|rule| {
+                rule["apiGroups"][0] == group
+                    && rule["resources"][0] == resource
+                    && rule["verbs"] == serde_json::json!(["create"])
+            })
+    };
+    let args_of = |docs: &[serde_json::Value]| {
+        docs.iter()
+            .find(|d| d["kind"] == "Deployment")
+            .map(|d| d["spec"]["template"]["spec"]["containers"][0]["args"].clone())
+            .expect("a Deployment")
+    };
+    let on = manifests(true);
+    assert!(
+        args_of(&on)
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x == "--metrics-auth")),
+        "{on:?}"
+    );
+    assert!(grants(&on, "authentication.k8s.io", "tokenreviews"));
+    assert!(grants(&on, "authorization.k8s.io", "subjectaccessreviews"));
+    let reader = on
+        .iter()
+        .find(|d| d["metadata"]["name"] == "shop-operator-metrics-reader")
+        .unwrap_or_else(|| panic!("a reader ClusterRole: {on:?}"));
+    assert_eq!(
+        reader["rules"],
+        serde_json::json!([{"nonResourceURLs": ["/metrics", "/debug/kubeapp"], "verbs": ["get"]}])
+    );
+
+    let off = manifests(false);
+    assert!(!grants(&off, "authentication.k8s.io", "tokenreviews"));
+    assert!(
+        !args_of(&off)
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x == "--metrics-auth"))
+    );
+    assert!(
+        !off.iter()
+            .any(|d| d["metadata"]["name"] == "shop-operator-metrics-reader")
+    );
 }
