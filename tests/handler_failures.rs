@@ -202,13 +202,21 @@ async fn a_failing_handler_gets_one_warning_event_is_counted_as_failing_and_reco
     .await;
     let failed = warnings(&events, "stuck", "HandlerFailed").await;
     assert_eq!(failed.len(), 1, "{failed:#?}");
-    // A pending retry is shown, and the verdict stays "not ready" (no status yet: exit 3).
+    // A pending retry is shown, and the verdict stays "not ready" (no status yet: exit 3). With
+    // `--wait`, an object that never settles is read until the time is up, then reported as it
+    // stands (exit 3), not as an error.
+    let started = std::time::Instant::now();
     let (code, stdout, stderr) = example_support::kubeapp(
         env.kubeconfig_path(),
-        &["trace", "configmap/stuck", "-n", &ns],
+        &["trace", "configmap/stuck", "-n", &ns, "--wait", "3s"],
     )
     .await;
     assert_eq!(code, 3, "{stdout}{stderr}");
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(3),
+        "--wait 3s read until the time was up: {:?}",
+        started.elapsed()
+    );
     assert!(
         stdout.contains("handler failures:") && stdout.contains("HandlerFailed x1: "),
         "{stdout}"
