@@ -66,7 +66,8 @@ pub struct InformerDiagnostics {
     /// A digest of the cached `(uid, resourceVersion)` set, independent of order: two replicas
     /// caching the same objects at the same versions show the same value (16 hex digits).
     pub checksum: String,
-    /// Seconds since the last watch event or list page arrived; `None` before the first.
+    /// Seconds since the informer last handed an event on (a change or a resync); `None`
+    /// before the first.
     pub last_event_age_seconds: Option<f64>,
     /// How often it listed again after its first sync (watch expired, reconnect, drift).
     pub relists: u64,

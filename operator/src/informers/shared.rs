@@ -418,11 +418,18 @@ impl SharedInformer {
                 // events, never in the middle of one.
                 let mut held = None;
                 let mut in_hold = 0;
+                // Whether an event was published since the informer last recorded its activity:
+                // recorded when the stream runs dry (once per batch of ready events, not per
+                // event: a clock read per event was measurable on the dispatch path).
+                let mut unrecorded = false;
                 loop {
                     let next = match events.next().now_or_never() {
                         Some(next) => next,
                         None => {
                             held = None;
+                            if std::mem::take(&mut unrecorded) {
+                                fanout.cache.synced.activity().event();
+                            }
                             tokio::select! {
                                 biased;
                                 next = events.next() => next,
@@ -437,6 +444,7 @@ impl SharedInformer {
                         held = Some(fanout.delivery.lock().await);
                         in_hold = 0;
                     }
+                    unrecorded = true;
                     if let Some(backlogged) = fanout.publish_now(event, &mut subscribers) {
                         fanout.finish_publish(backlogged).await;
                     }

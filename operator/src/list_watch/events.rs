@@ -144,7 +144,6 @@ impl InformerState {
                 }
                 Some(Ok(event)) => {
                     self.metrics.watch_events.inc();
-                    self.synced.activity().event();
                     let observed = self.observe(event);
                     self.drift_observe(&observed);
                     if matches!(observed, Observed::ListDone) {

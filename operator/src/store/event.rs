@@ -121,7 +121,8 @@ fn epoch() -> Instant {
 }
 
 impl InformerActivity {
-    /// A watch event or list item arrived now.
+    /// Events arrived until now (the shared informer's task records it when its stream runs
+    /// dry, so the age read later is that of the last event, give or take one batch).
     pub(crate) fn event(&self) {
         let since = u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
         self.last_event.store(since + 1, Ordering::Relaxed);
