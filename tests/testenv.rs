@@ -581,3 +581,47 @@ async fn run_orphan_child(mode: &str) -> (Vec<u32>, std::path::PathBuf) {
     assert!(mode != "exit" || status.success(), "mode exit: {status}");
     (pids, dir)
 }
+
+/// Counts the ERROR events it sees.
+struct ErrorCounter(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for ErrorCounter {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        if *event.metadata().level() == tracing::Level::ERROR {
+            let mut line = String::new();
+            event.record(
+                &mut |field: &tracing::field::Field, value: &dyn std::fmt::Debug| {
+                    line.push_str(&format!("{}={value:?} ", field.name()));
+                },
+            );
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(format!("{}: {line}", event.metadata().target()));
+        }
+    }
+}
+
+/// Starting the control plane logs no ERROR: its readiness polls meet 500s from an apiserver
+/// still starting, which are expected (kube's client logs every 5xx at ERROR; they used to flood
+/// the output of every test).
+#[tokio::test(flavor = "current_thread")]
+async fn starting_logs_no_error() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let errors = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let subscriber =
+        tracing_subscriber::registry().with(ErrorCounter(std::sync::Arc::clone(&errors)));
+    // One thread: every task of the start runs where this default applies.
+    let _default = tracing::subscriber::set_default(subscriber);
+    let env = TestEnv::start().await.expect("control plane");
+    drop(env);
+    let errors = errors
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    assert!(
+        errors.is_empty(),
+        "{} ERROR events: {errors:#?}",
+        errors.len()
+    );
+}

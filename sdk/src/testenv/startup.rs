@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use kube::config::Kubeconfig;
+use tracing::instrument::WithSubscriber as _;
 
 use super::certs::{self, CertificateAuthority, IssuedCert};
 use super::process::{self, ManagedProcess};
@@ -250,7 +251,11 @@ where
     let started = Instant::now();
     loop {
         process.check_running()?;
-        let last = match tokio::time::timeout(POLL * 20, probe(arg)).await {
+        // Without the caller's subscriber: a process still starting answers 500 or refuses the
+        // connection, which kube's client logs at ERROR on every poll (expected here; the last
+        // reason is in the error if the process never gets ready).
+        let quiet = probe(arg).with_subscriber(tracing::subscriber::NoSubscriber::default());
+        let last = match tokio::time::timeout(POLL * 20, quiet).await {
             Ok(Ok(())) => return Ok(()),
             Ok(Err(reason)) => reason,
             Err(_) => "probe timed out".to_string(),
