@@ -22,7 +22,7 @@
 //! ```
 //!
 //! What to look at: `a (its own event): ConfigMap created`; after the patch `a (owned
-//! ConfigMap.v1./a.default changed): ConfigMap restored` (then `up to date`: an update of a
+//! ConfigMap default/a changed): ConfigMap restored` (then `up to date`: an update of a
 //! child triggers, also the one its own apply made); after the delete `ConfigMap created` again.
 //! `kubectl get notice a -o yaml` shows `Ready=True`, `kubectl get events` the `Rendered` Event
 //! (repeats count in its series).

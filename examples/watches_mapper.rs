@@ -21,7 +21,7 @@
 //! ```
 //!
 //! What to look at: `default/shop (its own event): no ConfigMap shop-settings`; after the
-//! create `default/shop (watched ConfigMap.v1./shop-settings.default changed): 1 setting(s)`,
+//! create `default/shop (watched ConfigMap default/shop-settings changed): 1 setting(s)`,
 //! after the delete `no ConfigMap` again; `kubectl get site shop -o yaml` shows `Ready`
 //! following.
 

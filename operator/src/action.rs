@@ -77,9 +77,47 @@ pub enum TriggerCause {
 impl fmt::Display for TriggerCause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Owned { child } => write!(f, "owned {child} changed"),
-            Self::Mapped { source } => write!(f, "watched {source} changed"),
+            Self::Owned { child } => write!(f, "owned {} changed", Named(child)),
+            Self::Mapped { source } => write!(f, "watched {} changed", Named(source)),
             Self::Requested => f.write_str("requested"),
         }
+    }
+}
+
+/// An object as people name it: `ConfigMap shop/settings` (`Kind name` when cluster-scoped).
+/// kube's own `ObjectRef` display is `Kind.version.group/name.namespace`, which for the core
+/// group reads `ConfigMap.v1./settings.shop`.
+struct Named<'a>(&'a ObjectRef<DynamicObject>);
+
+impl fmt::Display for Named<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let object = self.0;
+        match &object.namespace {
+            Some(namespace) => write!(f, "{} {namespace}/{}", object.dyntype.kind, object.name),
+            None => write!(f, "{} {}", object.dyntype.kind, object.name),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::{ApiResource, DynamicObject};
+    use kube::runtime::reflector::ObjectRef;
+
+    use super::TriggerCause;
+
+    #[test]
+    fn a_trigger_cause_names_the_object_as_people_do() {
+        let config_maps = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let child = ObjectRef::<DynamicObject>::new_with("a", config_maps).within("shop");
+        let cause = TriggerCause::Owned {
+            child: Box::new(child),
+        };
+        assert_eq!(cause.to_string(), "owned ConfigMap shop/a changed");
+        let nodes = ApiResource::erase::<k8s_openapi::api::core::v1::Node>(&());
+        let cause = TriggerCause::Mapped {
+            source: Box::new(ObjectRef::<DynamicObject>::new_with("n1", nodes)),
+        };
+        assert_eq!(cause.to_string(), "watched Node n1 changed");
     }
 }
