@@ -80,16 +80,19 @@ async fn agreed(
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_replicas_report_the_same_cache_checksum_and_one_leader() {
+/// A control plane with the minimal example's CRD, and a namespace named after `prefix`.
+async fn minimal_env(prefix: &str) -> (TestEnv, String) {
     let env = TestEnv::start().await.expect("control plane");
     env.install_crds_yaml(&output_of(&binary(MINIMAL, MINIMAL), &["crd"]))
         .await
         .expect("the CRD installs");
-    let ns = env
-        .create_namespace("diagnostics")
-        .await
-        .expect("namespace");
+    let ns = env.create_namespace(prefix).await.expect("namespace");
+    (env, ns)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_report_the_same_cache_checksum_and_one_leader() {
+    let (env, ns) = minimal_env("diagnostics").await;
     let client = env.client();
     let a = Replica::start(&env, &ns, "replica-a", LEADER_ELECTED, "info");
     let b = Replica::start(&env, &ns, "replica-b", LEADER_ELECTED, "info");
@@ -282,14 +285,7 @@ async fn account_token(client: &kube::Client, ns: &str, name: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_metrics_auth_only_a_permitted_token_reads_metrics_and_diagnostics() {
-    let env = TestEnv::start().await.expect("control plane");
-    env.install_crds_yaml(&output_of(&binary(MINIMAL, MINIMAL), &["crd"]))
-        .await
-        .expect("the CRD installs");
-    let ns = env
-        .create_namespace("metrics-auth")
-        .await
-        .expect("namespace");
+    let (env, ns) = minimal_env("metrics-auth").await;
     let client = env.client();
     let scraper = account_token(&client, &ns, "scraper").await;
     let nobody = account_token(&client, &ns, "nobody").await;
