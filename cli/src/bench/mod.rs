@@ -451,6 +451,7 @@ async fn measure(
         &args.variations,
         &namespace,
         concurrency,
+        WriteKind::Warmup,
     )
     .await
     .map_err(|problem| failed(&operator, problem))?;
@@ -486,10 +487,16 @@ async fn measure(
         .collect();
     eprintln!("creating {objects} objects ({concurrency} in flight)");
     let started = Instant::now();
-    let write_time =
-        workload::create_all(&targets, &copies, &args.variations, &namespace, concurrency)
-            .await
-            .map_err(|problem| failed(&operator, problem))?;
+    let write_time = workload::create_all(
+        &targets,
+        &copies,
+        &args.variations,
+        &namespace,
+        concurrency,
+        WriteKind::Create,
+    )
+    .await
+    .map_err(|problem| failed(&operator, problem))?;
     wait_handled(
         &trackers,
         readiness,

@@ -102,10 +102,11 @@ pub async fn create_all(
     variations: &[Variation],
     namespace: &str,
     concurrency: usize,
+    kind: WriteKind,
 ) -> Result<Duration, String> {
     let started = Instant::now();
     let mut creates = futures::stream::iter(copies)
-        .map(|copy| create(targets, copy, variations, namespace))
+        .map(|copy| create(targets, copy, variations, namespace, kind))
         .buffer_unordered(concurrency.max(1));
     while let Some(result) = creates.next().await {
         result?;
@@ -113,7 +114,7 @@ pub async fn create_all(
     Ok(started.elapsed())
 }
 
-/// Creates one copy (announced to its tracker first).
+/// Creates one copy (announced to its tracker first as a write of `kind`).
 ///
 /// # Errors
 ///
@@ -123,6 +124,7 @@ pub async fn create(
     copy: &Copy,
     variations: &[Variation],
     namespace: &str,
+    kind: WriteKind,
 ) -> Result<(), String> {
     let target = &targets[copy.target];
     let namespaced = target.api.resource_url().contains("/namespaces/");
@@ -134,7 +136,7 @@ pub async fn create(
         copy.index,
     )
     .map_err(|e| format!("{} {}: {e}", target.kind, copy.name))?;
-    target.tracker.expect(&copy.name, 1, WriteKind::Create);
+    target.tracker.expect(&copy.name, 1, kind);
     if let Err(error) = target.api.create(&PostParams::default(), &object).await {
         target.tracker.withdraw(&copy.name);
         return Err(format!("creating {} {}: {error}", target.kind, copy.name));

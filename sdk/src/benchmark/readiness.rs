@@ -102,6 +102,8 @@ pub fn status_line(object: &DynamicObject) -> String {
 /// Which kind of write a latency belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WriteKind {
+    /// A create before the measurement starts (the warm-up): awaited, not reported.
+    Warmup,
     /// The object's create (generation 1).
     Create,
     /// A spec update.
