@@ -35,6 +35,21 @@ pub struct Copy {
     pub generation: i64,
 }
 
+impl Copy {
+    /// Copy `index` of target `target`, named `<sample name>-<suffix>`.
+    pub fn new(targets: &[Target], target: usize, index: usize, suffix: &str) -> Self {
+        let base = targets[target].sample["metadata"]["name"]
+            .as_str()
+            .unwrap_or("bench");
+        Self {
+            target,
+            name: copy_name(base, suffix),
+            index,
+            generation: 1,
+        }
+    }
+}
+
 /// The name of object `index` copied from a sample named `base`: `base-00042` (the base cut so
 /// that the name stays a valid DNS label of at most 63 characters).
 pub fn copy_name(base: &str, suffix: &str) -> String {
@@ -155,8 +170,9 @@ pub struct ChurnOutcome {
 }
 
 /// Sends spec updates round-robin over the copies at `rate` per second for `duration`
-/// (`concurrency` in flight at most; a tick that finds them all busy waits); each update
-/// is announced to its kind's tracker with the generation it will give the object.
+/// (`concurrency` in flight at most; a tick that finds them all busy waits, so the achieved rate
+/// may be lower); each update is announced to its kind's tracker, with the generation it will
+/// give the object, when it is sent.
 ///
 /// # Errors
 ///
@@ -174,29 +190,36 @@ pub async fn churn(
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut in_flight = futures::stream::FuturesUnordered::new();
     let mut updates = 0usize;
-    let mut next = 0usize;
-    while started.elapsed() < duration && !copies.is_empty() {
-        ticks.tick().await;
+    while !copies.is_empty() {
+        // The updates in flight progress while the next tick is awaited.
+        tokio::select! {
+            Some(result) = in_flight.next(), if !in_flight.is_empty() => {
+                result?;
+                continue;
+            }
+            _ = ticks.tick() => {}
+        }
+        if started.elapsed() >= duration {
+            break;
+        }
         while in_flight.len() >= concurrency.max(1) {
             if let Some(result) = in_flight.next().await {
                 result?;
             }
         }
-        let copy = &mut copies[next % copies.len()];
-        next += 1;
+        let copy = &mut copies[updates % copies.len()];
+        updates += 1;
         copy.generation += 1;
         let target = &targets[copy.target];
-        let update = copy.generation - 1;
-        let patch = update_patch(
-            variations,
-            copy.index + usize::try_from(update).unwrap_or(0),
-        )
-        .map_err(|e| format!("{} {}: {e}", target.kind, copy.name))?;
-        target
-            .tracker
-            .expect(&copy.name, copy.generation, WriteKind::Update);
-        let name = copy.name.clone();
+        let update = usize::try_from(copy.generation - 1).unwrap_or(0);
+        let patch = update_patch(variations, copy.index + update)
+            .map_err(|e| format!("{} {}: {e}", target.kind, copy.name))?;
+        let (name, generation) = (copy.name.clone(), copy.generation);
         in_flight.push(async move {
+            // Announced when sent: the latency runs from here.
+            target
+                .tracker
+                .expect(&name, generation, WriteKind::Update);
             target
                 .api
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -207,7 +230,6 @@ pub async fn churn(
                     format!("updating {} {name}: {error}", target.kind)
                 })
         });
-        updates += 1;
     }
     let sending = started.elapsed();
     while let Some(result) = in_flight.next().await {

@@ -115,19 +115,20 @@ pub async fn fetch(addr: SocketAddr) -> Result<String, FetchError> {
 mod tests {
     use super::*;
 
-    const KUBEAPP: &str = "\
-# HELP reconciler_process_duration_seconds Time of one reconciler call.
+    /// Two kinds, a reconciler and a watcher; buckets and sums are not calls.
+    const OPERATOR: &str = "\
 # TYPE reconciler_process_duration_seconds histogram
-reconciler_process_duration_seconds_bucket{event_type=\"CREATE\",kind=\"BenchObject\",le=\"0.005\"} 3
-reconciler_process_duration_seconds_sum{event_type=\"CREATE\",kind=\"BenchObject\"} 0.5
-reconciler_process_duration_seconds_count{event_type=\"CREATE\",kind=\"BenchObject\"} 2001
-reconciler_process_duration_seconds_count{event_type=\"UPDATE\",kind=\"BenchObject\"} 1999
-watcher_process_duration_seconds_count{event_type=\"UPDATE\",kind=\"Other\"} 7
+reconciler_process_duration_seconds_bucket{event_type=\"CREATE\",kind=\"Widget\",le=\"0.1\"} 9
+reconciler_process_duration_seconds_sum{event_type=\"CREATE\",kind=\"Widget\"} 0.25
+reconciler_process_duration_seconds_count{event_type=\"CREATE\",kind=\"Widget\"} 30
+reconciler_process_duration_seconds_count{event_type=\"UPDATE\",kind=\"Widget\"} 12
+watcher_process_duration_seconds_count{event_type=\"ADD\",kind=\"Gadget\"} 5
+informer_events_total{kind=\"Widget\"} 99
 ";
 
     #[test]
     fn handler_calls_are_reconciler_and_watcher_calls_of_every_label_set() {
-        assert_eq!(handler_calls(KUBEAPP), Some(4007));
+        assert_eq!(handler_calls(OPERATOR), Some(47));
         assert_eq!(handler_calls("go_goroutines 12\n"), None);
     }
 
