@@ -217,9 +217,7 @@ pub async fn churn(
         let (name, generation) = (copy.name.clone(), copy.generation);
         in_flight.push(async move {
             // Announced when sent: the latency runs from here.
-            target
-                .tracker
-                .expect(&name, generation, WriteKind::Update);
+            target.tracker.expect(&name, generation, WriteKind::Update);
             target
                 .api
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
