@@ -355,12 +355,7 @@ pub async fn run_once(
             objects + 1
         ));
     }
-    if requests.errors > 0 {
-        problems.push(format!(
-            "{} requests of the contender failed; requests by kind: {:?}",
-            requests.errors, requests.by_kind
-        ));
-    }
+    problems.extend(requests.failures("the contender"));
     if !problems.is_empty() {
         return Err(RunError::Failed {
             contender,

@@ -158,12 +158,7 @@ pub async fn measure(inputs: &Inputs<'_>) -> Result<BenchReport, BenchError> {
              generation"
         ));
     }
-    if counts.errors > 0 {
-        problems.push(format!(
-            "{} requests of the operator failed; requests by kind: {:?}",
-            counts.errors, counts.by_kind
-        ));
-    }
+    problems.extend(counts.failures("the operator"));
     if !problems.is_empty() {
         return Err(BenchError::Failed {
             problem: problems.join("; "),

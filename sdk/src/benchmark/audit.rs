@@ -111,6 +111,20 @@ pub struct RequestCounts {
     pub by_kind: BTreeMap<String, u64>,
 }
 
+impl RequestCounts {
+    /// What failed, when any request was answered with an error other than 409 Conflict (a
+    /// conflict is handled by retrying; any other error means the operator's writes or reads
+    /// went wrong): `N requests of <who> failed; requests by kind: {...}`.
+    pub fn failures(&self, who: &str) -> Option<String> {
+        (self.errors > 0).then(|| {
+            format!(
+                "{} requests of {who} failed; requests by kind: {:?}",
+                self.errors, self.by_kind
+            )
+        })
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Event {
@@ -374,6 +388,12 @@ mod tests {
         assert_eq!(counts.errors, 1);
         assert_eq!(counts.by_kind["patch benchobjects/status 200"], 1);
         assert_eq!(counts.by_kind["watch benchobjects -"], 1);
+        let failures = counts.failures("the operator").expect("one error");
+        assert!(
+            failures.starts_with("1 requests of the operator failed; requests by kind: {"),
+            "{failures}"
+        );
+        assert_eq!(RequestCounts::default().failures("x"), None);
     }
 
     #[test]
