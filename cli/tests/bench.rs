@@ -3,7 +3,8 @@
 //! and a few churn updates against a real kube-apiserver + etcd; the JSON report must show
 //! every object reconciled, latencies for every create and update (ordered), the requests the
 //! operator makes for each object (its finalizer, ConfigMap and status writes) and a live
-//! process (peak RSS, CPU). Bad flags are refused before anything is built, naming the flag.
+//! process (peak RSS, CPU). Bad flags, and a project without samples, are refused before
+//! anything is built, naming the flag or the missing samples.
 
 mod support;
 

@@ -170,11 +170,12 @@ fn check_flags(args: &BenchArgs) -> Result<(), BenchError> {
     Ok(())
 }
 
-/// The sample documents of the project's kinds (those of `crds`), in file order.
+/// The sample documents of the project's kinds (`(group, kind)` of its manifest), in file
+/// order.
 fn samples(
     args: &BenchArgs,
     project: &Project,
-    crds: &[(String, String)],
+    kinds: &[(String, String)],
 ) -> Result<Vec<(PathBuf, serde_json::Value)>, BenchError> {
     let files = if args.sample.is_empty() {
         child::samples(&project.dir)
@@ -194,7 +195,7 @@ fn samples(
                 .map(|(group, _)| group.to_string());
             let kind = doc["kind"].as_str().map(str::to_string);
             if let (Some(group), Some(kind)) = (group, kind)
-                && crds.contains(&(group, kind))
+                && kinds.contains(&(group, kind))
             {
                 found.push((path.clone(), doc));
             }
@@ -205,7 +206,8 @@ fn samples(
         return Err(BenchError::Samples(format!(
             "no sample object of the project's kinds ({}) in {}: kubeapp bench copies them \
              (--sample PATH names a file)",
-            crds.iter()
+            kinds
+                .iter()
                 .map(|(g, k)| format!("{k}.{g}"))
                 .collect::<Vec<_>>()
                 .join(", "),
@@ -217,21 +219,6 @@ fn samples(
         )));
     }
     Ok(found)
-}
-
-/// `(group, kind)` of every CRD in the binary's `crd` output.
-fn crd_kinds(yaml: &str, origin: &str) -> Result<Vec<(String, String)>, BenchError> {
-    Ok(objects::parse_documents(yaml, origin)?
-        .iter()
-        .filter(|doc| doc["kind"] == "CustomResourceDefinition")
-        .filter_map(|doc| {
-            let spec = &doc["spec"];
-            Some((
-                spec["group"].as_str()?.to_string(),
-                spec["names"]["kind"].as_str()?.to_string(),
-            ))
-        })
-        .collect())
 }
 
 /// `kubeapp bench`: the report, as text or JSON.
@@ -255,6 +242,13 @@ pub async fn run(args: &BenchArgs) -> Result<String, BenchError> {
             project.manifest_path().display()
         )));
     }
+    // The samples are checked before the (long) build.
+    let kinds: Vec<(String, String)> = manifest
+        .kinds()
+        .iter()
+        .map(|kind| (manifest.group.clone(), kind.kind.to_string()))
+        .collect();
+    let samples = samples(args, &project, &kinds)?;
     let profile = if args.debug {
         Profile::Debug
     } else {
@@ -262,8 +256,6 @@ pub async fn run(args: &BenchArgs) -> Result<String, BenchError> {
     };
     let binary = OperatorBinary::build_profile(&project, profile)?;
     let crd_yaml = binary.output(&["crd"])?;
-    let kinds = crd_kinds(&crd_yaml, &format!("{} crd", binary.path().display()))?;
-    let samples = samples(args, &project, &kinds)?;
 
     let dir = tempfile::Builder::new()
         .prefix("kubeapp-bench-")
