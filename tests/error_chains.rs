@@ -44,6 +44,9 @@ use kubeapp::runner::ClientError;
 use kubeapp::runner::RunnerError;
 use kubeapp::runner::metrics_auth::MetricsAuthError;
 use kubeapp::sdk::app::{AdmissionError, AppError, ConversionError};
+use kubeapp::sdk::benchmark::audit::AuditError;
+use kubeapp::sdk::benchmark::metrics_text::FetchError;
+use kubeapp::sdk::benchmark::process::ProcessError;
 use kubeapp::sdk::crd::CrdError;
 use kubeapp::sdk::deploy::DeployError;
 use kubeapp::sdk::manifest::{Format, ManifestError, ManifestProblem};
@@ -280,6 +283,40 @@ fn sdk_errors(errors: &mut Errors) {
     });
     errors.add(RbacError::Yaml { message: s("m") });
     testenv_errors(errors);
+    benchmark_errors(errors);
+}
+
+fn benchmark_errors(errors: &mut Errors) {
+    let s = String::from;
+    errors.add(AuditError::Io {
+        path: "/a/audit.log".into(),
+        source: io(),
+    });
+    errors.add(AuditError::Parse {
+        path: "/a/audit.log".into(),
+        line: 3,
+        source: json_error(),
+    });
+    errors.add(ProcessError::Spawn {
+        binary: "/a/op".into(),
+        source: io(),
+    });
+    errors.add(ProcessError::Log {
+        path: "/a/op.log".into(),
+        source: io(),
+    });
+    errors.add(ProcessError::PeakRss {
+        pid: 7,
+        reason: s("r"),
+    });
+    errors.add(ProcessError::CpuTime {
+        pid: 7,
+        reason: s("r"),
+    });
+    errors.add(FetchError {
+        addr: ([127, 0, 0, 1], 9).into(),
+        problem: s("p"),
+    });
 }
 
 fn testenv_errors(errors: &mut Errors) {

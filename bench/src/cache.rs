@@ -30,11 +30,12 @@ use jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use kubeapp::sdk::testenv::{TestEnv, TestEnvError};
 
-use crate::audit::{self, AuditError};
+use kubeapp::sdk::benchmark::audit::{self, AuditError};
+use kubeapp::sdk::benchmark::process::{MeasuredProcess, ProcessError};
+
 use crate::cache_contender::{CACHE_OBJECTS, CACHE_SYNCED};
 use crate::cache_report::CacheResult;
 use crate::kind::{BenchObject, BenchSpec, PLURAL};
-use crate::process::{ContenderProcess, ProcessError};
 use crate::run::object_name;
 use crate::scrape::{self, ScrapeError};
 
@@ -137,16 +138,8 @@ pub async fn run_cache(
         move |source| CacheError::Io { path, source }
     };
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let policy = dir.join("audit-policy.yaml");
-    std::fs::write(&policy, audit::POLICY_YAML).map_err(io(&policy))?;
-    let audit_log = dir.join("audit.log");
-    let env = TestEnv::builder()
-        .apiserver_arg(format!("--audit-policy-file={}", policy.display()))
-        .apiserver_arg(format!("--audit-log-path={}", audit_log.display()))
-        .apiserver_arg("--audit-log-format=json")
-        .apiserver_arg("--audit-log-maxsize=100000")
-        .start()
-        .await?;
+    let (builder, audit_log) = audit::with_audit_log(TestEnv::builder(), dir)?;
+    let env = builder.start().await?;
     env.install_crd::<BenchObject>().await?;
     let full = env.create_namespace("cache").await?;
     let empty = env.create_namespace("empty").await?;
@@ -233,7 +226,7 @@ fn mib(bytes: u64) -> f64 {
 /// One cache contender process and how to read it.
 struct CacheProcess {
     name: &'static str,
-    process: ContenderProcess,
+    process: MeasuredProcess,
     metrics_port: u16,
 }
 
@@ -264,7 +257,7 @@ impl CacheProcess {
         ];
         let log = dir.join(format!("{name}-{phase}.log"));
         let process =
-            ContenderProcess::spawn(binary, &args, &log).map_err(|source| CacheError::Process {
+            MeasuredProcess::spawn(binary, &args, &log).map_err(|source| CacheError::Process {
                 contender: name,
                 source,
             })?;

@@ -67,7 +67,7 @@ pub enum IdentityError {
 /// The admin identity of `env`.
 pub fn admin(env: &TestEnv) -> OperatorIdentity {
     OperatorIdentity {
-        user: crate::audit::ADMIN_USER.to_string(),
+        user: kubeapp::sdk::benchmark::audit::ADMIN_USER.to_string(),
         kubeconfig: env.kubeconfig_path().to_path_buf(),
     }
 }

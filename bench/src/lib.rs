@@ -22,11 +22,11 @@
 //! time to sync, RSS, bytes per object, and the peak RSS of a forced re-list.
 //!
 //! Modules: [`kind`] (the bench kind), [`contender_cli`] (the contender binaries' flags and
-//! client), [`contender`], [`process`] (child processes and RSS), [`tracker`] (the tool's
-//! watch), [`audit`] (requests per identity from the audit log), [`run`] (one measured run),
-//! [`report`] (medians, ratios, table, JSON).
+//! client), [`contender`], [`tracker`] (the tool's watch), [`run`] (one measured run),
+//! [`report`] (medians, ratios, table, JSON). Child processes with their RSS and CPU, requests
+//! per identity from the audit log and the `/metrics` reading come from the engine that
+//! `kubeapp bench` uses too, `kubeapp::sdk::benchmark`.
 
-pub mod audit;
 pub mod cache;
 pub mod cache_contender;
 pub mod cache_report;
@@ -36,7 +36,6 @@ pub mod contender_metrics;
 pub mod gobuild;
 pub mod identity;
 pub mod kind;
-pub mod process;
 pub mod report;
 pub mod run;
 pub mod scrape;

@@ -275,7 +275,7 @@ fn optional(value: Option<f64>, unit: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::RequestCounts;
+    use kubeapp::sdk::benchmark::audit::RequestCounts;
 
     fn run(contender: &str, seconds: f64, rss: f64, requests: u64) -> RunResult {
         RunResult {

@@ -1,7 +1,7 @@
 //! One measured run of one contender on a fresh control plane.
 //!
 //! 1. Start kube-apiserver + etcd (`TestEnv`, etcd with fsync on under `--etcd-fsync`) with an
-//!    audit log of the operators' requests ([`crate::audit`]), install the bench CRD, create a
+//!    audit log of the operators' requests (`kubeapp::sdk::benchmark::audit`), install the bench CRD, create a
 //!    namespace, an identity for the tool, and the contender's identity ([`crate::identity`]:
 //!    admin, or a ServiceAccount with a token).
 //! 2. Start the tool's watch ([`crate::tracker`]) and the contender (its kubeconfig, the
@@ -30,11 +30,12 @@ use jiff::Timestamp;
 use kube::api::{Api, ListParams, PostParams};
 use kubeapp::sdk::testenv::{TestEnv, TestEnvError};
 
-use crate::audit::{self, AuditError, RequestCounts};
+use kubeapp::sdk::benchmark::audit::{self, AuditError, RequestCounts};
+use kubeapp::sdk::benchmark::process::{MeasuredProcess, ProcessError};
+
 use crate::contender::Contender;
 use crate::identity::{self, IdentityError, IdentityKind};
 use crate::kind::{BenchObject, BenchSpec};
-use crate::process::{ContenderProcess, ProcessError};
 use crate::scrape::{self, ScrapeError};
 use crate::tracker::{Progress, Tracker, WARMUP};
 
@@ -214,24 +215,14 @@ pub async fn run_once(
         }
     };
     std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-    let policy = dir.join("audit-policy.yaml");
-    std::fs::write(&policy, audit::POLICY_YAML).map_err(io(&policy))?;
-    let audit_log = dir.join("audit.log");
     let test_env = |source| RunError::TestEnv { contender, source };
     let mut builder = TestEnv::builder();
     if settings.etcd_fsync {
         builder = builder.etcd_fsync();
     }
-    let env = builder
-        .apiserver_arg(format!("--audit-policy-file={}", policy.display()))
-        .apiserver_arg(format!("--audit-log-path={}", audit_log.display()))
-        .apiserver_arg("--audit-log-format=json")
-        .apiserver_arg("--audit-log-mode=blocking")
-        // No rotation: lumberjack's default would rotate at 100 MB, mid-run at 20,000 objects.
-        .apiserver_arg("--audit-log-maxsize=100000")
-        .start()
-        .await
-        .map_err(test_env)?;
+    let (builder, audit_log) = audit::with_audit_log(builder, &dir)
+        .map_err(|source| RunError::Audit { contender, source })?;
+    let env = builder.start().await.map_err(test_env)?;
     env.install_crd::<BenchObject>().await.map_err(test_env)?;
     let namespace = env.create_namespace("bench").await.map_err(test_env)?;
     let driver = env
@@ -259,9 +250,9 @@ pub async fn run_once(
         metrics_port.to_string(),
     ];
     let log = dir.join("contender.log");
-    let mut process = ContenderProcess::spawn(binary, &args, &log)
+    let mut process = MeasuredProcess::spawn(binary, &args, &log)
         .map_err(|source| RunError::Process { contender, source })?;
-    let failed = |process: &ContenderProcess, problem: String| RunError::Failed {
+    let failed = |process: &MeasuredProcess, problem: String| RunError::Failed {
         contender,
         problem,
         dir: dir.clone(),
@@ -315,7 +306,7 @@ pub async fn run_once(
         Err(error) => return Err(failed(&process, format!("the creates panicked: {error}"))),
     };
 
-    wait_quiet(&audit_log).await;
+    audit::wait_quiet(&audit_log, QUIET, QUIET_TIMEOUT).await;
     let reconciles_after = reconciles(contender, metrics_port)
         .await
         .map_err(scrape_error)?;
@@ -364,12 +355,7 @@ pub async fn run_once(
             objects + 1
         ));
     }
-    if requests.errors > 0 {
-        problems.push(format!(
-            "{} requests of the contender failed; requests by kind: {:?}",
-            requests.errors, requests.by_kind
-        ));
-    }
+    problems.extend(requests.failures("the contender"));
     if !problems.is_empty() {
         return Err(RunError::Failed {
             contender,
@@ -455,7 +441,7 @@ async fn create_all(
 /// Waits until `done(progress)`, failing when the contender exits or `timeout` passes.
 async fn wait_for(
     tracker: &Tracker,
-    process: &mut ContenderProcess,
+    process: &mut MeasuredProcess,
     timeout: Duration,
     done: impl Fn(&Progress) -> bool,
 ) -> Result<(), String> {
@@ -476,26 +462,6 @@ async fn wait_for(
                 "not done within {timeout:?}: {} objects done, {} watch events, warm-up done: {}",
                 p.done, p.events, p.warmup_done
             ));
-        }
-    }
-}
-
-/// Waits until the audit log has not grown for [`QUIET`] ([`QUIET_TIMEOUT`] at most): the
-/// contender has stopped sending requests (its trailing no-op reconciles and late patches are
-/// then counted).
-async fn wait_quiet(audit_log: &Path) {
-    let size = || std::fs::metadata(audit_log).map(|m| m.len()).unwrap_or(0);
-    let deadline = Instant::now() + QUIET_TIMEOUT;
-    let mut last = size();
-    let mut since = Instant::now();
-    while Instant::now() < deadline {
-        tokio::time::sleep(POLL).await;
-        let now = size();
-        if now != last {
-            last = now;
-            since = Instant::now();
-        } else if since.elapsed() >= QUIET {
-            return;
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Reading a contender's `/metrics`: the sum of one metric's series, e.g. the reconcile calls.
+//! Reading a contender's `/metrics` (with `kubeapp::sdk::benchmark::metrics_text`): the sum of one
+//! metric's series, e.g. the reconcile calls.
 //!
 //! Which metric counts a contender's reconcile calls:
 //!
@@ -8,51 +9,19 @@
 //!   SDK's), under any prefix; absent: "n/a";
 //! - kube-runtime and the floor: [`RECONCILES_TOTAL`], counted by the contender itself.
 
-use std::time::Duration;
+use std::net::{Ipv4Addr, SocketAddr};
+
+pub use kubeapp::sdk::benchmark::metrics_text::sum_of;
+use kubeapp::sdk::benchmark::metrics_text::{self, FetchError, RECONCILER_CALLS};
 
 use crate::contender::Contender;
 use crate::contender_metrics::RECONCILES_TOTAL;
 
 /// The series name suffix of a handler-call histogram's count.
-const HANDLER_CALLS: &str = "reconciler_process_duration_seconds_count";
+const HANDLER_CALLS: &str = RECONCILER_CALLS;
 
 /// Reading a contender's metrics failed.
-#[derive(Debug, thiserror::Error)]
-#[error("reading http://127.0.0.1:{port}/metrics")]
-pub struct ScrapeError {
-    /// The contender's metrics port.
-    pub port: u16,
-    /// The cause.
-    pub source: reqwest::Error,
-}
-
-/// The sum of every series whose metric name `matches` in Prometheus text `text`, or `None`
-/// when there is no such series.
-pub fn sum_of(text: &str, matches: impl Fn(&str) -> bool) -> Option<f64> {
-    let mut found = None;
-    for line in text.lines() {
-        if line.starts_with('#') || line.trim().is_empty() {
-            continue;
-        }
-        let name_end = line.find(['{', ' ']).unwrap_or(line.len());
-        if !matches(&line[..name_end]) {
-            continue;
-        }
-        // The value follows the labels (which may hold spaces inside quotes): after the `}`.
-        let rest = match line[name_end..].rfind('}') {
-            Some(close) => &line[name_end + close + 1..],
-            None => &line[name_end..],
-        };
-        if let Some(value) = rest
-            .split_whitespace()
-            .next()
-            .and_then(|v| v.parse::<f64>().ok())
-        {
-            *found.get_or_insert(0.0) += value;
-        }
-    }
-    found
-}
+pub type ScrapeError = FetchError;
 
 /// The reconcile calls in a contender's metrics text, or `None` when it exports no such metric.
 pub fn reconciles_in(contender: Contender, text: &str) -> Option<u64> {
@@ -71,20 +40,7 @@ pub fn reconciles_in(contender: Contender, text: &str) -> Option<u64> {
 ///
 /// When the request fails or is not answered 200.
 pub async fn metrics_text(port: u16) -> Result<String, ScrapeError> {
-    let error = |source| ScrapeError { port, source };
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .map_err(error)?;
-    client
-        .get(format!("http://127.0.0.1:{port}/metrics"))
-        .send()
-        .await
-        .and_then(reqwest::Response::error_for_status)
-        .map_err(error)?
-        .text()
-        .await
-        .map_err(error)
+    metrics_text::fetch(SocketAddr::from((Ipv4Addr::LOCALHOST, port))).await
 }
 
 #[cfg(test)]
@@ -126,11 +82,5 @@ watcher_process_duration_seconds_count{event_type=\"UPDATE\",kind=\"BenchObject\
         assert_eq!(reconciles_in(Contender::KubeRuntime, text), Some(4001));
         assert_eq!(reconciles_in(Contender::Floor, text), Some(4001));
         assert_eq!(reconciles_in(Contender::Floor, KUBEAPP), None);
-    }
-
-    #[test]
-    fn labels_with_spaces_do_not_hide_the_value() {
-        let text = "m{a=\"x y\",b=\"}\"} 5\nm 2\n";
-        assert_eq!(sum_of(text, |n| n == "m"), Some(7.0));
     }
 }

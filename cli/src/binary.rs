@@ -57,6 +57,15 @@ pub struct OperatorBinary {
     path: PathBuf,
 }
 
+/// Which cargo profile the binary is built with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// `cargo build` (`target/debug`): what `run`, `generate` and `deploy` use.
+    Debug,
+    /// `cargo build --release` (`target/release`): what `bench` measures, as deployed.
+    Release,
+}
+
 fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
@@ -69,6 +78,15 @@ impl OperatorBinary {
     ///
     /// A failed build, or a package without a binary.
     pub fn build(project: &Project) -> Result<Self, BinaryError> {
+        Self::build_profile(project, Profile::Debug)
+    }
+
+    /// [`build`](Self::build) with `profile`.
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build).
+    pub fn build_profile(project: &Project, profile: Profile) -> Result<Self, BinaryError> {
         let manifest = project.dir.join("Cargo.toml");
         let cargo_error = |source| BinaryError::Cargo {
             dir: project.dir.clone(),
@@ -129,12 +147,19 @@ impl OperatorBinary {
                     ))
                 })?,
         };
+        let (release, profile_dir) = match profile {
+            Profile::Debug => (None, "debug"),
+            Profile::Release => (Some("--release"), "release"),
+        };
         eprintln!(
-            "building: cargo build --bin {bin} (in {})",
+            "building: cargo build {}--bin {bin} (in {})",
+            release.map_or(String::new(), |flag| format!("{flag} ")),
             project.dir.display()
         );
         let status = cargo()
-            .args(["build", "--bin", bin, "--manifest-path"])
+            .args(["build", "--bin", bin])
+            .args(release)
+            .arg("--manifest-path")
             .arg(&manifest)
             .stdout(Stdio::null())
             .status()
@@ -147,7 +172,7 @@ impl OperatorBinary {
             });
         }
         Ok(Self {
-            path: Path::new(target_dir).join("debug").join(bin),
+            path: Path::new(target_dir).join(profile_dir).join(bin),
         })
     }
 

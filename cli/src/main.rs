@@ -11,12 +11,16 @@
 //!   (a local one when no kubeconfig is given);
 //! - `pause`, `resume`, `promote`, `abort`: a phase machine's gate on one object, waiting until
 //!   the operator applied it (exit code 3 when it did not in time; see `gate`);
+//! - `bench`: the project's operator under load on a local control plane (time to all
+//!   reconciled, write-to-handled latencies, reconciles and API requests per object, peak RSS
+//!   and CPU), as text or JSON for CI (see `bench`);
 //! - `trace`: where one object stands (its tree, phases, failures, Events, owner), with an exit
 //!   code for CI (see `trace`).
 //!
 //! Errors are one line on stderr naming the file and the field or flag at fault; exit code 1
 //! (2 for a usage error, from clap).
 
+mod bench;
 mod binary;
 mod deploy;
 mod dry_run;
@@ -75,6 +79,10 @@ enum Command {
     /// A phase machine's gates on one object.
     #[command(flatten)]
     Gate(gate::GateCommand),
+    /// Measure the project's operator under load on a local control plane: N copies of its
+    /// samples (optionally churned), time to all reconciled, write-to-handled latency, reconciles
+    /// and API requests per object, peak RSS and CPU; -o json for CI regression gates.
+    Bench(bench::BenchArgs),
     /// Where one object stands: its components' objects or its phases and analysis, the
     /// handlers' failures, Events and its owner replica; exits 0 ready, 3 not ready, 4 failed.
     Trace(trace::TraceArgs),
@@ -97,6 +105,8 @@ enum CliError {
     Deploy(#[from] deploy::DeployError),
     #[error(transparent)]
     DryRun(#[from] dry_run::DryRunError),
+    #[error(transparent)]
+    Bench(#[from] bench::BenchError),
     #[error("starting the async runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -140,6 +150,13 @@ fn main() -> ExitCode {
             Ok(Err(error)) => return gate::fail(&error),
             other => other.map(|_| ()),
         },
+        Command::Bench(args) => block_on(bench::run(&args)).and_then(|r| match r {
+            Ok(report) => {
+                print!("{report}");
+                Ok(())
+            }
+            Err(error) => Err(error.into()),
+        }),
         Command::Trace(args) => match block_on(trace::run(&args)) {
             Ok(code) => return code,
             Err(error) => Err(error),

@@ -23,10 +23,14 @@
 //!   never both).
 //! - [`testenv`] (cargo feature `testenv`): start a real kube-apiserver + etcd on loopback and get a
 //!   `kube::Client` for it, to test operators end to end. Start there when writing tests.
+//! - [`benchmark`] (cargo feature `testenv`): measure an operator under load on that control
+//!   plane (requests from the audit log, write-to-handled latencies, handler calls, RSS and CPU).
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod admission;
 pub mod app;
+#[cfg(feature = "testenv")]
+pub mod benchmark;
 pub mod conversion;
 pub mod crd;
 pub mod deploy;

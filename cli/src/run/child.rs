@@ -65,7 +65,7 @@ pub fn spawn(
 
 /// Asks the kernel to SIGKILL the child when the thread that forked it ends.
 #[allow(unsafe_code)]
-fn arm_parent_death_signal(command: &mut Command) {
+pub(crate) fn arm_parent_death_signal(command: &mut Command) {
     let parent = std::process::id();
     // SAFETY: the closure runs in the forked child before exec and only calls the
     // async-signal-safe prctl and getppid; it allocates nothing.

@@ -21,7 +21,7 @@
 //! `stopped:`); the operator's logs go to stderr.
 
 mod certs;
-mod child;
+pub(crate) mod child;
 mod cluster;
 mod show;
 
@@ -120,7 +120,7 @@ pub enum RunError {
 }
 
 /// `addr`, or with port 0 a free port on its IP.
-fn free_addr(addr: SocketAddr) -> Result<SocketAddr, RunError> {
+pub(crate) fn free_addr(addr: SocketAddr) -> Result<SocketAddr, RunError> {
     if addr.port() != 0 {
         return Ok(addr);
     }
@@ -130,7 +130,7 @@ fn free_addr(addr: SocketAddr) -> Result<SocketAddr, RunError> {
 }
 
 /// `GET path` over HTTP/1.0: the status, if anything answers.
-async fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
+pub(crate) async fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let exchange = async {
         let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;

@@ -128,3 +128,119 @@ pub fn cargo_output(project: &Path, args: &[&str]) -> Output {
     );
     output
 }
+
+/// The ConfigMap a minimal `WebApp` handler makes, as JSON for `Rendered::value`.
+const CONFIG_MAP_JSON: &str = r#"serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": object.name_any(), "namespace": object.namespace()},
+            "data": {"message": object.spec.message},
+        })"#;
+
+/// Replaces the item of `text` that starts with `start` (up to the first line after it that
+/// closes it at the same indentation) with `with`; fails when the template changed shape.
+pub fn replace_item(text: &str, start: &str, with: &str) -> String {
+    let at = text
+        .find(start)
+        .unwrap_or_else(|| panic!("the stub has no {start:?}:\n{text}"));
+    let indent: String = start.chars().take_while(|c| *c == ' ').collect();
+    let close = format!("\n{indent}}}\n");
+    let end = at
+        + text[at..]
+            .find(&close)
+            .unwrap_or_else(|| panic!("{start:?} is not closed:\n{text}"))
+        + close.len();
+    format!("{}{with}{}", &text[..at], &text[end..])
+}
+
+/// `src/web_app.rs` with its stub replaced by a minimal working handler for `template`.
+pub fn implemented(template: &str, stub: &str) -> String {
+    let publish = r#"
+/// Publishes the message in a ConfigMap the WebApp owns, and reports the generation handled.
+async fn publish(object: &WebApp, ctx: &Context) -> Result<(), BoxError> {
+    tracing::info!(name = %object.name_any(), "publishing the message");
+    let config_map = ConfigMap {
+        metadata: ObjectMeta {
+            name: object.metadata.name.clone(),
+            namespace: object.metadata.namespace.clone(),
+            ..ObjectMeta::default()
+        },
+        data: Some([("message".to_string(), object.spec.message.clone())].into()),
+        ..ConfigMap::default()
+    };
+    ctx.apply(config_map).owned_by(object)?.send().await?;
+    let status = WebAppStatus {
+        observed_generation: object.metadata.generation,
+    };
+    ctx.status(object).write(status).await?;
+    Ok(())
+}
+"#;
+    let uses = "use k8s_openapi::api::core::v1::ConfigMap;\nuse kubeapp::prelude::*;";
+    match template {
+        "reconciler" => {
+            let apply = r#"async fn apply(object: Arc<WebApp>, ctx: Context) -> Result<ReconcileResult, ReconcileError> {
+    publish(&object, &ctx).await?;
+    Ok(ReconcileResult::done())
+}
+"#;
+            let text = replace_item(stub, "async fn apply(", apply);
+            format!(
+                "{}{publish}",
+                text.replacen("use kubeapp::prelude::*;", uses, 1)
+            )
+        }
+        "watcher" => {
+            let add = r#"    async fn add(&self, object: Arc<WebApp>, ctx: &Context) -> Result<(), BoxError> {
+        publish(&object, ctx).await
+    }
+"#;
+            let update = r#"    async fn update(
+        &self,
+        _old: Arc<WebApp>,
+        new: Arc<WebApp>,
+        ctx: &Context,
+    ) -> Result<(), BoxError> {
+        publish(&new, ctx).await
+    }
+"#;
+            let text = replace_item(stub, "    async fn add(", add);
+            let text = replace_item(&text, "    async fn update(", update);
+            let text = replace_item(&text, "fn not_implemented(", "");
+            format!(
+                "{}{publish}",
+                text.replacen("use kubeapp::prelude::*;", uses, 1)
+            )
+        }
+        "components" => {
+            let render = format!(
+                r#"fn render_config(session: &Session<WebApp>) -> Result<Vec<Rendered>, ComponentError> {{
+    let object = session.object();
+    tracing::info!(name = %object.name_any(), "rendering the ConfigMap");
+    Ok(vec![Rendered::value({CONFIG_MAP_JSON})])
+}}
+"#
+            );
+            replace_item(stub, "fn render_config(", &render)
+        }
+        "phases" => {
+            let pending = format!(
+                r#"async fn pending(
+    work: Work<WebApp, WebAppPhase>,
+    _ctx: Context,
+) -> Result<Transition<WebAppPhase>, ReconcileError> {{
+    let object = &work.object;
+    tracing::info!(name = %object.name_any(), "rendering the ConfigMap");
+    Ok(Transition::to(WebAppPhase::Done).output(Rendered::value({CONFIG_MAP_JSON})))
+}}
+"#
+            );
+            replace_item(stub, "async fn pending(", &pending).replacen(
+                "use kubeapp::prelude::*;",
+                "use kubeapp::components::Rendered;\nuse kubeapp::prelude::*;",
+                1,
+            )
+        }
+        other => panic!("no implementation for the {other} template"),
+    }
+}

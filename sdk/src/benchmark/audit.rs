@@ -1,26 +1,30 @@
 //! Counting an operator's API requests from kube-apiserver's audit log.
 //!
 //! Why the audit log: it is the only place that records every request with the identity that
-//! sent it, so the operator's requests can be told from the tool's own without guessing. Every
-//! contender connects as the test control plane's admin (user `admin`) or, with `--identity
-//! service-account`, as a ServiceAccount ([`crate::identity`]); the tool itself creates objects
-//! and watches through another identity ([`DRIVER_USER`]). The [`POLICY_YAML`] logs only the
-//! requests of `admin` and of ServiceAccounts, at the `Metadata` level, one event per request
-//! at `ResponseComplete` (plus `ResponseStarted` for watches, which may never complete); the
-//! requests counted for a run are the distinct audit IDs whose `requestReceivedTimestamp` lies in
-//! the run's window. Discovery and other non-resource requests are counted too: they are the
-//! operator's.
+//! sent it, so the operator's requests can be told from the measuring tool's own without
+//! guessing. The operator connects as the test control plane's admin ([`ADMIN_USER`]) or as a
+//! ServiceAccount; the tool creates objects and watches through another identity
+//! ([`DRIVER_USER`]). The [`POLICY_YAML`] logs only the requests of `admin` and of
+//! ServiceAccounts, at the `Metadata` level, one event per request at `ResponseComplete` (plus
+//! `ResponseStarted` for watches, which may never complete); the requests counted for a run are
+//! the distinct audit IDs whose `requestReceivedTimestamp` lies in the run's window. Discovery
+//! and other non-resource requests are counted too: they are the operator's.
+//!
+//! [`with_audit_log`] turns a [`TestEnvBuilder`] into one whose apiserver writes that log.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use jiff::Timestamp;
+pub use jiff::Timestamp;
 use serde::Deserialize;
 
-/// The test control plane's admin, the contenders' default identity.
+use crate::testenv::TestEnvBuilder;
+
+/// The test control plane's admin: the identity of an operator run with the control plane's
+/// kubeconfig.
 pub const ADMIN_USER: &str = "admin";
 
-/// The user the tool drives the benchmark as (creates, watch, checks).
+/// The user a measuring tool drives the benchmark as (creates, watch, checks): not logged.
 pub const DRIVER_USER: &str = "kubeapp-bench-driver";
 
 /// The audit policy: the requests of `admin` and of ServiceAccounts at `Metadata` level,
@@ -37,10 +41,44 @@ rules:
   - level: None
 ";
 
+/// The audit log's file name in the directory given to [`with_audit_log`].
+pub const LOG_FILE: &str = "audit.log";
+
+/// The audit policy's file name in the directory given to [`with_audit_log`].
+pub const POLICY_FILE: &str = "audit-policy.yaml";
+
+/// `builder` with an apiserver that writes the JSON audit log `dir/`[`LOG_FILE`] of the
+/// requests [`POLICY_YAML`] selects (the policy is written to `dir/`[`POLICY_FILE`]); returns
+/// the builder and the log's path. The log is written synchronously (`blocking` mode: no event
+/// is dropped under load) and never rotated (the default would rotate at 100 MB, mid-run at
+/// 20,000 objects).
+///
+/// # Errors
+///
+/// When the policy file cannot be written.
+pub fn with_audit_log(
+    builder: TestEnvBuilder,
+    dir: &Path,
+) -> Result<(TestEnvBuilder, PathBuf), AuditError> {
+    let policy = dir.join(POLICY_FILE);
+    std::fs::write(&policy, POLICY_YAML).map_err(|source| AuditError::Io {
+        path: policy.clone(),
+        source,
+    })?;
+    let log = dir.join(LOG_FILE);
+    let builder = builder
+        .apiserver_arg(format!("--audit-policy-file={}", policy.display()))
+        .apiserver_arg(format!("--audit-log-path={}", log.display()))
+        .apiserver_arg("--audit-log-format=json")
+        .apiserver_arg("--audit-log-mode=blocking")
+        .apiserver_arg("--audit-log-maxsize=100000");
+    Ok((builder, log))
+}
+
 /// Reading or parsing the audit log failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
-    /// The log could not be read.
+    /// The log could not be read (or its policy written).
     #[error("reading the audit log {path}")]
     Io {
         /// The log file.
@@ -71,6 +109,20 @@ pub struct RequestCounts {
     pub errors: u64,
     /// Requests by `verb resource[/subresource] code` (code `-` while a watch is still open).
     pub by_kind: BTreeMap<String, u64>,
+}
+
+impl RequestCounts {
+    /// What failed, when any request was answered with an error other than 409 Conflict (a
+    /// conflict is handled by retrying; any other error means the operator's writes or reads
+    /// went wrong): `N requests of <who> failed; requests by kind: {...}`.
+    pub fn failures(&self, who: &str) -> Option<String> {
+        (self.errors > 0).then(|| {
+            format!(
+                "{} requests of {who} failed; requests by kind: {:?}",
+                self.errors, self.by_kind
+            )
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -131,12 +183,33 @@ impl Event {
     }
 }
 
+/// Waits until the audit log at `path` has not grown for `quiet` (`limit` at most): the
+/// operator has stopped sending requests, so its trailing no-op reconciles and late writes are
+/// counted.
+pub async fn wait_quiet(path: &Path, quiet: std::time::Duration, limit: std::time::Duration) {
+    let size = || std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let poll = (quiet / 5).max(std::time::Duration::from_millis(10));
+    let deadline = std::time::Instant::now() + limit;
+    let mut last = size();
+    let mut since = std::time::Instant::now();
+    while std::time::Instant::now() < deadline {
+        tokio::time::sleep(poll).await;
+        let now = size();
+        if now != last {
+            last = now;
+            since = std::time::Instant::now();
+        } else if since.elapsed() >= quiet {
+            return;
+        }
+    }
+}
+
 /// Reads every complete audit event of the JSON audit log at `path`.
 ///
 /// kube-apiserver ends every event with a newline. Text after the last newline is an event
-/// still being written, or cut off when the apiserver was killed mid-write (the tool stops the
-/// contender, whose closing watch is logged, then kills the control plane; the cache mode reads
-/// the log while the apiserver runs): it is left out, not an error.
+/// still being written, or cut off when the apiserver was killed mid-write (a tool stops the
+/// operator, whose closing watch is logged, then kills the control plane; or it reads the log
+/// while the apiserver runs): it is left out, not an error.
 fn events(path: &Path) -> Result<Vec<Event>, AuditError> {
     let text = std::fs::read_to_string(path).map_err(|source| AuditError::Io {
         path: path.to_path_buf(),
@@ -315,6 +388,12 @@ mod tests {
         assert_eq!(counts.errors, 1);
         assert_eq!(counts.by_kind["patch benchobjects/status 200"], 1);
         assert_eq!(counts.by_kind["watch benchobjects -"], 1);
+        let failures = counts.failures("the operator").expect("one error");
+        assert!(
+            failures.starts_with("1 requests of the operator failed; requests by kind: {"),
+            "{failures}"
+        );
+        assert_eq!(RequestCounts::default().failures("x"), None);
     }
 
     #[test]

@@ -1,11 +1,12 @@
-//! A contender running as a child process: started with its output in a log file, its resident
-//! memory (current and peak) and CPU time read from `/proc`, its peak reset through `/proc/<pid>/clear_refs`
-//! (to measure the peak of one phase), killed when the run ends or the tool goes away.
+//! The measured operator as a child process: started with its output in a log file, its resident
+//! memory (current and peak) and CPU time read from `/proc`, its peak reset through
+//! `/proc/<pid>/clear_refs` (to measure the peak of one phase), killed when the run ends or the
+//! tool goes away. Linux only: everything is read from `/proc`.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-/// Starting or inspecting a contender process failed.
+/// Starting or inspecting a measured process failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {
     /// The binary could not be started.
@@ -42,29 +43,44 @@ pub enum ProcessError {
     },
 }
 
-/// A running contender; killed when dropped.
+/// A running measured process; killed when dropped.
 #[derive(Debug)]
-pub struct ContenderProcess {
+pub struct MeasuredProcess {
     child: tokio::process::Child,
     pid: u32,
     log: PathBuf,
 }
 
-impl ContenderProcess {
-    /// Starts `binary` with `args`, stdout and stderr appended to `log`.
+impl MeasuredProcess {
+    /// Starts `binary` with `args`, stdout and stderr written to `log`.
     ///
     /// # Errors
     ///
     /// When the log cannot be created or the binary not started.
     pub fn spawn(binary: &Path, args: &[String], log: &Path) -> Result<Self, ProcessError> {
+        let mut command = tokio::process::Command::new(binary);
+        command.args(args);
+        Self::spawn_command(command, binary, log)
+    }
+
+    /// Starts `command` (its program is `binary`, for errors) as [`spawn`](Self::spawn) does,
+    /// keeping what the caller set (environment, process group, `pre_exec`).
+    ///
+    /// # Errors
+    ///
+    /// When the log cannot be created or the command not started.
+    pub fn spawn_command(
+        mut command: tokio::process::Command,
+        binary: &Path,
+        log: &Path,
+    ) -> Result<Self, ProcessError> {
         let log_error = |source| ProcessError::Log {
             path: log.to_path_buf(),
             source,
         };
         let out = std::fs::File::create(log).map_err(log_error)?;
         let err = out.try_clone().map_err(log_error)?;
-        let child = tokio::process::Command::new(binary)
-            .args(args)
+        let child = command
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -191,7 +207,7 @@ pub fn parse_vm_hwm(status: &str) -> Option<u64> {
 }
 
 /// Clock ticks per second of `/proc/<pid>/stat` times: `USER_HZ`, which Linux fixes at 100 for
-/// user space on every architecture it runs this tool on (what `sysconf(_SC_CLK_TCK)` returns).
+/// user space on every architecture it runs on (what `sysconf(_SC_CLK_TCK)` returns).
 const USER_HZ: f64 = 100.0;
 
 /// User + system CPU seconds from a `/proc/<pid>/stat` line (fields 14 and 15, counted after the
@@ -249,7 +265,7 @@ mod tests {
     #[tokio::test]
     async fn the_peak_rss_of_a_running_child_is_readable() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let process = ContenderProcess::spawn(
+        let process = MeasuredProcess::spawn(
             Path::new("sleep"),
             &["30".to_string()],
             &dir.path().join("sleep.log"),
