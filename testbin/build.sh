@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries kubeapp's tests run against (kube-apiserver and etcd, and for
 # testenv's cluster mode kube-controller-manager, kube-scheduler and kwok) from the Go wrapper
-# modules beside this script, into a cache outside the checkout keyed by version.
+# modules in cli/testbin/ (inside the kubeapp-cli crate, which embeds them for
+# `kubeapp testenv install`: a published crate may only carry its own files), into a cache
+# outside the checkout keyed by version.
 #
 #   testbin/build.sh            build what is missing, then print the directory holding kube-apiserver and etcd
 #
@@ -17,10 +19,11 @@ set -euo pipefail
 
 K8S_VERSION=v1.36.3
 ETCD_VERSION=v3.6.16
-# kwok's version is pinned by testbin/kwok/go.mod; this line documents it (and a test checks both).
+# kwok's version is pinned by cli/testbin/kwok/go.mod; this line documents it (and a test checks both).
 KWOK_VERSION=v0.8.0
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+modules=$(cd "$here/../cli/testbin" && pwd)
 log() { printf 'testbin: %s\n' "$*" >&2; }
 
 cluster_bins=(kube-controller-manager kube-scheduler kwok)
@@ -57,7 +60,7 @@ minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
 # The cache directory is keyed by the Kubernetes and etcd versions only; the stamp catches a
 # changed module under one key (kwok's version, a bumped dependency). A binary cached before stamps
 # existed is taken as current and stamped.
-stamp_of() { cat "$here/$1/go.mod" "$here/$1/go.sum" | sha256sum | cut -c1-16; }
+stamp_of() { cat "$modules/$1/go.mod" "$modules/$1/go.sum" | sha256sum | cut -c1-16; }
 
 build_one() { # name module-dir package ldflags
   local name=$1 dir=$2 pkg=$3 ldflags=$4
@@ -71,11 +74,11 @@ build_one() { # name module-dir package ldflags
       log "$name is cached in $bin"
       return
     fi
-    log "$name in $bin was built from another $dir/go.mod or go.sum: building it again"
+    log "$name in $bin was built from another cli/testbin/$dir/go.mod or go.sum: building it again"
   fi
-  log "building $name from $dir (cold builds take minutes)"
+  log "building $name from cli/testbin/$dir (cold builds take minutes)"
   local start=$SECONDS
-  (cd "$here/$dir" && GOTOOLCHAIN=local CGO_ENABLED=0 go build -trimpath \
+  (cd "$modules/$dir" && GOTOOLCHAIN=local CGO_ENABLED=0 go build -trimpath \
       -tags selinux,notest,grpcnotrace -ldflags "-s -w $ldflags" -o "$bin/$name.tmp" "$pkg")
   mv "$bin/$name.tmp" "$bin/$name"
   printf '%s\n' "$stamp" >"$bin/.$name.stamp"

@@ -6,25 +6,31 @@
 //!
 //! # Where the project gets kubeapp from
 //!
-//! kubeapp is not on a registry yet, so a generated project depends on a kubeapp checkout by
-//! path: `--kubeapp-path PATH`, or by default the checkout this `kubeapp` binary was built from
-//! ([`BUILT_FROM`], recorded at compile time). The default is used only when that directory
-//! still exists and is kubeapp's root (its Cargo.toml's `package.name` is `kubeapp` and it has a
-//! `[workspace]`); otherwise `init` fails before writing anything, with one line naming
-//! `--kubeapp-path`. (A git URL is never written: the workspace's `repository` is a placeholder
-//! that no `cargo build` can fetch.)
+//! - `--kubeapp-path PATH`: that kubeapp checkout, by path.
+//! - Otherwise, a `kubeapp` built from a checkout ([`BUILT_FROM`], recorded at compile time by
+//!   `build.rs`) depends on that checkout by path. It is used only when that directory still
+//!   exists and is kubeapp's root (its Cargo.toml's `package.name` is `kubeapp` and it has a
+//!   `[workspace]`); otherwise `init` fails before writing anything, with one line naming
+//!   `--kubeapp-path`.
+//! - A `kubeapp` built from its published package (`cargo install kubeapp-cli`: no checkout)
+//!   depends on the published `kubeapp` of its own version (`kubeapp = "<version>"`), the crates
+//!   published with it.
+//!
+//! (A git URL is never written: kubeapp has no public repository yet.)
 
 use std::path::{Path, PathBuf};
 
 use crate::names::{self, NameError};
 use crate::template::{self, COMMON, Flavor, SAMPLE, TemplateError, Values};
 
-/// The `repository` of this workspace's Cargo.toml, named in the generated README.
-pub const KUBEAPP_REPOSITORY: &str = env!("CARGO_PKG_REPOSITORY");
-
 /// The kubeapp checkout this binary was built from (the parent of the `cli/` package), the
-/// default of `--kubeapp-path`.
-pub const BUILT_FROM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+/// default of `--kubeapp-path`; `None` when it was built from its published package (see
+/// `build.rs`).
+pub const BUILT_FROM: Option<&str> = option_env!("KUBEAPP_CLI_CHECKOUT");
+
+/// The version of kubeapp a project depends on when this binary is not built from a checkout:
+/// its own (every kubeapp crate is published with one version).
+pub const KUBEAPP_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The settings of `kubeapp init`.
 #[derive(Debug, clap::Args)]
@@ -143,30 +149,104 @@ pub fn kind_files(flavor: Flavor, values: &Values) -> Result<Vec<PlannedFile>, T
         .collect()
 }
 
-/// The `kubeapp` dependency's source in the generated Cargo.toml, and its comment.
-fn kubeapp_source(path: Option<&Path>) -> Result<(String, String), InitError> {
-    let (absolute, note) = match path {
-        Some(path) => (
-            kubeapp_root(path).map_err(|problem| InitError::KubeappPath {
+/// Where a generated project gets kubeapp from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KubeappSource {
+    /// A kubeapp checkout, by path (resolved).
+    Checkout {
+        /// The checkout's root.
+        root: PathBuf,
+        /// Whether `--kubeapp-path` named it (rather than the checkout this binary was built
+        /// from).
+        chosen: bool,
+    },
+    /// The published `kubeapp` of this version.
+    Published(&'static str),
+}
+
+impl KubeappSource {
+    /// The dependency's source in the generated Cargo.toml (`path = "..."` or
+    /// `version = "..."`).
+    pub fn dependency(&self) -> String {
+        match self {
+            KubeappSource::Checkout { root, .. } => format!(
+                "path = {}",
+                toml::Value::String(root.to_string_lossy().into_owned())
+            ),
+            KubeappSource::Published(version) => {
+                format!("version = {}", toml::Value::String((*version).to_string()))
+            }
+        }
+    }
+
+    /// The comment above the dependency.
+    pub fn note(&self) -> &'static str {
+        match self {
+            KubeappSource::Checkout { chosen: true, .. } => {
+                "kubeapp from a local checkout (kubeapp init --kubeapp-path)"
+            }
+            KubeappSource::Checkout { chosen: false, .. } => {
+                "kubeapp from the checkout the kubeapp command was built from (kubeapp init \
+                 --kubeapp-path picks another)"
+            }
+            KubeappSource::Published(_) => {
+                "kubeapp from crates.io, the version of the kubeapp command that wrote this \
+                 (kubeapp init --kubeapp-path depends on a checkout instead)"
+            }
+        }
+    }
+
+    /// Where the generated AGENTS.md sends readers for kubeapp's API documentation.
+    fn api_docs(&self) -> String {
+        match self {
+            KubeappSource::Checkout { .. } => {
+                "`cargo doc --open -p kubeapp` (the checkout this project depends on)".to_string()
+            }
+            KubeappSource::Published(version) => {
+                format!("https://docs.rs/kubeapp/{version} (or `cargo doc --open -p kubeapp`)")
+            }
+        }
+    }
+
+    /// Where the generated AGENTS.md sends readers for kubeapp's guide and references.
+    fn guide(&self) -> String {
+        match self {
+            KubeappSource::Checkout { root, .. } => format!("`{}/docs/`", root.display()),
+            KubeappSource::Published(_) => "the `docs/` directory of the kubeapp repository \
+                 (`docs/guide/` is the guide)"
+                .to_string(),
+        }
+    }
+}
+
+/// Where the project gets kubeapp from: `--kubeapp-path` if given, else the checkout this
+/// binary was built from (`built_from`, [`BUILT_FROM`] outside tests) if it was, else the
+/// published version [`KUBEAPP_VERSION`].
+///
+/// # Errors
+///
+/// A `--kubeapp-path`, or a checkout this binary was built from, that is not kubeapp's root.
+pub fn kubeapp_source(
+    path: Option<&Path>,
+    built_from: Option<&Path>,
+) -> Result<KubeappSource, InitError> {
+    match (path, built_from) {
+        (Some(path), _) => Ok(KubeappSource::Checkout {
+            root: kubeapp_root(path).map_err(|problem| InitError::KubeappPath {
                 path: path.to_path_buf(),
                 problem,
             })?,
-            "kubeapp from a local checkout (kubeapp init --kubeapp-path)",
-        ),
-        None => (
-            kubeapp_root(Path::new(BUILT_FROM)).map_err(|problem| InitError::NoCheckout {
-                built_from: normalized(Path::new(BUILT_FROM)),
+            chosen: true,
+        }),
+        (None, Some(checkout)) => Ok(KubeappSource::Checkout {
+            root: kubeapp_root(checkout).map_err(|problem| InitError::NoCheckout {
+                built_from: normalized(checkout),
                 problem,
             })?,
-            "kubeapp from the checkout the kubeapp command was built from (kubeapp init \
-             --kubeapp-path picks another)",
-        ),
-    };
-    let shown = absolute.to_string_lossy().into_owned();
-    Ok((
-        format!("path = {}", toml::Value::String(shown)),
-        note.to_string(),
-    ))
+            chosen: false,
+        }),
+        (None, None) => Ok(KubeappSource::Published(KUBEAPP_VERSION)),
+    }
 }
 
 /// `path` without a trailing `/..` written out, for messages about a directory that is gone.
@@ -210,6 +290,11 @@ fn kubeapp_root(path: &Path) -> Result<PathBuf, String> {
 /// A name that is not valid, a `--kubeapp-path` that is not a kubeapp checkout, or a template
 /// that does not render.
 pub fn plan(args: &InitArgs) -> Result<Vec<PlannedFile>, InitError> {
+    plan_from(args, BUILT_FROM.map(Path::new))
+}
+
+/// [`plan`] for a binary built from the checkout `built_from` (`None`: from its package).
+fn plan_from(args: &InitArgs, built_from: Option<&Path>) -> Result<Vec<PlannedFile>, InitError> {
     let crate_name = args
         .dir
         .file_name()
@@ -219,7 +304,7 @@ pub fn plan(args: &InitArgs) -> Result<Vec<PlannedFile>, InitError> {
     names::kind(&args.kind)?;
     names::group(&args.group)?;
     names::version(&args.version)?;
-    let (dependency, note) = kubeapp_source(args.kubeapp_path.as_deref())?;
+    let source = kubeapp_source(args.kubeapp_path.as_deref(), built_from)?;
     let (module, crd, managed) = registration(&args.kind);
 
     let mut values = Values::new();
@@ -229,9 +314,10 @@ pub fn plan(args: &InitArgs) -> Result<Vec<PlannedFile>, InitError> {
     values.insert("template", args.template.name().to_string());
     let run_note = template::render("run note", args.template.run_note(), &values)?;
     values.insert("run_note", run_note);
-    values.insert("kubeapp_dependency", dependency);
-    values.insert("kubeapp_source_note", note);
-    values.insert("kubeapp_repository", KUBEAPP_REPOSITORY.to_string());
+    values.insert("kubeapp_dependency", source.dependency());
+    values.insert("kubeapp_source_note", source.note().to_string());
+    values.insert("kubeapp_docs", source.api_docs());
+    values.insert("kubeapp_guide", source.guide());
     values.insert(
         "kind_modules",
         format!("{module}// kubeapp kind add: kind modules above this line.\n"),
@@ -293,12 +379,17 @@ pub fn run(args: &InitArgs) -> Result<(), InitError> {
     for (path, _) in &files {
         println!("  {path}");
     }
-    if args.kubeapp_path.is_none() {
-        println!(
+    match (&args.kubeapp_path, BUILT_FROM) {
+        (Some(_), _) => {}
+        (None, Some(checkout)) => println!(
             "note: kubeapp comes from {} (the checkout this kubeapp command was built from; \
              --kubeapp-path picks another)",
-            normalized(Path::new(BUILT_FROM)).display()
-        );
+            normalized(Path::new(checkout)).display()
+        ),
+        (None, None) => println!(
+            "note: the project depends on kubeapp {KUBEAPP_VERSION} from crates.io (the version \
+             of this kubeapp command; --kubeapp-path PATH depends on a checkout instead)"
+        ),
     }
     println!(
         "next: cd {} && cargo test (the first run builds kubeapp; the control plane comes from \
@@ -347,7 +438,9 @@ mod tests {
             }
             let cargo = &files[0].1;
             assert!(cargo.contains("name = \"web-operator\""), "{cargo}");
-            let checkout = Path::new(BUILT_FROM).canonicalize().expect("the checkout");
+            let checkout = Path::new(BUILT_FROM.expect("built from this checkout"))
+                .canonicalize()
+                .expect("the checkout");
             assert!(
                 cargo.contains(&format!("path = \"{}\"", checkout.display())),
                 "{cargo}"
@@ -413,7 +506,9 @@ mod tests {
 
     #[test]
     fn a_missing_default_checkout_is_one_line_naming_the_flag() {
-        let err = kubeapp_source(None).map(|_| ()).map_err(|e| e.to_string());
+        let err = kubeapp_source(None, BUILT_FROM.map(Path::new))
+            .map(|_| ())
+            .map_err(|e| e.to_string());
         assert!(
             err.is_ok(),
             "the checkout this test runs from is kubeapp's root: {err:?}"
@@ -428,6 +523,69 @@ mod tests {
             gone.starts_with("no kubeapp checkout to depend on: pass --kubeapp-path PATH")
                 && gone.contains("/gone/kubeapp, cannot be resolved"),
             "{gone}"
+        );
+    }
+
+    /// build.rs tells a checkout build from a packaged one: this test binary is built in the
+    /// checkout, so `BUILT_FROM` is its root.
+    #[test]
+    fn a_checkout_build_records_the_checkout() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("cli/ has a parent");
+        assert_eq!(BUILT_FROM.map(Path::new), Some(root));
+    }
+
+    /// A binary built from its package (no checkout) makes the project depend on the published
+    /// kubeapp of its own version; `--kubeapp-path` still picks a checkout; a checkout build
+    /// depends on the checkout by path.
+    #[test]
+    fn without_a_checkout_the_project_depends_on_the_published_version() {
+        let flavor = Flavor::Reconciler;
+        let files = plan_from(&args(Path::new("/tmp/web-operator"), flavor), None).expect("plan");
+        let cargo = &files[0].1;
+        let manifest: toml::Table = cargo.parse().expect("the Cargo.toml is TOML");
+        for table in ["dependencies", "dev-dependencies"] {
+            let kubeapp = &manifest[table]["kubeapp"];
+            assert_eq!(
+                kubeapp.get("version").and_then(toml::Value::as_str),
+                Some(env!("CARGO_PKG_VERSION")),
+                "{table}: {cargo}"
+            );
+            assert!(kubeapp.get("path").is_none(), "{table}: {cargo}");
+        }
+        assert!(cargo.contains("# kubeapp from crates.io"), "{cargo}");
+        let agents = files
+            .iter()
+            .find(|(path, _)| path == "AGENTS.md")
+            .map(|(_, text)| text)
+            .expect("an AGENTS.md");
+        assert!(
+            agents.contains(&format!(
+                "https://docs.rs/kubeapp/{}",
+                env!("CARGO_PKG_VERSION")
+            )),
+            "{agents}"
+        );
+
+        let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let root = checkout.canonicalize().expect("the checkout");
+        let mut chosen = args(Path::new("/tmp/web-operator"), flavor);
+        chosen.kubeapp_path = Some(checkout.clone());
+        let files = plan_from(&chosen, None).expect("plan");
+        assert!(
+            files[0]
+                .1
+                .contains(&format!("kubeapp = {{ path = \"{}\"", root.display())),
+            "{}",
+            files[0].1
+        );
+        assert_eq!(
+            kubeapp_source(None, Some(&checkout)).expect("the checkout"),
+            KubeappSource::Checkout {
+                root,
+                chosen: false
+            }
         );
     }
 }

@@ -34,6 +34,7 @@ pub const COMMON: &[TemplateFile] = &[
     template!("Cargo.toml", "common/Cargo.toml.tmpl"),
     template!("manifest.yaml", "common/manifest.yaml.tmpl"),
     template!("README.md", "common/README.md.tmpl"),
+    template!("AGENTS.md", "common/AGENTS.md.tmpl"),
     template!("Dockerfile", "common/Dockerfile.tmpl"),
     template!(".dockerignore", "common/dockerignore.tmpl"),
     template!(".gitignore", "common/gitignore.tmpl"),

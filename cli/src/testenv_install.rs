@@ -7,6 +7,11 @@
 //! `go.sum` and `main.go`, embedded), the same versions, flags and cache directory, and the same
 //! lock file, so the script and this command never build into the cache at the same time.
 //!
+//! The modules live in this crate (`cli/testbin/{apiserver,etcd,kwok}`), and the repository's
+//! `testbin/build.sh` reads them from there: a published crate can only embed files of its own
+//! package, and these belong to the command that builds them (the SDK's testenv only looks the
+//! binaries up).
+//!
 //! - `$KUBEBUILDER_ASSETS` holding kube-apiserver and etcd: those are not built, that directory is
 //!   printed; the cluster mode's binaries it lacks are built into the cache (testenv looks for
 //!   each binary in both).
@@ -54,9 +59,9 @@ pub const CONTROL_PLANE_RECIPES: usize = 2;
 
 /// The Kubernetes wrapper module's files (kube-apiserver, kube-controller-manager, kube-scheduler).
 const KUBERNETES_MODULE: [(&str, &str); 3] = [
-    ("go.mod", include_str!("../../testbin/apiserver/go.mod")),
-    ("go.sum", include_str!("../../testbin/apiserver/go.sum")),
-    ("main.go", include_str!("../../testbin/apiserver/main.go")),
+    ("go.mod", include_str!("../testbin/apiserver/go.mod")),
+    ("go.sum", include_str!("../testbin/apiserver/go.sum")),
+    ("main.go", include_str!("../testbin/apiserver/main.go")),
 ];
 
 /// etcd, kube-apiserver, then the cluster mode's binaries (as `testbin/build.sh` builds them).
@@ -65,9 +70,9 @@ pub const RECIPES: [Recipe; 5] = [
         binary: "etcd",
         package: "go.etcd.io/etcd/server/v3",
         files: [
-            ("go.mod", include_str!("../../testbin/etcd/go.mod")),
-            ("go.sum", include_str!("../../testbin/etcd/go.sum")),
-            ("main.go", include_str!("../../testbin/etcd/main.go")),
+            ("go.mod", include_str!("../testbin/etcd/go.mod")),
+            ("go.sum", include_str!("../testbin/etcd/go.sum")),
+            ("main.go", include_str!("../testbin/etcd/main.go")),
         ],
         stamp_kubernetes_version: false,
     },
@@ -93,9 +98,9 @@ pub const RECIPES: [Recipe; 5] = [
         binary: "kwok",
         package: "sigs.k8s.io/kwok/cmd/kwok",
         files: [
-            ("go.mod", include_str!("../../testbin/kwok/go.mod")),
-            ("go.sum", include_str!("../../testbin/kwok/go.sum")),
-            ("main.go", include_str!("../../testbin/kwok/main.go")),
+            ("go.mod", include_str!("../testbin/kwok/go.mod")),
+            ("go.sum", include_str!("../testbin/kwok/go.sum")),
+            ("main.go", include_str!("../testbin/kwok/main.go")),
         ],
         stamp_kubernetes_version: false,
     },
@@ -372,9 +377,17 @@ pub fn run() -> Result<(), InstallError> {
 mod tests {
     use super::*;
 
+    /// The repository's `testbin/build.sh` (these tests run in the kubeapp checkout; the
+    /// published crate does not carry the script).
+    fn repository_build_script() -> String {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testbin/build.sh");
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e} (run in the kubeapp checkout)", path.display()))
+    }
+
     #[test]
     fn the_recipes_are_the_scripts() {
-        let script = include_str!("../../testbin/build.sh");
+        let script = repository_build_script();
         assert!(script.contains(&format!("K8S_VERSION={KUBE_APISERVER_VERSION}")));
         assert!(script.contains(&format!("ETCD_VERSION={ETCD_VERSION}")));
         for recipe in RECIPES {
@@ -410,7 +423,7 @@ mod tests {
             RECIPES[4].files[0]
                 .1
                 .contains(&format!("sigs.k8s.io/kwok {KWOK_VERSION}")),
-            "testbin/kwok/go.mod pins kwok {KWOK_VERSION}"
+            "cli/testbin/kwok/go.mod pins kwok {KWOK_VERSION}"
         );
     }
 
@@ -422,7 +435,7 @@ mod tests {
         let dirs = ["etcd", "apiserver", "apiserver", "apiserver", "kwok"];
         for (recipe, dir) in RECIPES.iter().zip(dirs) {
             let testbin = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../testbin")
+                .join("testbin")
                 .join(dir);
             let output = Command::new("sh")
                 .arg("-c")

@@ -19,6 +19,7 @@ const FILES: &[&str] = &[
     "Cargo.toml",
     "manifest.yaml",
     "README.md",
+    "AGENTS.md",
     "Dockerfile",
     ".dockerignore",
     ".gitignore",
@@ -50,6 +51,7 @@ fn a_project_fails_its_test_with_the_stub_and_passes_it_once_implemented(templat
     assert!(stub.contains("not implemented yet"), "{stub}");
     assert!(!stub.contains("todo!") && !stub.contains("unimplemented!"));
     cargo(&project, &["build", "--offline"]);
+    operator_commands_of_agents_md_exist(&project, &format!("{template}-operator"));
     cargo(&project, &["fmt", "--check"]);
     cargo(
         &project,
@@ -157,6 +159,123 @@ fn init_refuses_a_non_empty_directory_and_names_bad_flags() {
         shown(&bad)
     );
     assert!(!Path::new(&parent.path().join("other")).exists());
+}
+
+/// The text of every inline code span (`...`) of a Markdown text.
+fn code_spans(markdown: &str) -> Vec<&str> {
+    markdown.split('`').skip(1).step_by(2).collect()
+}
+
+/// The `kubeapp ...` commands a text names: for each, its subcommand words (up to the first
+/// argument that is not a lowercase word) and the `--flags` after them.
+fn kubeapp_commands(markdown: &str) -> Vec<(Vec<&str>, Vec<&str>)> {
+    code_spans(markdown)
+        .into_iter()
+        .filter_map(|span| span.strip_prefix("kubeapp "))
+        .map(|rest| {
+            let tokens: Vec<&str> = rest.split_whitespace().collect();
+            let words = tokens
+                .iter()
+                .take_while(|token| {
+                    token.starts_with(|c: char| c.is_ascii_lowercase())
+                        && token.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+                })
+                .copied()
+                .collect();
+            let flags = tokens
+                .iter()
+                .filter(|token| token.starts_with("--"))
+                .copied()
+                .collect();
+            (words, flags)
+        })
+        .collect()
+}
+
+/// The generated project's AGENTS.md names the operator binary's own commands as `cargo run --
+/// <command>`: each is one the built binary has (`<command> --help` succeeds).
+fn operator_commands_of_agents_md_exist(project: &Path, binary: &str) {
+    let agents = std::fs::read_to_string(project.join("AGENTS.md")).expect("AGENTS.md");
+    let operator = support::target_dir().join("debug").join(binary);
+    let commands: Vec<&str> = code_spans(&agents)
+        .into_iter()
+        .filter_map(|span| span.strip_prefix("cargo run -- "))
+        .collect();
+    assert!(commands.len() >= 4, "{agents}");
+    for command in commands {
+        let args: Vec<&str> = command.split_whitespace().chain(["--help"]).collect();
+        let output = std::process::Command::new(&operator)
+            .args(&args)
+            .output()
+            .expect("run the operator binary");
+        assert!(
+            output.status.success(),
+            "AGENTS.md names `cargo run -- {command}`: {}",
+            shown(&output)
+        );
+    }
+}
+
+/// `kubeapp init` writes an AGENTS.md for every template, and every `kubeapp ...` command it
+/// names is one this binary has: `kubeapp <words> --help` succeeds and its help shows each
+/// `--flag` named with it. A renamed or removed command or flag fails this test.
+#[test]
+fn init_writes_an_agents_md_naming_only_real_commands() {
+    let parent = tempfile::tempdir().expect("temp dir");
+    for template in ["reconciler", "watcher", "components", "phases"] {
+        let name = format!("{template}-agents");
+        let args = [
+            "init",
+            &name,
+            "--kind",
+            "WebApp",
+            "--group",
+            "example.com",
+            "--template",
+            template,
+        ];
+        support::kubeapp_ok(parent.path(), &args);
+        let project = parent.path().join(&name);
+        let agents = std::fs::read_to_string(project.join("AGENTS.md"))
+            .unwrap_or_else(|e| panic!("{template}: AGENTS.md: {e}"));
+        assert!(
+            agents.contains(&format!("# AGENTS.md: working on {name}")),
+            "{agents}"
+        );
+        let commands = kubeapp_commands(&agents);
+        let named: Vec<String> = commands.iter().map(|(words, _)| words.join(" ")).collect();
+        for expected in [
+            "testenv install",
+            "run",
+            "generate",
+            "deploy",
+            "kind add",
+            "dry-run",
+            "trace",
+        ] {
+            assert!(
+                named.iter().any(|command| command == expected),
+                "{template}: AGENTS.md names no `kubeapp {expected}`: {named:?}"
+            );
+        }
+        for (words, flags) in &commands {
+            let help = kubeapp(&project, &[&words[..], &["--help"]].concat());
+            assert!(
+                help.status.success(),
+                "AGENTS.md names `kubeapp {}`: {}",
+                words.join(" "),
+                shown(&help)
+            );
+            let text = String::from_utf8_lossy(&help.stdout);
+            for flag in flags {
+                assert!(
+                    text.contains(flag),
+                    "AGENTS.md names `kubeapp {} {flag}`, which its --help does not show",
+                    words.join(" ")
+                );
+            }
+        }
+    }
 }
 
 #[test]
