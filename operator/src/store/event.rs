@@ -54,7 +54,7 @@ impl InformerEvent {
 
 /// Whether an informer has delivered its first complete list. Cheap to clone.
 ///
-/// It also carries the informer's [activity](InformerActivity) (last event, re-lists, failed
+/// It also carries the informer's activity (last event, re-lists, failed
 /// requests) for the diagnostics endpoint: the flag is the one handle the informer's task, its
 /// cache and its stores already share.
 #[derive(Clone, Debug)]
