@@ -9,20 +9,14 @@
 //! ```
 //! use kubeapp_sdk::diagnostics::{Diagnostics, InformerDiagnostics};
 //!
-//! let report = Diagnostics {
-//!     informers: vec![InformerDiagnostics {
-//!         kind: "ConfigMap".into(),
-//!         api_version: "v1".into(),
-//!         namespace: Some("shop".into()),
-//!         synced: true,
-//!         objects: 2,
-//!         checksum: "3f1c0e2a9b7d5e41".into(),
-//!         last_event_age_seconds: Some(0.5),
-//!         relists: 0,
-//!         watch_errors: 0,
-//!     }],
-//!     ..Diagnostics::default()
-//! };
+//! let mut informer = InformerDiagnostics::default();
+//! informer.kind = "ConfigMap".into();
+//! informer.api_version = "v1".into();
+//! informer.synced = true;
+//! informer.objects = 2;
+//! informer.checksum = "3f1c0e2a9b7d5e41".into();
+//! let mut report = Diagnostics::default();
+//! report.informers.push(informer);
 //! let json = serde_json::to_string(&report).unwrap();
 //! let back: Diagnostics = serde_json::from_str(&json).unwrap();
 //! assert_eq!(back, report);
