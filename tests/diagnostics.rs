@@ -47,13 +47,6 @@ fn greeting(ns: &str, name: &str, message: &str) -> DynamicObject {
     .expect("a Greeting")
 }
 
-/// `/debug/kubeapp` of the replica serving on `addr`, parsed.
-async fn diagnostics(addr: SocketAddr) -> Option<Diagnostics> {
-    let (status, body) = get(addr, "/debug/kubeapp").await?;
-    assert_eq!(status, 200, "/debug/kubeapp from loopback: {body}");
-    Some(serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}")))
-}
-
 /// The Greeting informer's report.
 fn greeting_informer(report: &Diagnostics) -> Option<&InformerDiagnostics> {
     report.informers.iter().find(|i| i.kind == "Greeting")
@@ -69,7 +62,7 @@ async fn agreed(
     logs: impl Fn() -> String,
 ) -> (Diagnostics, Diagnostics) {
     eventually("both replicas cache the same Greetings", logs, || async {
-        let (da, db) = (diagnostics(a.metrics).await?, diagnostics(b.metrics).await?);
+        let (da, db) = (a.diagnostics().await?, b.diagnostics().await?);
         let (ia, ib) = (greeting_informer(&da)?, greeting_informer(&db)?);
         (ia.objects == count
             && ib.objects == count
@@ -158,6 +151,11 @@ async fn two_replicas_report_the_same_cache_checksum_and_one_leader() {
         })
         .collect();
     assert_eq!(leaders.len(), 1, "exactly one leads: {da:?}\n{db:?}");
+    // Both name the leader as the Lease's holder: the standby from its last read.
+    for report in [&da, &db] {
+        let leader = report.apps[0].leader.as_ref().expect("leader");
+        assert_eq!(leader.holder.as_deref(), Some(leaders[0]), "{report:?}");
+    }
 
     // A change moves the checksum on both replicas, to the same value: it digests versions,
     // not only names.

@@ -39,6 +39,19 @@ fn greeting(ns: &str, name: &str, message: &str) -> DynamicObject {
     .expect("a Greeting")
 }
 
+/// `Some` once `replica`'s `/debug/kubeapp` shows the ring of `survivors` and it acts on
+/// exactly the slots that ring gives it.
+async fn settled(replica: &Replica, survivors: &[String]) -> Option<()> {
+    let report = replica.diagnostics().await?;
+    let shard = report.apps.first()?.shard.clone()?;
+    let expected: Vec<u32> = owned_by(survivors, replica.name)
+        .iter()
+        .filter_map(|slot| u32::try_from(slot).ok())
+        .collect();
+    (shard.members == survivors && shard.owned_slots == expected && shard.active_slots == expected)
+        .then_some(())
+}
+
 fn final_message(i: usize) -> String {
     format!("final {i}")
 }
@@ -163,70 +176,96 @@ async fn three_thousand_greetings_churned_while_replicas_go_1_3_2_each_handled_b
     .await;
 
     // `kubeapp trace` names each object's owner: change 20 kept Greetings once the ring settled
-    // (each survivor active on exactly its share under the two-member ring: the sum alone can
-    // reach 1 while one of them still acts under the three-member ring, before a hand-off), and
-    // the replica that handles each change must be the one trace names.
+    // (each survivor active on exactly the slots the two-member ring gives it, by its
+    // `/debug/kubeapp`: the widths alone can add up to 1 while one of them still acts under the
+    // three-member ring, before a hand-off), and the replica that handles each change must be
+    // the one trace names. A replica whose Lease renew comes late on a loaded machine moves the
+    // ring again, which legitimately moves objects: a window in which either survivor started or
+    // ended a term is tried again (at most three times), never judged.
     let survivors = ["replica-a".to_string(), "replica-c".to_string()];
-    let share = |member: &str| owned_by(&survivors, member).fraction();
-    eventually(
-        "each survivor is active on its share of the two-member ring",
-        logs,
-        || async {
-            let a = first.metric("shard_active_range_width").await?;
-            let c = third.metric("shard_active_range_width").await?;
-            ((a - share("replica-a")).abs() < 1e-9 && (c - share("replica-c")).abs() < 1e-9)
-                .then_some(())
-        },
-    )
-    .await;
-    let traced_from = Timestamp::now().as_microsecond();
-    let traced: Vec<usize> = (0..OBJECTS).filter(|i| i % 3 != 2).take(20).collect();
-    for &i in &traced {
-        let patch = serde_json::json!({"spec": {"message": format!("traced {i}")}});
-        greetings
-            .patch(
-                &format!("g{i}"),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .expect("update a Greeting");
-    }
-    let mut owners = std::collections::BTreeMap::new();
-    for &i in &traced {
-        let (name, expected) = (format!("g{i}"), format!("traced {i}"));
-        eventually("the traced change is rendered", logs, || async {
-            let map = config_maps.get_opt(&name).await.ok().flatten()?;
-            (map.data.as_ref()?.get("message")? == &expected).then_some(())
-        })
-        .await;
-        let (_, stdout, stderr) = kubeapp(
-            env.kubeconfig_path(),
-            &[
-                "trace",
-                &format!("greeting/{name}"),
-                "-n",
-                &ns,
-                "--lease-namespace",
-                &ns,
-                "-o",
-                "json",
-            ],
+    let mut attempt = 0;
+    let (owners, traced_from) = loop {
+        attempt += 1;
+        eventually(
+            "each survivor is active on exactly its slots of the two-member ring",
+            logs,
+            || async {
+                settled(&first, &survivors).await?;
+                settled(&third, &survivors).await
+            },
         )
         .await;
-        let trace: serde_json::Value =
-            serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}{stderr}"));
-        let shard = &trace["owner"]["shards"][0];
-        assert_eq!(
-            shard["members"],
-            serde_json::json!(["replica-a", "replica-c"]),
-            "{stdout}"
+        let traced_from = Timestamp::now().as_microsecond();
+        let traced: Vec<usize> = (0..OBJECTS).filter(|i| i % 3 != 2).take(20).collect();
+        for &i in &traced {
+            let patch = serde_json::json!({"spec": {"message": format!("traced {i} {attempt}")}});
+            greetings
+                .patch(
+                    &format!("g{i}"),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .expect("update a Greeting");
+        }
+        let mut owners = std::collections::BTreeMap::new();
+        for &i in &traced {
+            let (name, expected) = (format!("g{i}"), format!("traced {i} {attempt}"));
+            eventually("the traced change is rendered", logs, || async {
+                let map = config_maps.get_opt(&name).await.ok().flatten()?;
+                (map.data.as_ref()?.get("message")? == &expected).then_some(())
+            })
+            .await;
+            let (_, stdout, stderr) = kubeapp(
+                env.kubeconfig_path(),
+                &[
+                    "trace",
+                    &format!("greeting/{name}"),
+                    "-n",
+                    &ns,
+                    "--lease-namespace",
+                    &ns,
+                    "-o",
+                    "json",
+                ],
+            )
+            .await;
+            let trace: serde_json::Value =
+                serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}{stderr}"));
+            let shard = &trace["owner"]["shards"][0];
+            assert_eq!(
+                shard["members"],
+                serde_json::json!(["replica-a", "replica-c"]),
+                "{stdout}"
+            );
+            owners.insert(
+                format!("{ns}/{name}"),
+                shard["owner"].as_str().unwrap_or_default().to_string(),
+            );
+        }
+        let now = Timestamp::now().as_microsecond();
+        let moved: Vec<String> = [&first, &third]
+            .iter()
+            .flat_map(|replica| {
+                let log = shard_log::read(replica.name, &replica.log(), Some(now));
+                log.terms
+                    .iter()
+                    .filter(|t| {
+                        t.start >= traced_from || t.end.is_some_and(|end| end >= traced_from)
+                    })
+                    .map(|t| format!("{}: a term {}..{:?}", replica.name, t.start, t.end))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        if moved.is_empty() {
+            break (owners, traced_from);
+        }
+        assert!(
+            attempt < 3,
+            "the ring moved during each of three trace windows (late Lease renewals?): {moved:?}"
         );
-        owners.insert(
-            format!("{ns}/{name}"),
-            shard["owner"].as_str().unwrap_or_default().to_string(),
-        );
-    }
+        eprintln!("the ring moved during trace window {attempt}, trying again: {moved:?}");
+    };
 
     let (first_log, third_log) = (first.log.clone(), third.log.clone());
     first.stop().await;

@@ -123,6 +123,7 @@ pub(crate) async fn run_sharded(
         ));
         let result = controller.run_term(term, gates).await;
         follow.abort();
+        membership.set_active_slots(SlotSet::EMPTY);
         // Drained (or dropped, when lost): from here the next owners may take its slots.
         tracing::info!(
             lost = lost.load(Ordering::Acquire),
@@ -170,6 +171,7 @@ async fn follow_ring(
     let mut finished = false;
     loop {
         let active = gate.active();
+        membership.set_active_slots(active);
         if let Some(metrics) = membership.metrics() {
             metrics.active_width.set(active.fraction());
             let objects: usize = controller
@@ -212,6 +214,7 @@ async fn follow_ring(
                 } else {
                     tracing::info!("sharding: the membership changed; the term drains");
                 }
+                membership.set_active_slots(SlotSet::EMPTY);
                 if let Some(metrics) = membership.metrics() {
                     metrics.active_width.set(0.0);
                 }

@@ -94,6 +94,7 @@ mod metrics_registry;
 pub mod object;
 pub mod opinionated;
 pub mod own_writes;
+mod queue_wait;
 mod reconciler;
 mod related;
 pub mod store;

@@ -64,6 +64,7 @@ use crate::failing_objects::{FailingFamily, FailingObjects};
 use crate::failures::KindFailures;
 use crate::metric_cells::{CellFamily, CellSeries};
 pub use crate::metric_registration::{LATENCY_BUCKETS, MetricSet, MetricsError};
+use crate::queue_wait::{QueueWaits, WaitingSince};
 
 /// The collectors of the informers and the controller; see the [module docs](self).
 #[derive(Clone, Debug)]
@@ -91,6 +92,8 @@ pub struct ControllerMetrics {
     own_write_echoes: IntCounterVec,
     failing: FailingFamily,
     handler_failures: IntCounterVec,
+    /// How long each kind's oldest ready lane has waited (for the report only).
+    queue_waits: Arc<QueueWaits>,
 }
 
 const EVENT_LABELS: &[&str] = &["event_type", "kind"];
@@ -240,6 +243,7 @@ impl ControllerMetrics {
                 "Failed handler calls by cause (forbidden, conflict, not_found, server_error, timeout, handler_error).",
                 &["kind", "cause"],
             )?,
+            queue_waits: Arc::default(),
         })
     }
 
@@ -344,6 +348,7 @@ impl ControllerMetrics {
     /// queue, its retries and its failing objects (the values `/metrics` shows), by kind.
     pub fn kind_diagnostics(&self) -> Vec<KindDiagnostics> {
         let now = tokio::time::Instant::now();
+        let waits = self.queue_waits.by_kind();
         self.failing
             .by_kind()
             .into_iter()
@@ -356,6 +361,11 @@ impl ControllerMetrics {
                 entry.objects_failing = failing;
                 entry.oldest_failure_age_seconds =
                     oldest.map(|since| now.saturating_duration_since(since).as_secs_f64());
+                entry.oldest_queued_age_seconds = waits
+                    .get(&kind)
+                    .copied()
+                    .flatten()
+                    .map(|since| now.saturating_duration_since(since).as_secs_f64());
                 entry.kind = kind;
                 entry
             })
@@ -402,6 +412,7 @@ impl ControllerMetrics {
             triggered: self.triggered.with_label_values(&[kind]),
             own_write_echoes: self.own_write_echoes.with_label_values(&[kind]),
             failing: self.failing.track(kind),
+            queue_wait: self.queue_waits.track(kind),
             failures: KindFailures::new(kind, &self.handler_failures),
         }
     }
@@ -453,6 +464,9 @@ pub(crate) struct KindMetrics {
     /// The kind's failing objects (see [`failing_objects`](crate::failing_objects)); each
     /// `for_kind` call makes a tracker of its own.
     pub failing: Arc<FailingObjects>,
+    /// Since when the kind's oldest ready lane waits for a worker (see
+    /// [`queue_wait`](crate::queue_wait)); each `for_kind` call makes one of its own.
+    pub queue_wait: Arc<WaitingSince>,
     /// Failed handler calls by cause, and the kind's run of forbidden calls.
     pub failures: KindFailures,
 }

@@ -86,6 +86,10 @@ pub struct KindDiagnostics {
     pub oldest_failure_age_seconds: Option<f64>,
     /// Handler calls given up after their last retry.
     pub retries_given_up: u64,
+    /// Seconds the oldest object ready for a handler call has waited for a worker (`None`: none
+    /// waits). Growing while `queue_depth` stays up means the workers cannot keep up.
+    #[serde(default)]
+    pub oldest_queued_age_seconds: Option<f64>,
 }
 
 /// One app's leader and shard state.
@@ -126,6 +130,10 @@ pub struct LeaderDiagnostics {
     pub leading: bool,
     /// The number of this replica's current or last term (0: never led).
     pub term: u64,
+    /// The Lease's holder as this replica last read or wrote it (`None`: not read yet, or the
+    /// Lease is free). On a standby, the replica that leads.
+    #[serde(default)]
+    pub holder: Option<String>,
 }
 
 /// A replica's view of its shard ring.
@@ -143,4 +151,8 @@ pub struct ShardDiagnostics {
     pub owned_slots: Vec<u32>,
     /// The members this replica acknowledged last, if any.
     pub acknowledged: Option<Vec<String>>,
+    /// The slots its running controller term acts on now: the owned slots that their previous
+    /// owners handed over (empty between terms). Equal to `owned_slots` once the ring settled.
+    #[serde(default)]
+    pub active_slots: Vec<u32>,
 }

@@ -132,6 +132,14 @@ impl Replica {
         })
     }
 
+    /// Its `/debug/kubeapp` report, parsed (`None` until it answers; read from loopback, so no
+    /// token is needed).
+    pub async fn diagnostics(&self) -> Option<kubeapp::sdk::diagnostics::Diagnostics> {
+        let (status, body) = get(self.metrics, "/debug/kubeapp").await?;
+        assert_eq!(status, 200, "/debug/kubeapp from loopback: {body}");
+        Some(serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}")))
+    }
+
     /// The sum of the samples of `name` (`None` until `/metrics` answers).
     pub async fn metric(&self, name: &str) -> Option<f64> {
         self.metric_where(name, "").await

@@ -184,8 +184,10 @@ fn operator_lines(out: &mut String, operator: &OperatorView) {
     if let Some(k) = &operator.kind {
         let _ = writeln!(
             out,
-            "  queue: {} queued, {} retries pending, {} objects failing{}, {} given up",
+            "  queue: {} queued{}, {} retries pending, {} objects failing{}, {} given up",
             k.queue_depth,
+            k.oldest_queued_age_seconds
+                .map_or_else(String::new, |age| format!(" (oldest waiting {age:.1}s)")),
             k.retries_pending,
             k.objects_failing,
             k.oldest_failure_age_seconds
@@ -197,7 +199,7 @@ fn operator_lines(out: &mut String, operator: &OperatorView) {
         if let Some(l) = &app.leader {
             let _ = writeln!(
                 out,
-                "  {}: {} {} Lease {}/{} (term {})",
+                "  {}: {} {} Lease {}/{} (term {}{})",
                 app.app,
                 l.identity,
                 if l.leading {
@@ -207,18 +209,24 @@ fn operator_lines(out: &mut String, operator: &OperatorView) {
                 },
                 l.lease_namespace,
                 l.lease_name,
-                l.term
+                l.term,
+                match (&l.holder, l.leading) {
+                    (Some(holder), false) => format!(", held by {holder}"),
+                    (None, false) => ", no holder seen".to_string(),
+                    (_, true) => String::new(),
+                }
             );
         }
         if let Some(s) = &app.shard {
             let _ = writeln!(
                 out,
-                "  {}: {} is {} of {} members, owns {} slots",
+                "  {}: {} is {} of {} members, owns {} slots, acts on {}",
                 app.app,
                 s.identity,
                 if s.member { "one" } else { "NOT one" },
                 s.members.len(),
-                s.owned_slots.len()
+                s.owned_slots.len(),
+                s.active_slots.len()
             );
         }
     }

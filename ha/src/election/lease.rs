@@ -43,6 +43,11 @@ impl Observed {
         );
     }
 
+    /// The holder as last seen (`None`: not seen yet, or the Lease is free).
+    pub(crate) fn holder(&self) -> Option<&str> {
+        self.holder.as_deref()
+    }
+
     /// Whether another holder's claim may still be valid: its Lease changed less than its
     /// duration ago, by our clock (never by comparing its `renewTime` with our wall clock).
     fn held_by_other(&self, identity: &str, now: Instant) -> bool {

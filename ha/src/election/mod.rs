@@ -156,6 +156,8 @@ struct LeaseIdentity {
     namespace: String,
     name: String,
     identity: String,
+    /// The Lease's holder as the elector last read or wrote it.
+    holder: Arc<Mutex<Option<String>>>,
 }
 
 /// The shared state behind every [`Leadership`] handle of one elector or shard ring.
@@ -209,6 +211,11 @@ impl Leadership {
             report.lease_namespace.clone_from(&lease.namespace);
             report.lease_name.clone_from(&lease.name);
             report.identity.clone_from(&lease.identity);
+            report.holder = lease
+                .holder
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
         }
         report.leading = self.is_leader();
         report.term = self.term();
@@ -306,6 +313,8 @@ pub struct LeaderElector {
     validity: Arc<Mutex<Validity>>,
     changes: watch::Sender<bool>,
     status: Option<prometheus::IntGauge>,
+    /// The Lease's holder as last read or written, for [`Leadership::diagnostics`].
+    holder: Arc<Mutex<Option<String>>>,
 }
 
 impl LeaderElector {
@@ -328,6 +337,7 @@ impl LeaderElector {
             validity: Arc::default(),
             changes: watch::Sender::new(false),
             status: None,
+            holder: Arc::default(),
         })
     }
 
@@ -352,8 +362,15 @@ impl LeaderElector {
             namespace: self.config.namespace.clone(),
             name: self.config.name.clone(),
             identity: self.config.identity.clone(),
+            holder: Arc::clone(&self.holder),
         }));
         leadership
+    }
+
+    /// Records the holder `observed` last saw.
+    fn note_holder(&self, observed: &Observed) {
+        let holder = observed.holder().map(str::to_string);
+        *self.holder.lock().unwrap_or_else(PoisonError::into_inner) = holder;
     }
 
     fn set(&self, until: Option<Instant>) {
@@ -379,7 +396,9 @@ impl LeaderElector {
             let mut renewed;
             loop {
                 renewed = Instant::now();
-                match self.client.acquire_or_renew(&mut observed).await {
+                let attempt = self.client.acquire_or_renew(&mut observed).await;
+                self.note_holder(&observed);
+                match attempt {
                     Ok(true) => break,
                     Ok(false) => {}
                     Err(error) => {
@@ -418,6 +437,7 @@ impl LeaderElector {
                 let attempt =
                     tokio::time::timeout_at(deadline, self.client.acquire_or_renew(&mut observed))
                         .await;
+                self.note_holder(&observed);
                 match attempt {
                     Ok(Ok(true)) => {
                         renewed = sent;

@@ -68,7 +68,7 @@ pub(crate) mod server_side;
 pub(crate) mod term;
 
 use kubeapp_sdk::diagnostics::ShardDiagnostics;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -78,6 +78,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use self::assignment::SlotSet;
 use crate::election::{Leadership, LeaseTimings, Validity};
 
 pub use self::handoff::MemberAck;
@@ -194,6 +195,9 @@ pub struct Membership {
     state: watch::Receiver<RingState>,
     ack: Arc<watch::Sender<Option<AckRequest>>>,
     metrics: Option<ShardMetrics>,
+    /// The slots the running term acts on (empty between terms), shared by every handle of
+    /// one ring member, for the diagnostics.
+    active: Arc<Mutex<SlotSet>>,
 }
 
 impl Membership {
@@ -225,9 +229,25 @@ impl Membership {
             .iter()
             .filter_map(|slot| u32::try_from(slot).ok())
             .collect();
+        report.active_slots = self
+            .active_slots()
+            .iter()
+            .filter_map(|slot| u32::try_from(slot).ok())
+            .collect();
         report.members = state.members;
         report.acknowledged = state.acknowledged;
         report
+    }
+
+    /// The slots the running controller term acts on now: its owned slots that previous owners
+    /// handed over (empty between terms, and before the controller runs).
+    pub fn active_slots(&self) -> SlotSet {
+        *self.active.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records the running term's active slots (the controller's `follow_ring`).
+    pub(crate) fn set_active_slots(&self, slots: SlotSet) {
+        *self.active.lock().unwrap_or_else(PoisonError::into_inner) = slots;
     }
 
     /// The ring as last read.
@@ -311,6 +331,7 @@ pub struct ShardRing {
     state: watch::Sender<RingState>,
     ack: Arc<watch::Sender<Option<AckRequest>>>,
     metrics: Option<ShardMetrics>,
+    active: Arc<Mutex<SlotSet>>,
 }
 
 impl ShardRing {
@@ -336,6 +357,7 @@ impl ShardRing {
             state: watch::Sender::new(RingState::default()),
             ack: Arc::new(watch::Sender::new(None)),
             metrics: None,
+            active: Arc::default(),
         })
     }
 
@@ -358,6 +380,7 @@ impl ShardRing {
             state: self.state.subscribe(),
             ack: Arc::clone(&self.ack),
             metrics: self.metrics.clone(),
+            active: Arc::clone(&self.active),
         }
     }
 

@@ -203,7 +203,8 @@ impl KindRuntime {
             handlers_version: AtomicU64::new(0),
             has_watchers: AtomicBool::new(false),
             state: Mutex::new(State {
-                lanes: Lanes::tracking_echoes(!config.reconciles_own_writes()),
+                lanes: Lanes::tracking_echoes(!config.reconciles_own_writes())
+                    .reporting_waits(Arc::clone(&metrics.queue_wait)),
                 counts: LaneCounts::new(&metrics),
                 workers: 0,
                 idle: 0,

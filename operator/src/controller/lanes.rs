@@ -23,6 +23,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::time::Instant;
@@ -33,6 +34,7 @@ use crate::action::ReconcileAction;
 use crate::action::TriggerCause;
 use crate::object::SharedObject;
 use crate::own_writes::EchoCheck;
+use crate::queue_wait::WaitingSince;
 use crate::store::InformerEvent;
 
 /// Which handler of a kind: watchers and reconcilers by registration number (0 for the first
@@ -301,7 +303,10 @@ pub(super) struct Lanes {
     /// The slots of the lanes in use, by the hash of their key.
     index: hashbrown::HashTable<usize>,
     hasher: KeyHasher,
-    ready: VecDeque<usize>,
+    /// The ready lanes, each with when it joined (so the head is the one waiting longest).
+    ready: VecDeque<(usize, Instant)>,
+    /// Where the head's stamp is published (see [`queue_wait`](crate::queue_wait)).
+    waiting: Option<Arc<WaitingSince>>,
     /// One timer per idle lane with waiting retries (made on first use, in the runtime).
     timers: Option<DelayQueue<LaneKey>>,
     /// Events for watchers pushed and not yet handled: what `max_pending_events` bounds. Events
@@ -321,6 +326,12 @@ impl Lanes {
             track_echoes,
             ..Self::default()
         }
+    }
+
+    /// Publishes since when the oldest ready lane waits into `waiting`.
+    pub(super) fn reporting_waits(mut self, waiting: Arc<WaitingSince>) -> Self {
+        self.waiting = Some(waiting);
+        self
     }
 
     /// The slot of `key`'s lane, made when missing.
@@ -433,8 +444,12 @@ impl Lanes {
         }
         let became_ready = !lane.active;
         if became_ready {
+            let was_empty = self.ready.is_empty();
             lane.active = true;
-            self.ready.push_back(slot);
+            self.ready.push_back((slot, Instant::now()));
+            if was_empty {
+                self.publish_waiting();
+            }
         }
         Pushed {
             became_ready,
@@ -445,7 +460,13 @@ impl Lanes {
     /// The next item of the first ready lane: its oldest queued event, else a due retry. The
     /// lane stays held (active, out of the ready queue) until [`finish`](Self::finish).
     pub(super) fn take(&mut self) -> Option<Taken> {
-        while let Some(slot) = self.ready.pop_front() {
+        let taken = self.take_ready();
+        self.publish_waiting();
+        taken
+    }
+
+    fn take_ready(&mut self) -> Option<Taken> {
+        while let Some((slot, _)) = self.ready.pop_front() {
             let lane = &mut self.slots[slot];
             let work = if let Some(queued) = lane.queue.pop_front() {
                 Some(Work::Event(queued))
@@ -489,7 +510,10 @@ impl Lanes {
         };
         lane.retries = retries;
         if lane.runnable() {
-            self.ready.push_back(slot);
+            self.ready.push_back((slot, Instant::now()));
+            if self.ready.len() == 1 {
+                self.publish_waiting();
+            }
         } else {
             lane.active = false;
             self.arm(slot);
@@ -567,13 +591,14 @@ impl Lanes {
             }
             if lane.runnable() {
                 lane.active = true;
-                self.ready.push_back(slot);
+                self.ready.push_back((slot, Instant::now()));
                 became_ready += 1;
             } else {
                 self.arm(slot);
             }
         }
         if became_ready > 0 {
+            self.publish_waiting();
             Poll::Ready(became_ready)
         } else {
             Poll::Pending
@@ -595,9 +620,18 @@ impl Lanes {
     /// Drops every queued event and pending retry (the controller stopped); sequence numbers
     /// keep counting up.
     pub(super) fn clear(&mut self) {
-        let next_seq = self.next_seq;
+        let (next_seq, track_echoes) = (self.next_seq, self.track_echoes);
+        let waiting = self.waiting.take();
         *self = Self::default();
-        self.next_seq = next_seq;
+        (self.next_seq, self.track_echoes, self.waiting) = (next_seq, track_echoes, waiting);
+        self.publish_waiting();
+    }
+
+    /// Publishes since when the head of the ready queue waits, if anyone reads it.
+    fn publish_waiting(&self) {
+        if let Some(waiting) = &self.waiting {
+            waiting.set(self.ready.front().map(|&(_, since)| since));
+        }
     }
 }
 

@@ -192,3 +192,53 @@ fn a_reconcile_only_update_keeps_no_old_object_and_echoes_found_at_push_merge_as
     };
     assert!(!queued.echo.possible());
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_oldest_ready_lane_is_published_as_it_waits_and_cleared_when_taken() {
+    let waits = crate::queue_wait::QueueWaits::default();
+    let waiting = waits.track("configmaps");
+    let mut lanes = Lanes::default().reporting_waits(Arc::clone(&waiting));
+    assert_eq!(waiting.get(), None, "nothing waits yet");
+    let first_ready = Instant::now();
+    lanes.push(InformerEvent::Add(cm("a", 1)), true);
+    tokio::time::advance(std::time::Duration::from_secs(2)).await;
+    let second_ready = Instant::now();
+    lanes.push(InformerEvent::Add(cm("b", 2)), true);
+    // A second event for a waiting lane (for watchers: it does not merge) does not make it
+    // younger.
+    lanes.push(InformerEvent::Add(cm("a", 3)), true);
+    assert_eq!(
+        waiting.get(),
+        Some(first_ready),
+        "the head is the first lane"
+    );
+    let a = lanes.take().expect("a");
+    assert_eq!(waiting.get(), Some(second_ready), "then the next one");
+    let b = lanes.take().expect("b");
+    assert_eq!(waiting.get(), None, "both held: nothing waits for a worker");
+    tokio::time::advance(std::time::Duration::from_secs(1)).await;
+    lanes.finish(b.slot, true, b.retries);
+    assert_eq!(waiting.get(), None, "b had no more work");
+    lanes.finish(a.slot, true, a.retries);
+    assert_eq!(
+        waiting.get(),
+        Some(Instant::now()),
+        "a handed back with work waits from then"
+    );
+    lanes.clear();
+    assert_eq!(
+        waiting.get(),
+        None,
+        "a stopped controller has nothing waiting"
+    );
+}
+
+#[test]
+fn clearing_keeps_the_own_writes_setting() {
+    let mut lanes = Lanes::tracking_echoes(true);
+    lanes.clear();
+    assert!(
+        lanes.track_echoes,
+        "a restarted term still checks own writes"
+    );
+}

@@ -1,0 +1,118 @@
+//! How long work has waited for a worker, per kind: the age of the oldest lane in each kind's
+//! ready queue, for the Runner's `/debug/kubeapp` (`oldestQueuedAgeSeconds`).
+//!
+//! A kind's lanes stamp a lane when it joins the ready queue (idle to ready, or handed back with
+//! more work, or a retry fell due) and publish the stamp of the queue's head, the oldest, after
+//! each change: one clock read per lane made ready, not per event, and one atomic store. Events
+//! coalesced into a lane a worker holds are not in the ready queue; they wait for that call only.
+//!
+//! Why a published stamp and not a lock on the lanes: the report is read from another thread at
+//! any time, and the lanes' lock is the dispatch path's.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+
+use tokio::time::Instant;
+
+/// The instant the stamps count from (the first [`QueueWaits::track`] in the process).
+fn base() -> Instant {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    *BASE.get_or_init(Instant::now)
+}
+
+/// Since when the oldest ready lane of one kind's lanes has waited (one per [`Lanes`]; only
+/// they write it).
+///
+/// [`Lanes`]: crate::controller
+#[derive(Debug, Default)]
+pub(crate) struct WaitingSince {
+    /// Nanoseconds from [`base`] plus one; 0 while nothing waits.
+    nanos: AtomicU64,
+}
+
+impl WaitingSince {
+    /// Publishes the oldest waiting lane's stamp (`None`: the ready queue is empty).
+    pub(crate) fn set(&self, since: Option<Instant>) {
+        let nanos = since.map_or(0, |since| {
+            let elapsed = since.saturating_duration_since(base()).as_nanos();
+            u64::try_from(elapsed).unwrap_or(u64::MAX - 1) + 1
+        });
+        self.nanos.store(nanos, Ordering::Release);
+    }
+
+    /// The published stamp.
+    pub(crate) fn get(&self) -> Option<Instant> {
+        match self.nanos.load(Ordering::Acquire) {
+            0 => None,
+            nanos => Some(base() + std::time::Duration::from_nanos(nanos - 1)),
+        }
+    }
+}
+
+/// Every kind's [`WaitingSince`], for the report (part of the controller metrics).
+#[derive(Debug, Default)]
+pub(crate) struct QueueWaits {
+    kinds: Mutex<Vec<(String, Weak<WaitingSince>)>>,
+}
+
+impl QueueWaits {
+    /// A stamp for one kind's lanes, labelled `kind`; dropped with them.
+    pub(crate) fn track(&self, kind: &str) -> Arc<WaitingSince> {
+        // Fixed before any lane exists, so every stamp is at or after it.
+        base();
+        let waiting = Arc::new(WaitingSince::default());
+        let mut kinds = self.kinds.lock().unwrap_or_else(PoisonError::into_inner);
+        kinds.retain(|(_, tracked)| tracked.strong_count() > 0);
+        kinds.push((kind.to_string(), Arc::downgrade(&waiting)));
+        waiting
+    }
+
+    /// The oldest stamp of each kind label (the lanes of one label combined); `None` where
+    /// nothing waits.
+    pub(crate) fn by_kind(&self) -> BTreeMap<String, Option<Instant>> {
+        let mut by_kind: BTreeMap<String, Option<Instant>> = BTreeMap::new();
+        for (kind, tracked) in self
+            .kinds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            let Some(waiting) = tracked.upgrade() else {
+                continue;
+            };
+            let entry = by_kind.entry(kind.clone()).or_default();
+            *entry = match (*entry, waiting.get()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        by_kind
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stamp_reads_back_and_the_oldest_of_a_kind_wins() {
+        let waits = QueueWaits::default();
+        let (a, b) = (waits.track("greetings"), waits.track("greetings"));
+        let other = waits.track("shops");
+        assert_eq!(waits.by_kind().get("greetings"), Some(&None));
+        let early = Instant::now();
+        tokio::time::advance(std::time::Duration::from_secs(3)).await;
+        let late = Instant::now();
+        b.set(Some(late));
+        a.set(Some(early));
+        assert_eq!(a.get(), Some(early));
+        let by_kind = waits.by_kind();
+        assert_eq!(by_kind.get("greetings"), Some(&Some(early)));
+        assert_eq!(by_kind.get("shops"), Some(&None));
+        a.set(None);
+        assert_eq!(waits.by_kind().get("greetings"), Some(&Some(late)));
+        drop((a, b, other));
+        assert!(waits.by_kind().is_empty(), "dropped lanes leave the report");
+    }
+}
