@@ -5,10 +5,12 @@
 //!   cached `(uid, resourceVersion)` set), their kinds and their leader state: once 400
 //!   Greetings are rendered, both caches hold 400 Greetings with the same checksum; one change
 //!   moves the checksum on both, to the same new value; exactly one replica leads, both name
-//!   the Lease;
+//!   the Lease and the leader as its holder;
 //! - with `--metrics-auth`, `/metrics` and `/debug/kubeapp` answer 401 without a token or with
 //!   a token the apiserver does not accept, 403 for a ServiceAccount without the
-//!   `nonResourceURLs` permission, 200 for one with it; `/readyz` stays open.
+//!   `nonResourceURLs` permission, 200 for the scraper ServiceAccount bound to the reader role
+//!   exactly as `manifests --metrics-auth --monitoring --scrape service-monitor` generates them
+//!   (whose ServiceMonitor sends that account's token); `/readyz` stays open.
 //!
 //! The binary must be built first (`scripts/test` does: `cargo build --workspace --bins`).
 
@@ -22,7 +24,7 @@ use example_support::{binary, eventually, get, kubeapp, output_of};
 use futures::StreamExt as _;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kubeapp::sdk::diagnostics::{Diagnostics, InformerDiagnostics};
@@ -251,20 +253,22 @@ async fn get_as(addr: SocketAddr, path: &str, token: Option<&str>) -> (u16, Stri
         .unwrap_or_else(|| panic!("no answer from {addr}{path}"))
 }
 
-/// A ServiceAccount `name` in `ns` and a token for it.
-async fn account_token(client: &kube::Client, ns: &str, name: &str) -> String {
+/// A token for ServiceAccount `name` in `ns`, made first unless `exists`.
+async fn account_token(client: &kube::Client, ns: &str, name: &str, exists: bool) -> String {
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
-    let account = ServiceAccount {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..ObjectMeta::default()
-        },
-        ..ServiceAccount::default()
-    };
-    accounts
-        .create(&PostParams::default(), &account)
-        .await
-        .expect("create a ServiceAccount");
+    if !exists {
+        let account = ServiceAccount {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            ..ServiceAccount::default()
+        };
+        accounts
+            .create(&PostParams::default(), &account)
+            .await
+            .expect("create a ServiceAccount");
+    }
     let request = TokenRequest {
         spec: Some(TokenRequestSpec {
             expiration_seconds: Some(3600),
@@ -281,51 +285,73 @@ async fn account_token(client: &kube::Client, ns: &str, name: &str) -> String {
         .expect("a token")
 }
 
+/// The document of `kind` whose name ends with `suffix` in `docs`.
+fn generated<'d>(docs: &'d [serde_json::Value], kind: &str, suffix: &str) -> &'d serde_json::Value {
+    docs.iter()
+        .find(|d| {
+            d["kind"] == kind
+                && d["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|name| name.ends_with(suffix))
+        })
+        .unwrap_or_else(|| panic!("the manifests have no {kind} *{suffix}"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_metrics_auth_only_a_permitted_token_reads_metrics_and_diagnostics() {
     let (env, ns) = minimal_env("metrics-auth").await;
     let client = env.client();
-    let scraper = account_token(&client, &ns, "scraper").await;
-    let nobody = account_token(&client, &ns, "nobody").await;
-    let meta = |name: &str| ObjectMeta {
-        name: Some(name.into()),
-        ..ObjectMeta::default()
-    };
+    // The scraper's identity and permission as the operator's own manifests generate them
+    // (`--metrics-auth --monitoring --scrape service-monitor`): the reader ClusterRole, the
+    // scraper's ServiceAccount and its binding. Its token Secret needs the token controller and
+    // the ServiceMonitor the Prometheus operator's CRD, which this control plane has neither of:
+    // the test asks a token of the same ServiceAccount with a TokenRequest instead.
+    let yaml = output_of(
+        &binary(MINIMAL, MINIMAL),
+        &[
+            "manifests",
+            "--image",
+            "minimal:test",
+            "--namespace",
+            &ns,
+            "--metrics-auth",
+            "--monitoring",
+            "--scrape",
+            "service-monitor",
+        ],
+    );
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&yaml).expect("YAML");
+    let role: ClusterRole =
+        serde_json::from_value(generated(&docs, "ClusterRole", "-metrics-reader").clone())
+            .expect("a ClusterRole");
+    let account: ServiceAccount =
+        serde_json::from_value(generated(&docs, "ServiceAccount", "-metrics-scraper").clone())
+            .expect("a ServiceAccount");
+    let binding: ClusterRoleBinding =
+        serde_json::from_value(generated(&docs, "ClusterRoleBinding", "-metrics-scraper").clone())
+            .expect("a ClusterRoleBinding");
+    let monitor = generated(&docs, "ServiceMonitor", "");
+    let secret = generated(&docs, "Secret", "-metrics-scraper-token");
+    assert_eq!(
+        monitor["spec"]["endpoints"][0]["authorization"]["credentials"]["name"],
+        secret["metadata"]["name"],
+        "the monitor sends the scraper's token"
+    );
     Api::<ClusterRole>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &ClusterRole {
-                metadata: meta("kubeapp-metrics-reader"),
-                rules: Some(vec![PolicyRule {
-                    non_resource_urls: Some(vec!["/metrics".into(), "/debug/kubeapp".into()]),
-                    verbs: vec!["get".into()],
-                    ..PolicyRule::default()
-                }]),
-                ..ClusterRole::default()
-            },
-        )
+        .create(&PostParams::default(), &role)
         .await
-        .expect("a ClusterRole");
+        .expect("the generated ClusterRole");
+    Api::<ServiceAccount>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("the generated ServiceAccount");
     Api::<ClusterRoleBinding>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &ClusterRoleBinding {
-                metadata: meta("kubeapp-metrics-reader"),
-                role_ref: RoleRef {
-                    api_group: Some("rbac.authorization.k8s.io".into()),
-                    kind: "ClusterRole".into(),
-                    name: "kubeapp-metrics-reader".into(),
-                },
-                subjects: Some(vec![Subject {
-                    kind: "ServiceAccount".into(),
-                    name: "scraper".into(),
-                    namespace: Some(ns.clone()),
-                    ..Subject::default()
-                }]),
-            },
-        )
+        .create(&PostParams::default(), &binding)
         .await
-        .expect("a ClusterRoleBinding");
+        .expect("the generated ClusterRoleBinding");
+    let scraper_name = account.metadata.name.clone().expect("a name");
+    let scraper = account_token(&client, &ns, &scraper_name, true).await;
+    let nobody = account_token(&client, &ns, "nobody", false).await;
 
     let operator = Replica::start(&env, &ns, "secured", &["--metrics-auth"], "info");
     let logs = || operator.log();

@@ -60,9 +60,13 @@ pub fn parse_documents(yaml: &str, origin: &str) -> Result<Vec<Value>, ObjectsEr
 }
 
 /// The file `generate` puts `object` in: by its kind, and the dashboard's ConfigMap (label
-/// `grafana_dashboard`) with the other monitoring objects.
+/// `grafana_dashboard`) and the metrics scraper's identity (component `metrics-scraper`) with
+/// the other monitoring objects.
 pub fn file_for_object(object: &Value) -> &'static str {
-    if object["metadata"]["labels"]["grafana_dashboard"].is_string() {
+    let labels = &object["metadata"]["labels"];
+    if labels["grafana_dashboard"].is_string()
+        || labels["app.kubernetes.io/component"] == kubeapp::sdk::monitoring::SCRAPER_COMPONENT
+    {
         return "monitoring.yaml";
     }
     file_for(object["kind"].as_str().unwrap_or_default())
@@ -204,6 +208,9 @@ mod tests {
         let dashboard = serde_json::json!({"kind": "ConfigMap",
             "metadata": {"labels": {"grafana_dashboard": "1"}}});
         assert_eq!(file_for_object(&dashboard), "monitoring.yaml");
+        let scraper = serde_json::json!({"kind": "ClusterRoleBinding",
+            "metadata": {"labels": {"app.kubernetes.io/component": "metrics-scraper"}}});
+        assert_eq!(file_for_object(&scraper), "monitoring.yaml");
         assert_eq!(
             file_for_object(&serde_json::json!({"kind": "ConfigMap"})),
             "other.yaml"

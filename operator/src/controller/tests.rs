@@ -627,8 +627,23 @@ async fn waiting_reconcile_requests_merge_into_the_newest_while_watchers_see_eve
     h.send(update("a", 1, 2, 1));
     h.send(update("a", 2, 3, 2));
     eventually("three events of a wait", || depth.get() == 3).await;
+    // The diagnostics report how long "a" has waited for the only worker.
+    let waited = |metrics: &ControllerMetrics| {
+        metrics
+            .kind_diagnostics()
+            .into_iter()
+            .find(|k| k.kind == KIND)
+            .and_then(|k| k.oldest_queued_age_seconds)
+    };
+    tokio::time::advance(Duration::from_secs(5)).await;
+    assert!(
+        waited(&metrics).is_some_and(|age| age >= 5.0),
+        "{:?}",
+        metrics.kind_diagnostics()
+    );
     hold.add_permits(1);
     let entries = log.wait_len(6).await;
+    eventually("nothing waits once a ran", || waited(&metrics).is_none()).await;
     assert_eq!(
         entries,
         [

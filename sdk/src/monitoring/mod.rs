@@ -56,6 +56,7 @@ mod thresholds;
 use serde_json::{Value, json};
 
 pub use self::metric::{Metric, MetricSource};
+pub use self::objects::SCRAPER_COMPONENT;
 pub use self::rules::{Alert, Severity};
 pub use self::thresholds::Thresholds;
 use crate::manifest::ManifestData;
@@ -113,6 +114,7 @@ pub struct Monitoring<'m> {
     leader_election: bool,
     sharding: bool,
     scrape: Scrape,
+    authenticated: bool,
 }
 
 impl<'m> Monitoring<'m> {
@@ -127,6 +129,7 @@ impl<'m> Monitoring<'m> {
             leader_election: false,
             sharding: false,
             scrape: Scrape::None,
+            authenticated: false,
         }
     }
 
@@ -182,6 +185,16 @@ impl<'m> Monitoring<'m> {
         self
     }
 
+    /// The operator's metrics port needs a bearer token (`--metrics-auth`): the scrape object
+    /// sends the token of a ServiceAccount `{name}-metrics-scraper` made for it (a
+    /// `kubernetes.io/service-account-token` Secret, bound to the ClusterRole
+    /// `{name}-metrics-reader` that `manifests --metrics-auth` writes). Default off.
+    #[must_use]
+    pub fn authenticated(mut self, on: bool) -> Self {
+        self.authenticated = on;
+        self
+    }
+
     /// Renders the dashboard, the alerts and the objects.
     ///
     /// # Errors
@@ -232,6 +245,7 @@ impl<'m> Monitoring<'m> {
             dashboard,
             alerts,
             scrape: self.scrape,
+            authenticated: self.authenticated,
         })
     }
 }
@@ -251,6 +265,8 @@ pub struct MonitoringAssets {
     pub alerts: Vec<Alert>,
     /// Which scrape object [`to_values`](Self::to_values) adds.
     pub scrape: Scrape,
+    /// Whether that object sends a bearer token (see [`Monitoring::authenticated`]).
+    pub authenticated: bool,
 }
 
 impl MonitoringAssets {
@@ -305,12 +321,16 @@ impl MonitoringAssets {
     }
 
     /// The Kubernetes objects, in apply order: the `PrometheusRule`, the dashboard's ConfigMap
-    /// and the ServiceMonitor or PodMonitor when asked for.
+    /// and the ServiceMonitor or PodMonitor when asked for (after the scraper's ServiceAccount,
+    /// token Secret and ClusterRoleBinding when [authenticated](Monitoring::authenticated)).
     pub fn to_values(&self) -> Vec<Value> {
         let mut docs = vec![
             objects::prometheus_rule(self),
             objects::dashboard_config_map(self),
         ];
+        if self.scrape != Scrape::None && self.authenticated {
+            docs.extend(objects::scraper_identity(self));
+        }
         docs.extend(objects::monitor(self));
         docs
     }

@@ -307,3 +307,57 @@ fn the_objects_are_a_prometheus_rule_a_dashboard_config_map_and_an_opt_in_monito
         "shop-operator"
     );
 }
+
+#[test]
+fn an_authenticated_monitor_sends_the_token_of_a_scraper_bound_to_the_reader_role() {
+    let manifest = manifest();
+    let build = |scrape, authenticated| {
+        Monitoring::new(&manifest)
+            .namespace("shop-system")
+            .scrape(scrape)
+            .authenticated(authenticated)
+            .build()
+            .expect("assets")
+            .to_values()
+    };
+    assert_eq!(build(Scrape::None, true).len(), 2, "no monitor, no scraper");
+    let open = build(Scrape::ServiceMonitor, false);
+    assert!(open[2]["spec"]["endpoints"][0]["authorization"].is_null());
+    for (scrape, endpoints) in [
+        (Scrape::ServiceMonitor, "endpoints"),
+        (Scrape::PodMonitor, "podMetricsEndpoints"),
+    ] {
+        let docs = build(scrape, true);
+        let kinds: Vec<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
+        assert_eq!(
+            kinds[2..5],
+            ["ServiceAccount", "Secret", "ClusterRoleBinding"]
+        );
+        assert_eq!(docs.len(), 6, "{kinds:?}");
+        let (account, secret, binding, monitor) = (&docs[2], &docs[3], &docs[4], &docs[5]);
+        assert_eq!(account["metadata"]["name"], "shop-operator-metrics-scraper");
+        assert_eq!(secret["type"], "kubernetes.io/service-account-token");
+        assert_eq!(
+            secret["metadata"]["annotations"]["kubernetes.io/service-account.name"],
+            "shop-operator-metrics-scraper"
+        );
+        assert_eq!(binding["roleRef"]["name"], "shop-operator-metrics-reader");
+        assert_eq!(
+            binding["subjects"][0],
+            serde_json::json!({"kind": "ServiceAccount", "name": "shop-operator-metrics-scraper",
+                               "namespace": "shop-system"})
+        );
+        for doc in [account, secret, binding] {
+            assert_eq!(
+                doc["metadata"]["labels"]["app.kubernetes.io/component"],
+                SCRAPER_COMPONENT
+            );
+        }
+        assert_eq!(
+            monitor["spec"][endpoints][0]["authorization"],
+            serde_json::json!({"type": "Bearer",
+                               "credentials": {"name": "shop-operator-metrics-scraper-token",
+                                               "key": "token"}})
+        );
+    }
+}

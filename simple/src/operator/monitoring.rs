@@ -46,6 +46,7 @@ pub(crate) fn objects(
         .sharding(args.shard)
         .thresholds(thresholds)
         .scrape(scrape)
+        .authenticated(args.metrics_auth)
         .build()?;
     Ok(assets.to_values())
 }
@@ -115,6 +116,39 @@ mod tests {
         assert_eq!(
             rule["spec"]["groups"][0]["rules"][0]["expr"],
             r#"max by (job, namespace, kind) (shop_informer_synced{job="shop-operator"}) == 0"#
+        );
+
+        // With --metrics-auth the monitor scrapes as a ServiceAccount bound to the reader role
+        // the same manifests define.
+        let mut authenticated = args(1, false, on(ScrapeObject::ServiceMonitor));
+        authenticated.metrics_auth = true;
+        let yaml = operator
+            .manifests_yaml(&authenticated, &NoArgs)
+            .expect("manifests");
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&yaml).expect("yaml");
+        let named = |kind: &str, name: &str| {
+            docs.iter()
+                .any(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        };
+        assert!(
+            named("ClusterRole", "shop-operator-metrics-reader"),
+            "{yaml}"
+        );
+        assert!(
+            named("ClusterRoleBinding", "shop-operator-metrics-scraper"),
+            "{yaml}"
+        );
+        assert!(
+            named("Secret", "shop-operator-metrics-scraper-token"),
+            "{yaml}"
+        );
+        let monitor = docs
+            .iter()
+            .find(|d| d["kind"] == "ServiceMonitor")
+            .expect("monitor");
+        assert_eq!(
+            monitor["spec"]["endpoints"][0]["authorization"]["credentials"]["name"],
+            "shop-operator-metrics-scraper-token"
         );
 
         let sharded = operator
