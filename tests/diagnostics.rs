@@ -10,7 +10,8 @@
 //!   a token the apiserver does not accept, 403 for a ServiceAccount without the
 //!   `nonResourceURLs` permission, 200 for the scraper ServiceAccount bound to the reader role
 //!   exactly as `manifests --metrics-auth --monitoring --scrape service-monitor` generates them
-//!   (whose ServiceMonitor sends that account's token); `/readyz` stays open.
+//!   (whose ServiceMonitor sends that account's token); `/readyz` stays open. That operator runs
+//!   as its own generated ServiceAccount with only its generated ClusterRole, and does its job.
 //!
 //! The binary must be built first (`scripts/test` does: `cargo build --workspace --bins`).
 
@@ -19,7 +20,7 @@ mod example_support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use example_support::replica::{LEADER_ELECTED, MINIMAL, Replica};
+use example_support::replica::{LEADER_ELECTED, MINIMAL, Options, Replica};
 use example_support::{binary, eventually, get, kubeapp, output_of};
 use futures::StreamExt as _;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
@@ -349,11 +350,62 @@ async fn with_metrics_auth_only_a_permitted_token_reads_metrics_and_diagnostics(
         .create(&PostParams::default(), &binding)
         .await
         .expect("the generated ClusterRoleBinding");
+    // The operator itself runs as its generated ServiceAccount with only its generated
+    // ClusterRole (the reviews `--metrics-auth` needs included), not as the admin.
+    let own = |kind: &str| -> serde_json::Value {
+        docs.iter()
+            .find(|d| {
+                d["kind"] == kind
+                    && d["metadata"]["name"]
+                        .as_str()
+                        .is_some_and(|name| !name.contains("-metrics-"))
+            })
+            .unwrap_or_else(|| panic!("the manifests have no {kind} of the operator"))
+            .clone()
+    };
+    let operator_account: ServiceAccount =
+        serde_json::from_value(own("ServiceAccount")).expect("a ServiceAccount");
+    Api::<ServiceAccount>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &operator_account)
+        .await
+        .expect("the operator's ServiceAccount");
+    let operator_role: ClusterRole =
+        serde_json::from_value(own("ClusterRole")).expect("a ClusterRole");
+    Api::<ClusterRole>::all(client.clone())
+        .create(&PostParams::default(), &operator_role)
+        .await
+        .expect("the operator's ClusterRole");
+    let operator_binding: ClusterRoleBinding =
+        serde_json::from_value(own("ClusterRoleBinding")).expect("a ClusterRoleBinding");
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .create(&PostParams::default(), &operator_binding)
+        .await
+        .expect("the operator's ClusterRoleBinding");
+    let identity = env
+        .identity(
+            &format!(
+                "system:serviceaccount:{ns}:{}",
+                operator_account.metadata.name.as_deref().expect("a name")
+            ),
+            &["system:serviceaccounts"],
+        )
+        .await
+        .expect("the operator's identity");
     let scraper_name = account.metadata.name.clone().expect("a name");
     let scraper = account_token(&client, &ns, &scraper_name, true).await;
     let nobody = account_token(&client, &ns, "nobody", false).await;
 
-    let operator = Replica::start(&env, &ns, "secured", &["--metrics-auth"], "info");
+    let operator = Replica::start_with(
+        &env,
+        &ns,
+        "secured",
+        &["--metrics-auth"],
+        "info",
+        &Options {
+            kubeconfig: Some(identity.kubeconfig_path.clone()),
+            ..Options::default()
+        },
+    );
     let logs = || operator.log();
     eventually("/readyz answers 200 without a token", logs, || async {
         get(operator.metrics, "/readyz")
@@ -381,4 +433,14 @@ async fn with_metrics_auth_only_a_permitted_token_reads_metrics_and_diagnostics(
     assert!(greeting_informer(&report).is_some(), "{body}");
     let (_, body) = get_as(operator.metrics, "/metrics", Some(&scraper)).await;
     assert!(body.contains("informer_events_total"), "{body}");
+    // With nothing but its generated permissions, it does its job.
+    greetings(&client, &ns)
+        .create(&PostParams::default(), &greeting(&ns, "secured", "hi"))
+        .await
+        .expect("create a Greeting");
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    eventually("the Greeting is rendered", logs, || async {
+        config_maps.get_opt("secured").await.ok().flatten()
+    })
+    .await;
 }
