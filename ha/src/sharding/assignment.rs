@@ -19,6 +19,7 @@
 //! A member's share is the union of its slots, coalesced into contiguous hash ranges.
 
 use std::fmt::Write as _;
+use std::hash::Hasher as _;
 
 /// How many slots the hash space is cut into.
 pub const SLOTS: usize = 256;
@@ -26,14 +27,12 @@ pub const SLOTS: usize = 256;
 /// Bits of the hash that pick the slot.
 const SLOT_SHIFT: u32 = 64 - 8;
 
-/// The 64-bit FNV-1a hash of `value` (the apiserver's `HashField`).
+/// The 64-bit FNV-1a hash of `value` (the apiserver's `HashField`; the `fnv` crate's
+/// `FnvHasher`, fed the bytes alone).
 pub fn fnv1a(value: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in value {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
+    let mut hasher = fnv::FnvHasher::default();
+    hasher.write(value);
+    hasher.finish()
 }
 
 /// The slot of an object with this `metadata.uid`.

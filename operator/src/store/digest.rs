@@ -4,6 +4,8 @@
 //! 64-bit finalizer (both fixed by their definition, so the value is the same in every build):
 //! a quick comparison for humans and tools, not a cryptographic one.
 
+use std::hash::Hasher as _;
+
 use super::cache::SharedCache;
 
 /// How many objects `cache` holds and their digest, as 16 hex digits.
@@ -23,12 +25,12 @@ pub(crate) fn cache_digest(cache: &SharedCache) -> (u64, String) {
 /// One object's hash: FNV-1a over `uid`, a separator, `resource_version`, then mixed so that
 /// sums of similar inputs do not cancel out.
 fn object_hash(uid: &str, resource_version: &str) -> u64 {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let bytes = uid.bytes().chain([0]).chain(resource_version.bytes());
-    let fnv = bytes.fold(OFFSET, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(PRIME)
-    });
+    // `write` feeds the bytes alone (the `Hash` impls of str would add a terminator of their own).
+    let mut hasher = fnv::FnvHasher::default();
+    hasher.write(uid.as_bytes());
+    hasher.write(&[0]);
+    hasher.write(resource_version.as_bytes());
+    let fnv = hasher.finish();
     // The finalizer of splitmix64.
     let mut z = fnv;
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
