@@ -12,6 +12,7 @@
 //! | `ongoing_reconcile_events` | gauge, events being dispatched | `event_type`, `kind` |
 //! | `ongoing_reconcile_processes` | gauge, handler calls running | `event_type`, `kind` |
 //! | `informer_queue_depth` | gauge, events waiting in object lanes | `kind` |
+//! | `informer_queue_oldest_age_seconds` | gauge, how long the oldest object ready for a handler call has waited for a worker (0 when none; computed at scrape) | `kind` |
 //! | `controller_retries_pending` | gauge, retries and requeues scheduled | `kind` |
 //! | `controller_retries_total` | counter, retries and requeues run | `kind`, `result` (success, requeue, retry, failed) |
 //! | `controller_retries_given_up_total` | counter | `kind` |
@@ -92,8 +93,8 @@ pub struct ControllerMetrics {
     own_write_echoes: IntCounterVec,
     failing: FailingFamily,
     handler_failures: IntCounterVec,
-    /// How long each kind's oldest ready lane has waited (for the report only).
-    queue_waits: Arc<QueueWaits>,
+    /// How long each kind's oldest ready lane has waited (the report and a gauge).
+    queue_waits: QueueWaits,
 }
 
 const EVENT_LABELS: &[&str] = &["event_type", "kind"];
@@ -243,7 +244,7 @@ impl ControllerMetrics {
                 "Failed handler calls by cause (forbidden, conflict, not_found, server_error, timeout, handler_error).",
                 &["kind", "cause"],
             )?,
-            queue_waits: Arc::default(),
+            queue_waits: QueueWaits::new(ns)?,
         })
     }
 
@@ -256,7 +257,7 @@ impl ControllerMetrics {
             .collect()
     }
 
-    fn named_collectors(&self) -> [(&'static str, Box<dyn prometheus::core::Collector>); 23] {
+    fn named_collectors(&self) -> [(&'static str, Box<dyn prometheus::core::Collector>); 24] {
         [
             ("informer_events_total", Box::new(self.events_total.clone())),
             (
@@ -340,6 +341,10 @@ impl ControllerMetrics {
             (
                 "handler_failures_total",
                 Box::new(self.handler_failures.clone()),
+            ),
+            (
+                "informer_queue_oldest_age_seconds",
+                Box::new(self.queue_waits.clone()),
             ),
         ]
     }

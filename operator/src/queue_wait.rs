@@ -1,5 +1,6 @@
 //! How long work has waited for a worker, per kind: the age of the oldest lane in each kind's
-//! ready queue, for the Runner's `/debug/kubeapp` (`oldestQueuedAgeSeconds`).
+//! ready queue, for the Runner's `/debug/kubeapp` (`oldestQueuedAgeSeconds`) and the gauge
+//! `informer_queue_oldest_age_seconds{kind}` (computed at scrape).
 //!
 //! A kind's lanes stamp a lane when it joins the ready queue (idle to ready, or handed back with
 //! more work, or a retry fell due) and publish the stamp of the queue's head, the oldest, after
@@ -13,7 +14,15 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::MetricFamily;
+use prometheus::{GaugeVec, Opts};
 use tokio::time::Instant;
+
+use crate::metric_registration::MetricsError;
+
+/// The gauge's name (without the prefix).
+pub(crate) const QUEUE_OLDEST_AGE: &str = "informer_queue_oldest_age_seconds";
 
 /// The instant the stamps count from (the first [`QueueWaits::track`] in the process).
 fn base() -> Instant {
@@ -50,13 +59,41 @@ impl WaitingSince {
     }
 }
 
-/// Every kind's [`WaitingSince`], for the report (part of the controller metrics).
-#[derive(Debug, Default)]
+/// One kind label and its lanes' stamp (weak: dropped lanes are pruned).
+type KindStamp = (String, Weak<WaitingSince>);
+
+/// Every kind's [`WaitingSince`], for the report and the gauge (part of the controller
+/// metrics; register it as a [`Collector`]). Clones share everything.
+#[derive(Clone, Debug)]
 pub(crate) struct QueueWaits {
-    kinds: Mutex<Vec<(String, Weak<WaitingSince>)>>,
+    kinds: Arc<Mutex<Vec<KindStamp>>>,
+    age: GaugeVec,
+    /// Serialises scrapes: each resets and refills the gauge.
+    scrape: Arc<Mutex<()>>,
 }
 
 impl QueueWaits {
+    /// The gauge under the prefix `namespace`.
+    pub(crate) fn new(namespace: &str) -> Result<Self, MetricsError> {
+        let age = GaugeVec::new(
+            Opts::new(
+                QUEUE_OLDEST_AGE,
+                "How long the oldest object ready for a handler call has waited for a worker (0 when none).",
+            )
+            .namespace(namespace),
+            &["kind"],
+        )
+        .map_err(|source| MetricsError {
+            name: QUEUE_OLDEST_AGE.to_string(),
+            source,
+        })?;
+        Ok(Self {
+            kinds: Arc::default(),
+            age,
+            scrape: Arc::default(),
+        })
+    }
+
     /// A stamp for one kind's lanes, labelled `kind`; dropped with them.
     pub(crate) fn track(&self, kind: &str) -> Arc<WaitingSince> {
         // Fixed before any lane exists, so every stamp is at or after it.
@@ -91,13 +128,32 @@ impl QueueWaits {
     }
 }
 
+impl Collector for QueueWaits {
+    fn desc(&self) -> Vec<&Desc> {
+        self.age.desc()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let _scrape = self.scrape.lock().unwrap_or_else(PoisonError::into_inner);
+        self.age.reset();
+        let now = Instant::now();
+        for (kind, since) in self.by_kind() {
+            let age = since.map_or(0.0, |since| {
+                now.saturating_duration_since(since).as_secs_f64()
+            });
+            self.age.with_label_values(&[&kind]).set(age);
+        }
+        self.age.collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[tokio::test(start_paused = true)]
     async fn a_stamp_reads_back_and_the_oldest_of_a_kind_wins() {
-        let waits = QueueWaits::default();
+        let waits = QueueWaits::new("t").expect("gauge");
         let (a, b) = (waits.track("greetings"), waits.track("greetings"));
         let other = waits.track("shops");
         assert_eq!(waits.by_kind().get("greetings"), Some(&None));
@@ -110,6 +166,17 @@ mod tests {
         let by_kind = waits.by_kind();
         assert_eq!(by_kind.get("greetings"), Some(&Some(early)));
         assert_eq!(by_kind.get("shops"), Some(&None));
+        tokio::time::advance(std::time::Duration::from_secs(2)).await;
+        let families = waits.collect();
+        let age = |kind: &str| {
+            families[0]
+                .get_metric()
+                .iter()
+                .find(|m| m.get_label()[0].value() == kind)
+                .map(|m| m.get_gauge().get_value())
+        };
+        assert_eq!(families[0].name(), "t_informer_queue_oldest_age_seconds");
+        assert_eq!((age("greetings"), age("shops")), (Some(5.0), Some(0.0)));
         a.set(None);
         assert_eq!(waits.by_kind().get("greetings"), Some(&Some(late)));
         drop((a, b, other));

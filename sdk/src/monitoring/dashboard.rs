@@ -109,6 +109,11 @@ pub(crate) fn rows(q: &Queries<'_>) -> Vec<Row> {
                     vec![(gauge(Metric::InformerQueueDepth, k, KIND), "{{kind}}")],
                 ),
                 panel(
+                    "Oldest queued age (waiting for a worker)",
+                    "s",
+                    vec![(gauge(Metric::QueueOldestAge, k, KIND), "{{kind}}")],
+                ),
+                panel(
                     "Retries",
                     "ops",
                     vec![

@@ -21,6 +21,8 @@ pub enum Metric {
     InformerSynced,
     /// Events waiting in object lanes, by `kind`.
     InformerQueueDepth,
+    /// How long the oldest object ready for a handler call has waited for a worker, by `kind`.
+    QueueOldestAge,
     /// Time of one reconciler call (histogram).
     ReconcilerDuration,
     /// Failed reconciler calls.
@@ -87,6 +89,7 @@ impl Metric {
             Metric::InformerEvents => "informer_events_total",
             Metric::InformerSynced => "informer_synced",
             Metric::InformerQueueDepth => "informer_queue_depth",
+            Metric::QueueOldestAge => "informer_queue_oldest_age_seconds",
             Metric::ReconcilerDuration => "reconciler_process_duration_seconds",
             Metric::ReconcilerErrors => "reconciler_errors_total",
             Metric::WatcherErrors => "watcher_errors_total",

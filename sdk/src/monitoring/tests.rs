@@ -114,6 +114,7 @@ fn every_query_names_only_catalogued_metrics_under_the_prefix() {
         Metric::InformerEvents,
         Metric::InformerSynced,
         Metric::InformerQueueDepth,
+        Metric::QueueOldestAge,
         Metric::ReconcilerDuration,
         Metric::ReconcilerErrors,
         Metric::WatcherErrors,

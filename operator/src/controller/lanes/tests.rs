@@ -195,7 +195,7 @@ fn a_reconcile_only_update_keeps_no_old_object_and_echoes_found_at_push_merge_as
 
 #[tokio::test(start_paused = true)]
 async fn the_oldest_ready_lane_is_published_as_it_waits_and_cleared_when_taken() {
-    let waits = crate::queue_wait::QueueWaits::default();
+    let waits = crate::queue_wait::QueueWaits::new("t").expect("gauge");
     let waiting = waits.track("configmaps");
     let mut lanes = Lanes::default().reporting_waits(Arc::clone(&waiting));
     assert_eq!(waiting.get(), None, "nothing waits yet");
