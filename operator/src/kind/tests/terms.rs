@@ -1,7 +1,8 @@
 //! Terms of a controller ([`InformerController::run_term`]) as an outside crate runs them
 //! (`kubeapp-ha`): the term's [`CallGate`] is asked before every handler call, its
 //! [`EventFilter`] decides which objects reach the handlers, [`deliver_cached`] hands the running
-//! term the cached objects its filter admits now, and a second term starts again from the cache.
+//! term the cached objects its filter admits now, and a second term starts again from the cache
+//! and still skips the echoes of its own writes.
 //!
 //! [`deliver_cached`]: InformerController::deliver_cached
 
@@ -141,6 +142,107 @@ async fn a_term_asks_its_gate_before_each_call_admits_only_what_its_filter_does_
     let mut second: Vec<String> = log.entries()[3..].to_vec();
     second.sort();
     assert_eq!(second, ["add a1@4", "add a2@3", "add b1@2"]);
+    stop.cancel();
+    running.await.expect("joined").expect("term ran");
+}
+
+/// `cm(name, rv)` with `finalizers`: what a handler's finalizer write gets back.
+fn with_finalizers(name: &str, rv: u32, finalizers: &[&str]) -> ConfigMap {
+    let mut object = cm(name, rv);
+    object.metadata.finalizers = Some(finalizers.iter().map(|f| f.to_string()).collect());
+    object
+}
+
+#[tokio::test]
+async fn a_second_term_still_skips_the_echoes_of_its_own_writes() {
+    let metrics = crate::ControllerMetrics::unregistered(None).expect("metrics");
+    let controller = InformerController::new(ControllerConfig::default().metrics(metrics.clone()));
+    let (events, stream) = futures::channel::mpsc::unbounded();
+    let informer = Informer::from_stream(GroupVersionKind::gvk("", "v1", "Test"), stream);
+    let config_maps = controller.kind_from_stream::<ConfigMap>(informer, offline_client());
+    let log = Log::new();
+    // Each reconcile "writes" one more finalizer and notes the version it got back.
+    let _reconciler = config_maps.reconcile_fn({
+        let log = log.clone();
+        move |request, ctx| {
+            let log = log.clone();
+            async move {
+                let object = &request.object;
+                log.push(format!("reconcile {}", super::tests::label(object)));
+                let rv: u32 = object
+                    .metadata
+                    .resource_version
+                    .as_deref()
+                    .and_then(|rv| rv.parse().ok())
+                    .unwrap_or(0);
+                let mut written = object.as_ref().clone();
+                written.metadata.resource_version = Some((rv + 1).to_string());
+                written
+                    .metadata
+                    .finalizers
+                    .get_or_insert_with(Vec::new)
+                    .push(format!("f{rv}"));
+                ctx.note_own_write(&written, crate::WrittenPart::Finalizers);
+                Ok(crate::ReconcileResult::done())
+            }
+        }
+    });
+    let echoes = metrics.for_kind("configmaps").own_write_echoes;
+    let send = |event| events.unbounded_send(event).expect("stream open");
+    let run = || {
+        let stop = CancellationToken::new();
+        let running = tokio::spawn({
+            let (controller, stop) = (controller.clone(), stop.clone());
+            async move { controller.run_term(stop, Term::new()).await }
+        });
+        (stop, running)
+    };
+
+    // Term 1: the echo of its write reconciles nothing.
+    let (stop, running) = run();
+    send(InformerEvent::Add(share(cm("a", 1))));
+    log.wait_for("a@1 reconciled", |log| log.len() == 1).await;
+    send(InformerEvent::Update {
+        old: share(cm("a", 1)),
+        new: share(with_finalizers("a", 2, &["f1"])),
+    });
+    tokio::time::timeout(WAIT, async {
+        while echoes.get() < 1 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("term 1 skips its echo");
+    stop.cancel();
+    running.await.expect("joined").expect("term ran");
+
+    // Term 2 starts from the cache (a@2 as an Add) and must skip its own echo too.
+    let (stop, running) = run();
+    log.wait_for("a@2 reconciled", |log| log.len() == 2).await;
+    send(InformerEvent::Update {
+        old: share(with_finalizers("a", 2, &["f1"])),
+        new: share(with_finalizers("a", 3, &["f1", "f2"])),
+    });
+    tokio::time::timeout(WAIT, async {
+        while echoes.get() < 2 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("term 2 skips its echo: {:?}", log.entries()));
+    // A foreign change after it still reconciles.
+    let mut foreign = with_finalizers("a", 4, &["f1", "f2"]);
+    foreign.data = Some([("k".to_string(), "v".to_string())].into());
+    send(InformerEvent::Update {
+        old: share(with_finalizers("a", 3, &["f1", "f2"])),
+        new: share(foreign),
+    });
+    log.wait_for("a@4 reconciled", |log| log.len() == 3).await;
+    assert_eq!(
+        log.entries(),
+        ["reconcile a@1", "reconcile a@2", "reconcile a@4"],
+        "no echo was reconciled"
+    );
     stop.cancel();
     running.await.expect("joined").expect("term ran");
 }
