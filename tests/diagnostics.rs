@@ -212,6 +212,27 @@ async fn two_replicas_report_the_same_cache_checksum_and_one_leader() {
             )),
         "{text}"
     );
+    // The standby's report names who leads.
+    let standby = if leaders[0] == a.name { &b } else { &a };
+    let (_, text, _) = kubeapp(
+        env.kubeconfig_path(),
+        &[
+            "trace",
+            "greeting/g7",
+            "-n",
+            &ns,
+            "--diagnostics",
+            &format!("http://{}", standby.metrics),
+        ],
+    )
+    .await;
+    assert!(
+        text.contains(&format!(
+            "{} stands by for Lease {ns}/greeter-leader",
+            standby.name
+        )) && text.contains(&format!("held by {}", leader.name)),
+        "{text}"
+    );
     // An address nothing answers on is reported, not fatal.
     let (code, stdout, _) = kubeapp(
         env.kubeconfig_path(),
