@@ -5,12 +5,17 @@
 //! talk to one are `no_run`; the testing chapter's test starts its own kube-apiserver and etcd
 //! and runs). A guide snippet that stops compiling fails the workspace's tests: the guide cannot
 //! rot. [`website`] is the operator the chapters build, assembled, which later chapters import.
+//! The components reference (`docs/components.md`) is compiled here too.
 //!
 //! Not a library to depend on (`publish = false`).
 
 #![doc = include_str!("../../docs/guide/README.md")]
 
 pub mod website;
+
+/// `docs/components.md` (the components reference, not a chapter): its Rust blocks compile here.
+#[doc = include_str!("../../docs/components.md")]
+pub mod reference_components {}
 
 #[doc = include_str!("../../docs/guide/01-reconciler.md")]
 pub mod ch01_reconciler {}
