@@ -5,7 +5,8 @@
 //! talk to one are `no_run`; the testing chapter's test starts its own kube-apiserver and etcd
 //! and runs). A guide snippet that stops compiling fails the workspace's tests: the guide cannot
 //! rot. [`website`] is the operator the chapters build, assembled, which later chapters import.
-//! The components reference (`docs/components.md`) is compiled here too.
+//! The components and phases references (`docs/components.md`, `docs/phases.md`) are compiled
+//! here too.
 //!
 //! Not a library to depend on (`publish = false`).
 
@@ -16,6 +17,10 @@ pub mod website;
 /// `docs/components.md` (the components reference, not a chapter): its Rust blocks compile here.
 #[doc = include_str!("../../docs/components.md")]
 pub mod reference_components {}
+
+/// `docs/phases.md` (the phases reference, not a chapter): its Rust blocks compile here.
+#[doc = include_str!("../../docs/phases.md")]
+pub mod reference_phases {}
 
 #[doc = include_str!("../../docs/guide/01-reconciler.md")]
 pub mod ch01_reconciler {}
