@@ -653,3 +653,79 @@ async fn a_terminal_error_is_counted_and_not_retried() {
     );
     stop.cancel();
 }
+
+/// The queue's age against the real apiserver: with its only worker held by a blocked handler,
+/// a second Widget waits, and both the Runner's report (`kind_diagnostics`) and the gauge
+/// `informer_queue_oldest_age_seconds` show it waiting for at least a second; once the worker is
+/// free, nothing waits (report `None`, gauge 0).
+#[tokio::test]
+async fn an_object_waiting_for_a_busy_worker_shows_its_queue_age() {
+    let env = Env::start("queue-age").await;
+    let served = kubeapp::operator::MetricsRegistry::new(Some("typed_queue_age")).expect("metrics");
+    let registry = served.registry().clone();
+    let metrics = served.controller();
+    let controller = InformerController::new(
+        ControllerConfig::default()
+            .metrics(metrics.clone())
+            .max_concurrent_workers(1),
+    );
+    let widgets = controller.kind(
+        env.widgets(),
+        watcher::Config::default(),
+        InformerOptions::default(),
+    );
+    let (log, hold) = (CallLog::new(), Arc::new(Semaphore::new(0)));
+    let _reconciler = widgets.reconcile(reconciler_fn({
+        let (log, hold) = (log.clone(), hold.clone());
+        move |request: ReconcileRequest<Widget>, _ctx: Context| {
+            let (log, hold) = (log.clone(), hold.clone());
+            async move {
+                let name = request.object.name_any();
+                log.push(format!("reconcile {name}"));
+                if name == "blocker" {
+                    let _permit = hold.acquire().await.map_err(ReconcileError::new)?;
+                }
+                Ok(ReconcileResult::done())
+            }
+        }
+    }));
+    let stop = run(&controller);
+    let reported = || {
+        metrics
+            .kind_diagnostics()
+            .into_iter()
+            .find(|kind| kind.kind == "widgets")
+            .and_then(|kind| kind.oldest_queued_age_seconds)
+    };
+    let gauge = || {
+        registry
+            .gather()
+            .iter()
+            .find(|family| family.name() == "typed_queue_age_informer_queue_oldest_age_seconds")
+            .and_then(|family| {
+                family
+                    .get_metric()
+                    .iter()
+                    .find(|m| m.get_label().iter().any(|l| l.value() == "widgets"))
+                    .map(|m| m.get_gauge().get_value())
+            })
+    };
+    env.create_widget("blocker").await;
+    eventually("the blocker holds the only worker", || {
+        log.count("reconcile blocker") == 1
+    })
+    .await;
+    assert_eq!(reported(), None, "nothing waits yet");
+    env.create_widget("waiting").await;
+    eventually("the waiting Widget has waited a second", || {
+        reported().is_some_and(|age| age >= 1.0) && gauge().is_some_and(|age| age >= 1.0)
+    })
+    .await;
+    assert_eq!(log.count("reconcile waiting"), 0, "it is still queued");
+    hold.add_permits(1);
+    eventually("the waiting Widget is reconciled and nothing waits", || {
+        log.count("reconcile waiting") == 1 && reported().is_none() && gauge() == Some(0.0)
+    })
+    .await;
+    stop.cancel();
+}
