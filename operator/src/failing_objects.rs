@@ -14,13 +14,14 @@
 //! scrape adds their counts and takes the oldest age.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{GaugeVec, IntGaugeVec, Opts};
 use tokio::time::Instant;
 
+use crate::kind_trackers::{KindTrackers, earliest};
 use crate::metric_registration::MetricsError;
 
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -68,17 +69,14 @@ impl FailingObjects {
     }
 }
 
-/// One kind label and a tracker of it (weak: a dropped controller's tracker is pruned).
-type KindTracker = (String, Weak<FailingObjects>);
-
 /// The two gauges over every kind's [`FailingObjects`]; register it as a [`Collector`].
 /// Clones share everything.
 #[derive(Clone, Debug)]
 pub(crate) struct FailingFamily {
     count: IntGaugeVec,
     age: GaugeVec,
-    /// Each kind label's trackers (one per controller of that label); dropped ones are pruned.
-    kinds: Arc<Mutex<Vec<KindTracker>>>,
+    /// Each kind label's trackers (one per controller of that label).
+    kinds: KindTrackers<FailingObjects>,
     /// Serialises scrapes: each resets and refills the two vectors.
     scrape: Arc<Mutex<()>>,
 }
@@ -118,36 +116,25 @@ impl FailingFamily {
         Ok(Self {
             count,
             age,
-            kinds: Arc::default(),
+            kinds: KindTrackers::default(),
             scrape: Arc::default(),
         })
     }
 
     /// A new tracker for one controller's kind `kind`, counted under that label while it lives.
     pub(crate) fn track(&self, kind: &str) -> Arc<FailingObjects> {
-        let tracker = Arc::new(FailingObjects::default());
-        let mut kinds = locked(&self.kinds);
-        kinds.retain(|(_, tracker)| tracker.strong_count() > 0);
-        kinds.push((kind.to_string(), Arc::downgrade(&tracker)));
-        tracker
+        self.kinds.track(kind)
     }
 
     /// Every kind label's count and oldest instant, the trackers of one label combined.
     pub(crate) fn by_kind(&self) -> BTreeMap<String, (u64, Option<Instant>)> {
-        let mut by_kind: BTreeMap<String, (u64, Option<Instant>)> = BTreeMap::new();
-        for (kind, tracker) in locked(&self.kinds).iter() {
-            let Some(tracker) = tracker.upgrade() else {
-                continue;
-            };
-            let (count, oldest) = tracker.snapshot();
-            let entry = by_kind.entry(kind.clone()).or_default();
-            entry.0 += count;
-            entry.1 = match (entry.1, oldest) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-        }
-        by_kind
+        self.kinds.fold(
+            |entry: &mut (u64, Option<Instant>), tracker: &FailingObjects| {
+                let (count, oldest) = tracker.snapshot();
+                entry.0 += count;
+                entry.1 = earliest(entry.1, oldest);
+            },
+        )
     }
 }
 

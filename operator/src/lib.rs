@@ -85,6 +85,7 @@ pub mod gate;
 pub mod handler;
 pub mod informers;
 pub mod kind;
+mod kind_trackers;
 pub mod list_scope;
 pub mod list_watch;
 mod metric_cells;

@@ -12,13 +12,14 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{GaugeVec, Opts};
 use tokio::time::Instant;
 
+use crate::kind_trackers::{KindTrackers, earliest};
 use crate::metric_registration::MetricsError;
 
 /// The gauge's name (without the prefix).
@@ -59,14 +60,11 @@ impl WaitingSince {
     }
 }
 
-/// One kind label and its lanes' stamp (weak: dropped lanes are pruned).
-type KindStamp = (String, Weak<WaitingSince>);
-
 /// Every kind's [`WaitingSince`], for the report and the gauge (part of the controller
 /// metrics; register it as a [`Collector`]). Clones share everything.
 #[derive(Clone, Debug)]
 pub(crate) struct QueueWaits {
-    kinds: Arc<Mutex<Vec<KindStamp>>>,
+    kinds: KindTrackers<WaitingSince>,
     age: GaugeVec,
     /// Serialises scrapes: each resets and refills the gauge.
     scrape: Arc<Mutex<()>>,
@@ -88,7 +86,7 @@ impl QueueWaits {
             source,
         })?;
         Ok(Self {
-            kinds: Arc::default(),
+            kinds: KindTrackers::default(),
             age,
             scrape: Arc::default(),
         })
@@ -98,33 +96,16 @@ impl QueueWaits {
     pub(crate) fn track(&self, kind: &str) -> Arc<WaitingSince> {
         // Fixed before any lane exists, so every stamp is at or after it.
         base();
-        let waiting = Arc::new(WaitingSince::default());
-        let mut kinds = self.kinds.lock().unwrap_or_else(PoisonError::into_inner);
-        kinds.retain(|(_, tracked)| tracked.strong_count() > 0);
-        kinds.push((kind.to_string(), Arc::downgrade(&waiting)));
-        waiting
+        self.kinds.track(kind)
     }
 
     /// The oldest stamp of each kind label (the lanes of one label combined); `None` where
     /// nothing waits.
     pub(crate) fn by_kind(&self) -> BTreeMap<String, Option<Instant>> {
-        let mut by_kind: BTreeMap<String, Option<Instant>> = BTreeMap::new();
-        for (kind, tracked) in self
-            .kinds
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-        {
-            let Some(waiting) = tracked.upgrade() else {
-                continue;
-            };
-            let entry = by_kind.entry(kind.clone()).or_default();
-            *entry = match (*entry, waiting.get()) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-        }
-        by_kind
+        self.kinds
+            .fold(|entry: &mut Option<Instant>, waiting: &WaitingSince| {
+                *entry = earliest(*entry, waiting.get());
+            })
     }
 }
 
