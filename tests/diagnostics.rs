@@ -175,20 +175,7 @@ async fn two_replicas_report_the_same_cache_checksum_and_one_leader() {
     // `kubeapp trace --diagnostics` shows the leader's own report for the object's kind.
     let leader = if leaders[0] == a.name { &a } else { &b };
     let url = format!("http://{}", leader.metrics);
-    let (code, stdout, stderr) = kubeapp(
-        env.kubeconfig_path(),
-        &[
-            "trace",
-            "greeting/g7",
-            "-n",
-            &ns,
-            "--diagnostics",
-            &url,
-            "-o",
-            "json",
-        ],
-    )
-    .await;
+    let (code, stdout, stderr) = trace_g7(&env, &ns, &url, true).await;
     // The verdict is the object's (the minimal example writes no status: 3, not ready); an
     // error would be 1.
     assert_eq!(code, 3, "{stdout}{stderr}");
@@ -199,11 +186,7 @@ async fn two_replicas_report_the_same_cache_checksum_and_one_leader() {
     assert_eq!(operator["informer"]["synced"], true, "{stdout}");
     assert_eq!(operator["kind"]["kind"], "greetings", "{stdout}");
     assert_eq!(operator["apps"][0]["leader"]["leading"], true, "{stdout}");
-    let (_, text, _) = kubeapp(
-        env.kubeconfig_path(),
-        &["trace", "greeting/g7", "-n", &ns, "--diagnostics", &url],
-    )
-    .await;
+    let (_, text, _) = trace_g7(&env, &ns, &url, false).await;
     assert!(
         text.contains(&format!("informer: synced, {GREETINGS} cached"))
             && text.contains(&format!(
@@ -214,18 +197,7 @@ async fn two_replicas_report_the_same_cache_checksum_and_one_leader() {
     );
     // The standby's report names who leads.
     let standby = if leaders[0] == a.name { &b } else { &a };
-    let (_, text, _) = kubeapp(
-        env.kubeconfig_path(),
-        &[
-            "trace",
-            "greeting/g7",
-            "-n",
-            &ns,
-            "--diagnostics",
-            &format!("http://{}", standby.metrics),
-        ],
-    )
-    .await;
+    let (_, text, _) = trace_g7(&env, &ns, &format!("http://{}", standby.metrics), false).await;
     assert!(
         text.contains(&format!(
             "{} stands by for Lease {ns}/greeter-leader",
@@ -234,25 +206,22 @@ async fn two_replicas_report_the_same_cache_checksum_and_one_leader() {
         "{text}"
     );
     // An address nothing answers on is reported, not fatal.
-    let (code, stdout, _) = kubeapp(
-        env.kubeconfig_path(),
-        &[
-            "trace",
-            "greeting/g7",
-            "-n",
-            &ns,
-            "--diagnostics",
-            "http://127.0.0.1:9",
-            "-o",
-            "json",
-        ],
-    )
-    .await;
+    let (code, stdout, _) = trace_g7(&env, &ns, "http://127.0.0.1:9", true).await;
     assert_eq!(code, 3, "{stdout}");
     assert!(
         stdout.contains("operator diagnostics: http://127.0.0.1:9/debug/kubeapp"),
         "{stdout}"
     );
+}
+
+/// `kubeapp trace greeting/g7 -n ns --diagnostics url` (with `-o json` when `json`): the exit
+/// code, stdout and stderr.
+async fn trace_g7(env: &TestEnv, ns: &str, url: &str, json: bool) -> (i32, String, String) {
+    let mut args = vec!["trace", "greeting/g7", "-n", ns, "--diagnostics", url];
+    if json {
+        args.extend(["-o", "json"]);
+    }
+    kubeapp(env.kubeconfig_path(), &args).await
 }
 
 /// `GET path` with `Authorization: Bearer token` (when given): the status and body.
