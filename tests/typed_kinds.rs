@@ -659,7 +659,7 @@ async fn a_terminal_error_is_counted_and_not_retried() {
 /// `informer_queue_oldest_age_seconds` show it waiting for at least a second; once the worker is
 /// free, nothing waits (report `None`, gauge 0).
 #[tokio::test]
-async fn an_object_waiting_for_a_busy_worker_shows_its_queue_age() {
+async fn an_object_waiting_for_a_busy_worker_shows_its_queue_age_and_its_event_wait() {
     let env = Env::start("queue-age").await;
     let served = kubeapp::operator::MetricsRegistry::new(Some("typed_queue_age")).expect("metrics");
     let registry = served.registry().clone();
@@ -727,5 +727,36 @@ async fn an_object_waiting_for_a_busy_worker_shows_its_queue_age() {
         log.count("reconcile waiting") == 1 && reported().is_none() && gauge() == Some(0.0)
     })
     .await;
+    // The event-wait histogram: the blocker's Add waited for nothing, the waiting Widget's for
+    // the blocker (a second or more); the worker folds its buffer into the histogram as it parks.
+    let waits = || {
+        registry
+            .gather()
+            .iter()
+            .find(|family| family.name() == "typed_queue_age_informer_event_wait_seconds")
+            .and_then(|family| {
+                family
+                    .get_metric()
+                    .iter()
+                    .find(|m| {
+                        let labels = m.get_label();
+                        labels.iter().any(|l| l.value() == "widgets")
+                            && labels.iter().any(|l| l.value() == "CREATE")
+                    })
+                    .map(|m| {
+                        let histogram = m.get_histogram();
+                        (histogram.get_sample_count(), histogram.get_sample_sum())
+                    })
+            })
+    };
+    eventually("both Adds' waits are in the histogram", || {
+        waits().is_some_and(|(count, _)| count == 2)
+    })
+    .await;
+    let (_, waited) = waits().expect("the histogram");
+    assert!(
+        waited >= 1.0,
+        "the waiting Widget waited a second or more: {waited} s in all"
+    );
     stop.cancel();
 }

@@ -145,6 +145,8 @@ impl KindRuntime {
             let started = Instant::now();
             // One clock read per handler: each call's end is the next one's start.
             let mut clock = started;
+            // Whether this event's wait (receipt to its first handler call) was observed.
+            let mut waited = false;
             let seq = queued.seq;
             if let Some(event) = &queued.event {
                 for entry in &handlers.watchers {
@@ -158,6 +160,11 @@ impl KindRuntime {
                     held.continues = None;
                     if !held.retries.is_empty() {
                         self.dequeue_check(held, handler, action, event.object());
+                    }
+                    if !waited {
+                        held.durations
+                            .observe(action, Timed::Wait, queued.received, clock);
+                        waited = true;
                     }
                     clock = self
                         .call_watcher(
@@ -212,6 +219,11 @@ impl KindRuntime {
                         state: ReconcileState::new(),
                         cause: queued.cause.clone(),
                     };
+                    if !waited {
+                        held.durations
+                            .observe(action, Timed::Wait, queued.received, clock);
+                        waited = true;
+                    }
                     clock = self
                         .call_reconciler(
                             held,

@@ -35,11 +35,12 @@ use crate::metrics::KindMetrics;
 /// How long a busy worker keeps observations to itself at most (plus the call that ends past it).
 const FLUSH_EVERY: Duration = Duration::from_millis(100);
 
-/// The three duration histograms of one action.
+/// The duration histograms of one action.
 struct ActionDurations {
     event: LocalHistogram,
     watcher: LocalHistogram,
     reconciler: LocalHistogram,
+    wait: LocalHistogram,
 }
 
 /// Which duration a call or event adds to.
@@ -51,6 +52,8 @@ pub(super) enum Timed {
     Watcher,
     /// One reconciler call.
     Reconciler,
+    /// An event's wait, from its receipt to its first handler call's start.
+    Wait,
 }
 
 /// One worker's duration histograms, by action (see the [module docs](self)).
@@ -71,6 +74,7 @@ impl WorkerDurations {
                 event: shared.event_duration.local(),
                 watcher: shared.watcher_duration.local(),
                 reconciler: shared.reconciler_duration.local(),
+                wait: shared.event_wait.local(),
             }
         };
         Self {
@@ -105,6 +109,7 @@ impl WorkerDurations {
             Timed::Event => &durations.event,
             Timed::Watcher => &durations.watcher,
             Timed::Reconciler => &durations.reconciler,
+            Timed::Wait => &durations.wait,
         };
         // Saturating: a worker that moved between cores may read a counter a few cycles behind
         // the one it read before (quanta's `-` saturates too, but says it may panic one day).
@@ -127,6 +132,7 @@ impl WorkerDurations {
             durations.event.flush();
             durations.watcher.flush();
             durations.reconciler.flush();
+            durations.wait.flush();
         }
         self.dirty = false;
         self.next_flush = now + FLUSH_EVERY;

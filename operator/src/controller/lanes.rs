@@ -29,6 +29,7 @@ use std::task::{Context, Poll};
 use tokio::time::Instant;
 use tokio_util::time::{DelayQueue, delay_queue};
 
+use super::durations::Instant as ClockInstant;
 use super::pending::{Pending, Retries};
 use crate::action::ReconcileAction;
 use crate::action::TriggerCause;
@@ -125,6 +126,10 @@ pub(super) struct Queued {
     pub(super) only: Option<HandlerId>,
     /// The updates merged into the reconcile request, for the own-writes check at dispatch.
     pub(super) echo: EchoCandidates,
+    /// When the oldest change this item's calls cover was received: its own event's, or an
+    /// older one's whose reconcile request it took over (the `informer_event_wait_seconds`
+    /// histogram's start).
+    pub(super) received: ClockInstant,
 }
 
 impl Queued {
@@ -242,6 +247,9 @@ pub(super) struct PushExtra {
     /// For a triggered request: the Add of a related object that may be the echo of a creation
     /// by a handler of this kind, not recorded yet as it was queued (checked at dispatch).
     pub(super) creation: Option<SharedObject>,
+    /// When the event was received (offered by the informer), if read before the push (an event
+    /// that waited for room in the backlog); `None`: now.
+    pub(super) received: Option<ClockInstant>,
 }
 
 /// One object's pending work.
@@ -399,6 +407,7 @@ impl Lanes {
             _ => EchoCandidates::No,
         };
         let mut cause = extra.cause;
+        let mut received = extra.received.unwrap_or_else(ClockInstant::now);
         let mut merged_away = 0;
         // Level-triggered merge: the newest event takes over the reconcile request of the last
         // waiting event of the same object, unless a Delete separates them.
@@ -417,6 +426,7 @@ impl Lanes {
                 waiting.reconcile = None;
                 reconcile.0 = merged;
                 cause = cause.or_else(|| waiting.cause.take());
+                received = received.min(waiting.received);
                 echo = std::mem::take(&mut waiting.echo).merged(echo);
                 if !waiting.for_watchers() {
                     lane.queue.remove(position);
@@ -438,6 +448,7 @@ impl Lanes {
             seq,
             only: extra.only,
             echo,
+            received,
         });
         if for_watchers {
             self.backlog += 1;

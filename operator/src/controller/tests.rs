@@ -658,6 +658,72 @@ async fn waiting_reconcile_requests_merge_into_the_newest_while_watchers_see_eve
     h.stop().await;
 }
 
+/// Real time, not paused: the wait is read from the dispatch clock (quanta), which tokio's
+/// virtual time does not move. The 50 ms sleep is the wait being measured, not a synchronisation;
+/// only lower bounds are asserted.
+#[tokio::test]
+async fn an_events_wait_is_observed_from_its_receipt_and_a_merged_request_keeps_the_oldest() {
+    let log = Log::new();
+    let hold = Arc::new(Semaphore::new(0));
+    let metrics = metrics();
+    let config = ControllerConfig::default()
+        .max_concurrent_workers(1)
+        .metrics(metrics.clone());
+    let h = Harness::start(config, |c| {
+        let (add_log, hold) = (log.clone(), hold.clone());
+        c.erased().add_watcher(
+            KIND,
+            DynWatcherFns::<ConfigMap>::new().on_add(move |obj, _| {
+                let (log, hold) = (add_log.clone(), hold.clone());
+                async move {
+                    if name(&obj) == "blocker" {
+                        let _permit = hold.acquire().await?;
+                    }
+                    log.push(format!("w add {} rv{}", name(&obj), rv(&obj)));
+                    Ok(())
+                }
+            }),
+        );
+        c.erased().add_reconciler(KIND, ok_reconciler("r", &log));
+    });
+    let kind = metrics.for_kind(KIND);
+    let wait = |action| kind.action(action).event_wait.clone();
+    let depth = kind.queue_depth.clone();
+    h.send(add("blocker", 1));
+    eventually("the blocker runs", || depth.get() == 0).await;
+    // "b" is added, then "a" twice: a's second event takes over the first one's reconcile
+    // request; with no update watcher, the merged request is all that is left of it.
+    h.send(add("b", 1));
+    h.send(add("a", 1));
+    eventually("b and a wait", || depth.get() == 2).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    h.send(update("a", 1, 2, 1));
+    eventually("a's update waits", || depth.get() == 3).await;
+    hold.add_permits(1);
+    log.wait_len(6).await;
+    eventually("the waits are folded into the histograms", || {
+        wait(ReconcileAction::Created).get_sample_count() == 3
+            && wait(ReconcileAction::Updated).get_sample_count() == 1
+    })
+    .await;
+    let created = wait(ReconcileAction::Created);
+    // The blocker waited for nothing; b and a for the blocker, 50 ms at least each.
+    assert!(
+        created.get_sample_sum() >= 0.1,
+        "b and a waited 50 ms or more each: {}",
+        created.get_sample_sum()
+    );
+    // a's update arrived after the sleep but covers a's add (its merged request): its wait
+    // starts at the add's receipt.
+    let updated = wait(ReconcileAction::Updated);
+    assert!(
+        updated.get_sample_sum() >= 0.05,
+        "the merged request counts from the oldest event it covers: {}",
+        updated.get_sample_sum()
+    );
+    h.stop().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_slow_watcher_applies_backpressure_on_intake() {
     let log = Log::new();

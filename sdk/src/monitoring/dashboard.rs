@@ -42,6 +42,12 @@ pub(crate) fn rows(q: &Queries<'_>) -> Vec<Row> {
             q.sel_suffixed(metric, "_bucket", extra)
         )
     };
+    let p50 = |metric: Metric, by: &str, extra: &str| {
+        format!(
+            "histogram_quantile(0.5, sum by ({by}, le) (rate({}[{RATE}])))",
+            q.sel_suffixed(metric, "_bucket", extra)
+        )
+    };
     let gauge =
         |metric: Metric, by: &str, extra: &str| format!("max by ({by}) ({})", q.sel(metric, extra));
     let mut rows = vec![
@@ -61,13 +67,15 @@ pub(crate) fn rows(q: &Queries<'_>) -> Vec<Row> {
                     "s",
                     vec![
                         (p99(Metric::ReconcilerDuration, k, KIND), "p99 {{kind}}"),
-                        (
-                            format!(
-                                "histogram_quantile(0.5, sum by ({k}, le) (rate({}[{RATE}])))",
-                                q.sel_suffixed(Metric::ReconcilerDuration, "_bucket", KIND)
-                            ),
-                            "p50 {{kind}}",
-                        ),
+                        (p50(Metric::ReconcilerDuration, k, KIND), "p50 {{kind}}"),
+                    ],
+                ),
+                panel(
+                    "Event wait, receipt to handler start (p99, p50)",
+                    "s",
+                    vec![
+                        (p99(Metric::EventWait, k, KIND), "p99 {{kind}}"),
+                        (p50(Metric::EventWait, k, KIND), "p50 {{kind}}"),
                     ],
                 ),
                 panel(

@@ -25,6 +25,9 @@ pub enum Metric {
     QueueOldestAge,
     /// Time of one reconciler call (histogram).
     ReconcilerDuration,
+    /// Time from an informer event's receipt to the start of its first handler call
+    /// (histogram).
+    EventWait,
     /// Failed reconciler calls.
     ReconcilerErrors,
     /// Failed watcher calls.
@@ -91,6 +94,7 @@ impl Metric {
             Metric::InformerQueueDepth => "informer_queue_depth",
             Metric::QueueOldestAge => "informer_queue_oldest_age_seconds",
             Metric::ReconcilerDuration => "reconciler_process_duration_seconds",
+            Metric::EventWait => "informer_event_wait_seconds",
             Metric::ReconcilerErrors => "reconciler_errors_total",
             Metric::WatcherErrors => "watcher_errors_total",
             Metric::TerminalErrors => "reconciler_terminal_errors_total",

@@ -116,6 +116,7 @@ fn every_query_names_only_catalogued_metrics_under_the_prefix() {
         Metric::InformerQueueDepth,
         Metric::QueueOldestAge,
         Metric::ReconcilerDuration,
+        Metric::EventWait,
         Metric::ReconcilerErrors,
         Metric::WatcherErrors,
         Metric::TerminalErrors,

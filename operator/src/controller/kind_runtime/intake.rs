@@ -9,6 +9,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 
 use super::{KindRuntime, Running, State};
+use crate::controller::durations::Instant;
 use crate::controller::lanes::PushExtra;
 use crate::store::InformerEvent;
 
@@ -28,6 +29,8 @@ pub(crate) enum Enqueue {
 pub(crate) struct WaitingEvent {
     event: InformerEvent,
     echo_found: Option<bool>,
+    /// When it was offered: the start of its wait (`informer_event_wait_seconds`), room included.
+    received: Instant,
 }
 
 impl KindRuntime {
@@ -93,7 +96,11 @@ impl KindRuntime {
             }
             _ => None,
         };
-        let waiting = WaitingEvent { event, echo_found };
+        let waiting = WaitingEvent {
+            event,
+            echo_found,
+            received: Instant::now(),
+        };
         if run.stop_seen() {
             return Enqueue::Stopped;
         }
@@ -125,11 +132,16 @@ impl KindRuntime {
     }
 
     fn push_locked(self: &Arc<Self>, state: &mut State, waiting: WaitingEvent, run: &Arc<Running>) {
-        let WaitingEvent { event, echo_found } = waiting;
+        let WaitingEvent {
+            event,
+            echo_found,
+            received,
+        } = waiting;
         let for_watchers = self.has_watchers.load(Ordering::Acquire);
         state.counts.event(event.action());
         let extra = PushExtra {
             echo_found,
+            received: Some(received),
             ..PushExtra::default()
         };
         let pushed = state.lanes.push_with(event, for_watchers, extra);
