@@ -23,6 +23,10 @@ pub struct ContenderArgs {
     /// Port of the metrics and health server on 127.0.0.1 (for contenders that have one).
     #[arg(long, default_value_t = 0)]
     pub metrics_port: u16,
+    /// Log each reconcile call to this file (`kubeapp-bench latency`; see
+    /// [`call_log`](crate::call_log)).
+    #[arg(long)]
+    pub call_log: Option<PathBuf>,
 }
 
 /// A client for the cluster in `path`. kube-rs clients have no client-side rate limit.

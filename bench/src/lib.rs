@@ -21,6 +21,10 @@
 //! `kubeapp-bench-cache-kubeapp` and `kubeapp-bench-cache-kube-runtime`, [`cache_contender`]):
 //! time to sync, RSS, bytes per object, and the peak RSS of a forced re-list.
 //!
+//! `kubeapp-bench latency` ([`latency`]) measures, under steady churn, how long one update waits
+//! from its answer until the contender's handler starts for it (p50, p99, max), for kubeapp and
+//! kube-runtime; the contenders log their calls with [`call_log`].
+//!
 //! Modules: [`kind`] (the bench kind), [`contender_cli`] (the contender binaries' flags and
 //! client), [`contender`], [`tracker`] (the tool's watch), [`run`] (one measured run),
 //! [`report`] (medians, ratios, table, JSON). Child processes with their RSS and CPU, requests
@@ -30,12 +34,14 @@
 pub mod cache;
 pub mod cache_contender;
 pub mod cache_report;
+pub mod call_log;
 pub mod contender;
 pub mod contender_cli;
 pub mod contender_metrics;
 pub mod gobuild;
 pub mod identity;
 pub mod kind;
+pub mod latency;
 pub mod report;
 pub mod run;
 pub mod scrape;

@@ -18,6 +18,7 @@ use kubeapp_bench::cache_report::CacheReport;
 use kubeapp_bench::contender::{Contender, rust_binary_in};
 use kubeapp_bench::gobuild;
 use kubeapp_bench::identity::IdentityKind;
+use kubeapp_bench::latency::{self, LATENCY_CONTENDERS, LatencySettings, run_latency};
 use kubeapp_bench::report::{Machine, Report, Settings, Summary};
 use kubeapp_bench::run::{RunSettings, run_once};
 
@@ -42,6 +43,43 @@ enum Command {
     /// object, and the peak RSS of a forced re-list (kube-apiserver restarted, watches resume
     /// with 410 Gone).
     Cache(CacheArgs),
+    /// Per-object latency under steady churn: from an update's answer to the start of the
+    /// contender's first reconcile call that saw it (p50, p99, max), kubeapp and kube-runtime,
+    /// alternating, one fresh control plane per run.
+    Latency(LatencyArgs),
+}
+
+/// The flags of `kubeapp-bench latency`.
+#[derive(Debug, clap::Args)]
+struct LatencyArgs {
+    /// Objects created before the contender starts, updated round robin.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    objects: u32,
+    /// Updates per second (keep it below what the apiserver takes with the contenders' status
+    /// writes on top).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    rate: u32,
+    /// Seconds of churn per run.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    duration_secs: u64,
+    /// Objects each contender handles at once.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..))]
+    workers: u16,
+    /// Runs per contender; the contenders alternate.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
+    rounds: u16,
+    /// Seconds the initial reconcile, and the wait for the last calls, may take each.
+    #[arg(long, default_value_t = 300)]
+    timeout_secs: u64,
+    /// Where to write the JSON report.
+    #[arg(long, default_value = "kubeapp-bench-latency.json")]
+    json: PathBuf,
+    /// Where the contender binaries are (default: next to this program).
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// Where runs keep their files (default: a temporary directory).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
 }
 
 /// The flags of `kubeapp-bench cache`.
@@ -135,6 +173,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Cache(args)) => run_cache_mode(args).await,
+        Some(Command::Latency(args)) => run_latency_mode(args).await,
         None => run(cli.e2e).await,
     };
     match result {
@@ -177,6 +216,59 @@ async fn run_cache_mode(args: CacheArgs) -> anyhow::Result<()> {
     let report = CacheReport::new(Machine::detect(), settings.objects, create_seconds, results);
     print!("{}", report.table());
     let json = serde_json::to_string_pretty(&report).context("serialising the report")?;
+    std::fs::write(&args.json, json + "\n")
+        .with_context(|| format!("writing {}", args.json.display()))?;
+    eprintln!("JSON report: {}", args.json.display());
+    Ok(())
+}
+
+async fn run_latency_mode(args: LatencyArgs) -> anyhow::Result<()> {
+    let bin_dir = match &args.bin_dir {
+        Some(dir) => dir.clone(),
+        None => own_dir()?,
+    };
+    let mut bins = Vec::new();
+    for contender in LATENCY_CONTENDERS {
+        let name = contender.rust_binary().context("a Rust contender")?;
+        bins.push((contender, rust_binary_in(&bin_dir, name)?));
+    }
+    let temp;
+    let work_dir = match &args.work_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            temp = tempfile::Builder::new()
+                .prefix("kubeapp-bench-latency-")
+                .tempdir()
+                .context("creating a work directory")?;
+            temp.path().to_path_buf()
+        }
+    };
+    let settings = LatencySettings {
+        objects: args.objects as usize,
+        rate: args.rate,
+        duration: Duration::from_secs(args.duration_secs),
+        workers: usize::from(args.workers),
+        timeout: Duration::from_secs(args.timeout_secs),
+        work_dir,
+    };
+    let mut results = Vec::new();
+    for round in 1..=args.rounds {
+        for (contender, binary) in &bins {
+            let label = format!("{contender}-{round}");
+            eprintln!("latency: {label}");
+            results.push(run_latency(*contender, binary, &label, &settings).await?);
+        }
+    }
+    print!("{}", latency::table(&results));
+    let json = serde_json::json!({
+        "machine": Machine::detect(),
+        "objects": settings.objects,
+        "rate": settings.rate,
+        "durationSeconds": args.duration_secs,
+        "workers": settings.workers,
+        "runs": results,
+    });
+    let json = serde_json::to_string_pretty(&json).context("serialising the report")?;
     std::fs::write(&args.json, json + "\n")
         .with_context(|| format!("writing {}", args.json.display()))?;
     eprintln!("JSON report: {}", args.json.display());

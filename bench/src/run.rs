@@ -398,7 +398,7 @@ async fn reconciles(contender: Contender, port: u16) -> Result<Option<u64>, Scra
     Ok(scrape::reconciles_in(contender, &text))
 }
 
-fn free_port() -> Result<u16, std::io::Error> {
+pub(crate) fn free_port() -> Result<u16, std::io::Error> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())
@@ -420,7 +420,7 @@ async fn create(api: &Api<BenchObject>, name: &str) -> Result<(), kube::Error> {
 }
 
 /// Creates the measured objects; returns how long that took.
-async fn create_all(
+pub(crate) async fn create_all(
     api: Api<BenchObject>,
     objects: usize,
     concurrency: usize,
@@ -439,7 +439,7 @@ async fn create_all(
 }
 
 /// Waits until `done(progress)`, failing when the contender exits or `timeout` passes.
-async fn wait_for(
+pub(crate) async fn wait_for(
     tracker: &Tracker,
     process: &mut MeasuredProcess,
     timeout: Duration,

@@ -15,6 +15,7 @@ use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::finalizer::{self, Event, finalizer};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
+use kubeapp_bench::call_log;
 use kubeapp_bench::contender_cli::{ContenderArgs, client_from, init_logs};
 use kubeapp_bench::contender_metrics::ContenderMetrics;
 use kubeapp_bench::kind::{BenchObject, FINALIZER, status_patch};
@@ -29,6 +30,7 @@ struct Context {
 async fn main() -> anyhow::Result<()> {
     init_logs();
     let args = ContenderArgs::parse();
+    call_log::init(args.call_log.as_deref())?;
     let client = client_from(&args.kubeconfig).await?;
     let api: Api<BenchObject> = Api::namespaced(client.clone(), &args.namespace);
     let concurrency = u16::try_from(args.workers).unwrap_or(u16::MAX);
@@ -57,6 +59,10 @@ async fn reconcile(
     context: Arc<Context>,
 ) -> Result<Action, finalizer::Error<kube::Error>> {
     context.metrics.reconciled();
+    call_log::record(
+        object.metadata.name.as_deref().unwrap_or_default(),
+        object.metadata.generation.unwrap_or_default(),
+    );
     let api: Api<BenchObject> = Api::namespaced(
         context.client.clone(),
         object.namespace().as_deref().unwrap_or_default(),

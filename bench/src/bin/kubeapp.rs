@@ -25,6 +25,7 @@ use kubeapp::operator::{
 use kubeapp::runner::{Runner, RunnerConfig};
 use kubeapp::sdk::manifest::ManifestData;
 use kubeapp::simple::{AppConfig, ManagedKind, SimpleApp};
+use kubeapp_bench::call_log;
 use kubeapp_bench::contender_cli::{ContenderArgs, client_from, init_logs};
 use kubeapp_bench::kind::{APP_NAME, BenchObject, FINALIZER, MANIFEST_YAML, status_patch};
 
@@ -32,6 +33,7 @@ use kubeapp_bench::kind::{APP_NAME, BenchObject, FINALIZER, MANIFEST_YAML, statu
 async fn main() -> anyhow::Result<()> {
     init_logs();
     let args = ContenderArgs::parse();
+    call_log::init(args.call_log.as_deref())?;
     let client = client_from(&args.kubeconfig).await?;
     let manifest = ManifestData::from_yaml(MANIFEST_YAML).context("the bench manifest")?;
     let objects = ManagedKind::<BenchObject>::new()
@@ -79,6 +81,10 @@ async fn reconcile(
     ctx: Context,
 ) -> Result<ReconcileResult, ReconcileError> {
     let object = &request.object;
+    call_log::record(
+        object.metadata.name.as_deref().unwrap_or_default(),
+        object.metadata.generation.unwrap_or_default(),
+    );
     if request.action == ReconcileAction::Deleted || object.is_reconciled() {
         return Ok(ReconcileResult::done());
     }
