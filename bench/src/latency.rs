@@ -64,6 +64,10 @@ pub struct LatencySettings {
     pub timeout: Duration,
     /// Where runs keep their files.
     pub work_dir: PathBuf,
+    /// Keep a run's files (its call log, `updates.log`: `NAME GENERATION SENT ANSWERED` in
+    /// nanoseconds since the Unix epoch, and the contender's log) to look at its latencies over
+    /// time.
+    pub keep_files: bool,
 }
 
 /// The figures of one latency run.
@@ -274,8 +278,17 @@ pub async fn run_latency(
     };
     let latency = Percentiles::of(&found.from_answer).ok_or_else(none_sent)?;
     let from_send = Percentiles::of(&found.from_send).ok_or_else(none_sent)?;
-    // Best effort: a leftover directory costs disk, not correctness.
-    let _ = std::fs::remove_dir_all(&dir);
+    if settings.keep_files {
+        let lines: String = updates
+            .iter()
+            .map(|u| format!("{} {} {} {}\n", u.name, u.generation, u.sent, u.answered))
+            .collect();
+        let path = dir.join("updates.log");
+        std::fs::write(&path, lines).map_err(io(format!("writing {}", path.display())))?;
+    } else {
+        // Best effort: a leftover directory costs disk, not correctness.
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     Ok(LatencyResult {
         contender: contender.name().to_string(),
         updates: updates.len(),

@@ -80,6 +80,9 @@ struct LatencyArgs {
     /// Where runs keep their files (default: a temporary directory).
     #[arg(long)]
     work_dir: Option<PathBuf>,
+    /// Keep each run's files (call log, `updates.log`, contender log) in `--work-dir`.
+    #[arg(long)]
+    keep_files: bool,
 }
 
 /// The flags of `kubeapp-bench cache`.
@@ -250,6 +253,7 @@ async fn run_latency_mode(args: LatencyArgs) -> anyhow::Result<()> {
         workers: usize::from(args.workers),
         timeout: Duration::from_secs(args.timeout_secs),
         work_dir,
+        keep_files: args.keep_files,
     };
     let mut results = Vec::new();
     for round in 1..=args.rounds {
