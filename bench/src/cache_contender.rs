@@ -28,7 +28,8 @@ pub enum CacheObject {
     /// The bench kind (`BenchObject`, a 32-byte payload): ConfigMap-sized objects.
     #[default]
     Bench,
-    /// Core `v1` Pods with a full spec and a status (about 5 KB of JSON each).
+    /// Core `v1` Pods with a full spec and a status (7.4 KB of JSON each, 4.2 KB without
+    /// `managedFields`).
     Pod,
 }
 

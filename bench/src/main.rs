@@ -50,7 +50,8 @@ enum Command {
 #[derive(Debug, clap::Args)]
 struct CacheArgs {
     /// The kind created and cached: `bench` (the bench kind, a 32-byte payload) or `pod` (Pods
-    /// with a full spec and a status the tool writes, about 5 KB of JSON each).
+    /// with a full spec and a status the tool writes, 7.4 KB of JSON each, 4.2 KB without
+    /// managedFields).
     #[arg(long, value_enum, default_value_t = CacheObject::Bench)]
     object: CacheObject,
     /// Objects created once and cached by each contender.
