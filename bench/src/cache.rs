@@ -1,8 +1,13 @@
-//! `kubeapp-bench cache`: the memory and sync time of a cache of many small objects, kubeapp's
-//! shared-informer store against kube-runtime's reflector store, on one control plane.
+//! `kubeapp-bench cache`: the memory and sync time of a cache of many objects, kubeapp's
+//! shared-informer store against kube-runtime's reflector store (as it comes, and with
+//! `managedFields` stripped), on one control plane.
 //!
 //! 1. Start kube-apiserver + etcd with an audit log of `admin`'s requests, install the bench CRD,
-//!    create a namespace with N objects (many creates in flight) and an empty one.
+//!    create a namespace with N objects (many creates in flight) and an empty one. The objects
+//!    are of the bench kind (`--object bench`, a 32-byte payload) or Pods with a full spec and
+//!    a status the tool writes through the status subresource as a kubelet would
+//!    (`--object pod`, [`pod`]). One object is read back and its JSON size recorded
+//!    ([`ObjectSize`]).
 //! 2. For each cache contender ([`crate::cache_contender`]), one after the other:
 //!    - run it on the empty namespace until synced, wait `settle`, read its RSS: the RSS of the
 //!      same process with 0 objects; stop it;
@@ -27,15 +32,16 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 use jiff::Timestamp;
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kubeapp::sdk::testenv::{TestEnv, TestEnvError};
 
 use kubeapp::sdk::benchmark::audit::{self, AuditError};
 use kubeapp::sdk::benchmark::process::{MeasuredProcess, ProcessError};
 
-use crate::cache_contender::{CACHE_OBJECTS, CACHE_SYNCED};
-use crate::cache_report::CacheResult;
-use crate::kind::{BenchObject, BenchSpec, PLURAL};
+use crate::cache_contender::{CACHE_OBJECTS, CACHE_SYNCED, CacheObject};
+use crate::cache_report::{CacheResult, ObjectSize};
+use crate::kind::{BenchObject, BenchSpec};
 use crate::run::object_name;
 use crate::scrape::{self, ScrapeError};
 
@@ -48,15 +54,23 @@ const RELIST_VALUE_B64: &str = "eA==";
 /// The payload of every cached object: small (32 bytes).
 const PAYLOAD: &str = "0123456789abcdef0123456789abcdef";
 
-/// The cache contenders: binary name and the name in the report.
-pub const CACHE_CONTENDERS: [(&str, &str); 2] = [
+pub mod pod;
+
+/// The cache contenders: the name in the report and the binary.
+pub const CACHE_CONTENDERS: [(&str, &str); 3] = [
     ("kubeapp", "kubeapp-bench-cache-kubeapp"),
     ("kube-runtime", "kubeapp-bench-cache-kube-runtime"),
+    (
+        "kube-runtime-stripped",
+        "kubeapp-bench-cache-kube-runtime-stripped",
+    ),
 ];
 
 /// What the cache benchmark is run with.
 #[derive(Clone, Debug)]
 pub struct CacheSettings {
+    /// The kind created and cached.
+    pub object: CacheObject,
     /// Objects cached.
     pub objects: usize,
     /// Creates in flight at once.
@@ -91,6 +105,22 @@ pub enum CacheError {
         /// The cause.
         source: kube::Error,
     },
+    /// A Pod could not be built from its JSON (a bug of [`pod`]).
+    #[error("building Pod {name}")]
+    PodJson {
+        /// The Pod.
+        name: String,
+        /// The cause.
+        source: serde_json::Error,
+    },
+    /// An object read back could not be serialised to measure its size.
+    #[error("serialising {name} to measure its size")]
+    SizeJson {
+        /// The object.
+        name: String,
+        /// The cause.
+        source: serde_json::Error,
+    },
     /// Writing to etcd failed.
     #[error("writing a key to etcd at {url}")]
     Etcd {
@@ -122,8 +152,18 @@ pub enum CacheError {
     },
 }
 
-/// Runs the cache benchmark with `bins` (contender name and binary, in order); returns the
-/// results in that order and how long the creates took.
+/// What one cache benchmark run measured.
+#[derive(Clone, Debug)]
+pub struct CacheRun {
+    /// Each contender's figures, in the order they ran.
+    pub results: Vec<CacheResult>,
+    /// Seconds the creates (and, for Pods, the status writes) took.
+    pub create_seconds: f64,
+    /// The size of the first object, read back once everything was created.
+    pub object_size: ObjectSize,
+}
+
+/// Runs the cache benchmark with `bins` (contender name and binary, in order).
 ///
 /// # Errors
 ///
@@ -131,7 +171,7 @@ pub enum CacheError {
 pub async fn run_cache(
     bins: &[(&'static str, PathBuf)],
     settings: &CacheSettings,
-) -> Result<(Vec<CacheResult>, f64), CacheError> {
+) -> Result<CacheRun, CacheError> {
     let dir = &settings.work_dir;
     let io = |path: &Path| {
         let path = path.to_path_buf();
@@ -146,21 +186,39 @@ pub async fn run_cache(
     let driver = env
         .identity(audit::DRIVER_USER, &["system:masters"])
         .await?;
-    let api: Api<BenchObject> = Api::namespaced(driver.client.clone(), &full);
     eprintln!(
-        "creating {} objects ({} in flight) ...",
-        settings.objects, settings.create_concurrency
+        "creating {} objects ({}, {} in flight) ...",
+        settings.objects, settings.object, settings.create_concurrency
     );
     let created = Instant::now();
-    create_all(&api, settings.objects, settings.create_concurrency).await?;
+    let resource = match settings.object {
+        CacheObject::Bench => {
+            let api = Api::namespaced(driver.client.clone(), &full);
+            create_bench_objects(&api, settings.objects, settings.create_concurrency).await?;
+            ApiResource::erase::<BenchObject>(&())
+        }
+        CacheObject::Pod => {
+            let api = Api::namespaced(driver.client.clone(), &full);
+            create_pods(&api, settings.objects, settings.create_concurrency).await?;
+            ApiResource::erase::<Pod>(&())
+        }
+    };
     let create_seconds = created.elapsed().as_secs_f64();
-    eprintln!("  {create_seconds:.1} s");
+    let object_size = measure_object(
+        &Api::namespaced_with(driver.client.clone(), &full, &resource),
+        &object_name(0),
+    )
+    .await?;
+    eprintln!(
+        "  {create_seconds:.1} s; one object is {} bytes of JSON ({} without managedFields)",
+        object_size.json_bytes, object_size.json_bytes_without_managed_fields
+    );
 
     let mut results = Vec::new();
     for (name, binary) in bins {
         eprintln!("{name}: 0 objects ...");
         let empty_rss = {
-            let mut process = CacheProcess::start(name, binary, &env, &empty, dir, "empty")?;
+            let mut process = CacheProcess::start(name, binary, &env, &empty, settings, "empty")?;
             process.wait_synced(0, settings.timeout).await?;
             tokio::time::sleep(settings.settle).await;
             let rss = process.rss()?;
@@ -168,7 +226,7 @@ pub async fn run_cache(
             rss
         };
         eprintln!("{name}: {} objects ...", settings.objects);
-        let mut process = CacheProcess::start(name, binary, &env, &full, dir, "full")?;
+        let mut process = CacheProcess::start(name, binary, &env, &full, settings, "full")?;
         let started = Instant::now();
         process
             .wait_synced(settings.objects, settings.timeout)
@@ -189,7 +247,7 @@ pub async fn run_cache(
         env.start_apiserver().await?;
         let restarted = Instant::now();
         process
-            .wait_relisted(&audit_log, from, settings.timeout)
+            .wait_relisted(&audit_log, settings.object.plural(), from, settings.timeout)
             .await?;
         let relist_seconds = restarted.elapsed().as_secs_f64();
         process
@@ -216,7 +274,11 @@ pub async fn run_cache(
         );
         results.push(result);
     }
-    Ok((results, create_seconds))
+    Ok(CacheRun {
+        results,
+        create_seconds,
+        object_size,
+    })
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -236,9 +298,10 @@ impl CacheProcess {
         binary: &Path,
         env: &TestEnv,
         namespace: &str,
-        dir: &Path,
+        settings: &CacheSettings,
         phase: &str,
     ) -> Result<Self, CacheError> {
+        let dir = &settings.work_dir;
         let io = |source| CacheError::Io {
             path: dir.to_path_buf(),
             source,
@@ -254,6 +317,8 @@ impl CacheProcess {
             namespace.to_string(),
             "--metrics-port".to_string(),
             metrics_port.to_string(),
+            "--object".to_string(),
+            settings.object.flag().to_string(),
         ];
         let log = dir.join(format!("{name}-{phase}.log"));
         let process =
@@ -331,10 +396,11 @@ impl CacheProcess {
         }
     }
 
-    /// Waits until the audit log shows the contender's re-list after `from`.
+    /// Waits until the audit log shows the contender's re-list of `plural` after `from`.
     async fn wait_relisted(
         &mut self,
         audit_log: &Path,
+        plural: &str,
         from: Timestamp,
         timeout: Duration,
     ) -> Result<(), CacheError> {
@@ -343,7 +409,7 @@ impl CacheProcess {
             if let Some(status) = self.process.exited() {
                 return Err(self.failed(format!("exited ({status})")));
             }
-            if audit::list_then_watch(audit_log, audit::ADMIN_USER, PLURAL, from)?.is_some() {
+            if audit::list_then_watch(audit_log, audit::ADMIN_USER, plural, from)?.is_some() {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -379,8 +445,8 @@ async fn etcd_put(url: &str) -> Result<(), CacheError> {
     Ok(())
 }
 
-/// Creates the objects with `concurrency` creates in flight.
-async fn create_all(
+/// Creates the bench objects with `concurrency` creates in flight.
+async fn create_bench_objects(
     api: &Api<BenchObject>,
     objects: usize,
     concurrency: usize,
@@ -403,4 +469,51 @@ async fn create_all(
         })?;
     }
     Ok(())
+}
+
+/// Creates the Pods ([`pod::pod`]) and writes each one's status ([`pod::status_patch`]) right
+/// after its create, with `concurrency` Pods in flight.
+async fn create_pods(api: &Api<Pod>, objects: usize, concurrency: usize) -> Result<(), CacheError> {
+    let mut creates = futures::stream::iter(0..objects)
+        .map(|index| async move {
+            let name = object_name(index);
+            let pod = pod::pod(&name, index).map_err(|source| CacheError::PodJson {
+                name: name.clone(),
+                source,
+            })?;
+            api.create(&PostParams::default(), &pod)
+                .await
+                .map_err(|source| CacheError::Kube {
+                    action: "creating the Pods",
+                    source,
+                })?;
+            api.patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(pod::status_patch(index)),
+            )
+            .await
+            .map_err(|source| CacheError::Kube {
+                action: "writing the Pods' status",
+                source,
+            })?;
+            Ok::<_, CacheError>(())
+        })
+        .buffer_unordered(concurrency.max(1));
+    while let Some(result) = creates.next().await {
+        result?;
+    }
+    Ok(())
+}
+
+/// Reads object `name` back and measures its JSON.
+async fn measure_object(api: &Api<DynamicObject>, name: &str) -> Result<ObjectSize, CacheError> {
+    let object = api.get(name).await.map_err(|source| CacheError::Kube {
+        action: "reading an object back to measure it",
+        source,
+    })?;
+    ObjectSize::of(&object).map_err(|source| CacheError::SizeJson {
+        name: name.to_string(),
+        source,
+    })
 }

@@ -1,13 +1,42 @@
-//! The results of `kubeapp-bench cache` ([`crate::cache`]): per contender, kubeapp /
-//! kube-runtime ratios, a Markdown table and a JSON document.
+//! The results of `kubeapp-bench cache` ([`crate::cache`]): per contender, kubeapp's ratios
+//! against each kube-runtime contender, a Markdown table and a JSON document.
 
 use std::fmt::Write as _;
 
+use kube::api::DynamicObject;
 use serde::Serialize;
 
+use crate::cache_contender::CacheObject;
 use crate::report::Machine;
 
 const MIB: f64 = 1024.0 * 1024.0;
+
+/// The size of one cached object's JSON as the apiserver returns it (read back with a GET and
+/// serialised compactly).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ObjectSize {
+    /// Bytes of the whole object.
+    pub json_bytes: usize,
+    /// Bytes without `metadata.managedFields`.
+    pub json_bytes_without_managed_fields: usize,
+}
+
+impl ObjectSize {
+    /// The size of `object`'s compact JSON, with and without `metadata.managedFields`.
+    ///
+    /// # Errors
+    ///
+    /// When the object cannot be serialised.
+    pub fn of(object: &DynamicObject) -> Result<Self, serde_json::Error> {
+        let json_bytes = serde_json::to_vec(object)?.len();
+        let mut stripped = object.clone();
+        stripped.metadata.managed_fields = None;
+        Ok(Self {
+            json_bytes,
+            json_bytes_without_managed_fields: serde_json::to_vec(&stripped)?.len(),
+        })
+    }
+}
 
 /// One cache contender's figures.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -69,16 +98,19 @@ impl CacheResult {
     }
 }
 
-/// kubeapp's cache figures divided by kube-runtime's.
+/// kubeapp's cache figures divided by those of a kube-runtime contender.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CacheRatio {
+    /// The kube-runtime contender divided by (`kube-runtime` or `kube-runtime-stripped`).
+    pub against: String,
     /// Time to sync.
     pub sync: f64,
-    /// Steady RSS (target: at most 0.5).
+    /// Steady RSS.
     pub steady_rss: f64,
     /// Peak RSS through the sync.
     pub peak_rss: f64,
-    /// Bytes per object.
+    /// Bytes per object (issue #40's target against `kube-runtime-stripped` for ConfigMap-sized
+    /// objects: at most 0.8).
     pub bytes_per_object: f64,
     /// Peak RSS during the re-list.
     pub relist_peak_rss: f64,
@@ -89,40 +121,55 @@ pub struct CacheRatio {
 pub struct CacheReport {
     /// Where it ran.
     pub machine: Machine,
+    /// The kind cached.
+    pub object: CacheObject,
     /// Objects cached.
     pub objects: usize,
-    /// Seconds the creates took (once, before the contenders ran).
+    /// The JSON size of one object as the apiserver returns it.
+    pub object_size: ObjectSize,
+    /// Seconds the creates took (once, before the contenders ran; for Pods, with their status
+    /// writes).
     pub create_seconds: f64,
     /// Per contender.
     pub contenders: Vec<CacheResult>,
-    /// kubeapp / kube-runtime (absent unless both ran).
-    pub ratio: Option<CacheRatio>,
+    /// kubeapp / each kube-runtime contender that ran (none unless kubeapp ran).
+    pub ratios: Vec<CacheRatio>,
 }
 
+/// The contenders kubeapp is divided by, in the report's order.
+const PEERS: [&str; 2] = ["kube-runtime", "kube-runtime-stripped"];
+
 impl CacheReport {
-    /// A report of `contenders` with the kubeapp / kube-runtime ratio.
+    /// A report of `contenders` (cached `object`s of `object_size`) with kubeapp's ratio against
+    /// each kube-runtime contender.
     pub fn new(
         machine: Machine,
-        objects: usize,
+        object: CacheObject,
+        object_size: ObjectSize,
         create_seconds: f64,
         contenders: Vec<CacheResult>,
     ) -> Self {
-        let find = |name| contenders.iter().find(|c| c.contender == name);
-        let ratio = find("kubeapp")
-            .zip(find("kube-runtime"))
+        let find = |name: &str| contenders.iter().find(|c| c.contender == name);
+        let ratios = PEERS
+            .iter()
+            .filter_map(|&against| find("kubeapp").zip(find(against)))
             .map(|(ours, peer)| CacheRatio {
+                against: peer.contender.clone(),
                 sync: ours.sync_seconds / peer.sync_seconds,
                 steady_rss: ours.steady_rss_mib / peer.steady_rss_mib,
                 peak_rss: ours.peak_rss_mib / peer.peak_rss_mib,
                 bytes_per_object: ours.bytes_per_object / peer.bytes_per_object,
                 relist_peak_rss: ours.relist_peak_rss_mib / peer.relist_peak_rss_mib,
-            });
+            })
+            .collect();
         Self {
             machine,
-            objects,
+            object,
+            objects: contenders.first().map_or(0, |c| c.objects),
+            object_size,
             create_seconds,
             contenders,
-            ratio,
+            ratios,
         }
     }
 
@@ -131,8 +178,15 @@ impl CacheReport {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "{} objects cached (created in {:.1} s); {} CPUs, {:.0} GiB\n",
-            self.objects, self.create_seconds, self.machine.cpus, self.machine.memory_gib
+            "{} objects of kind `{}` cached (created in {:.1} s), {} bytes of JSON each ({} without \
+             managedFields); {} CPUs, {:.0} GiB\n",
+            self.objects,
+            self.object,
+            self.create_seconds,
+            self.object_size.json_bytes,
+            self.object_size.json_bytes_without_managed_fields,
+            self.machine.cpus,
+            self.machine.memory_gib
         );
         let _ = writeln!(
             out,
@@ -153,15 +207,17 @@ impl CacheReport {
                 c.relist_spike
             );
         }
-        if let Some(r) = &self.ratio {
+        if !self.ratios.is_empty() {
             let _ = writeln!(
                 out,
                 "\n| ratio | time to sync | steady RSS | peak RSS | bytes/object | re-list peak RSS |\n|---|---:|---:|---:|---:|---:|"
             );
+        }
+        for r in &self.ratios {
             let _ = writeln!(
                 out,
-                "| kubeapp / kube-runtime | {:.2}x | {:.2}x | {:.2}x | {:.2}x | {:.2}x |",
-                r.sync, r.steady_rss, r.peak_rss, r.bytes_per_object, r.relist_peak_rss
+                "| kubeapp / {} | {:.2}x | {:.2}x | {:.2}x | {:.2}x | {:.2}x |",
+                r.against, r.sync, r.steady_rss, r.peak_rss, r.bytes_per_object, r.relist_peak_rss
             );
         }
         out
@@ -201,8 +257,24 @@ mod tests {
             50 * M,
             1.0,
         );
-        let report = CacheReport::new(Machine::detect(), 100, 1.0, vec![ours, peer]);
-        let ratio = report.ratio.clone().expect("both ran");
+        let mut stripped = peer.clone();
+        stripped.contender = "kube-runtime-stripped".to_string();
+        stripped.bytes_per_object /= 2.0;
+        let size = ObjectSize {
+            json_bytes: 5_000,
+            json_bytes_without_managed_fields: 3_000,
+        };
+        let report = CacheReport::new(
+            Machine::detect(),
+            CacheObject::Pod,
+            size,
+            1.0,
+            vec![ours, peer, stripped],
+        );
+        assert_eq!(report.objects, 100);
+        assert_eq!(report.ratios.len(), 2);
+        let ratio = report.ratios[0].clone();
+        assert_eq!(ratio.against, "kube-runtime");
         assert_eq!(ratio.sync, 0.5);
         assert_eq!(ratio.steady_rss, 0.4);
         assert_eq!(ratio.bytes_per_object, 0.25);
@@ -215,6 +287,53 @@ mod tests {
         assert!(
             table.contains("| kubeapp / kube-runtime | 0.50x | 0.40x | 0.50x | 0.25x | 0.25x |"),
             "{table}"
+        );
+        assert!(
+            table.contains(
+                "| kubeapp / kube-runtime-stripped | 0.50x | 0.40x | 0.50x | 0.50x | 0.25x |"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains("kind `pod`") && table.contains("5000 bytes of JSON each (3000 without"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn without_kubeapp_there_is_no_ratio() {
+        let peer = CacheResult::new("kube-runtime", 10, 1.0, M, 2 * M, 2 * M, 2 * M, 2 * M, 1.0);
+        let size = ObjectSize {
+            json_bytes: 1,
+            json_bytes_without_managed_fields: 1,
+        };
+        let report = CacheReport::new(Machine::detect(), CacheObject::Bench, size, 1.0, vec![peer]);
+        assert!(report.ratios.is_empty());
+        assert!(!report.table().contains("| ratio |"));
+    }
+
+    #[test]
+    fn the_object_size_counts_managed_fields_apart() {
+        let object: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "a",
+                "managedFields": [{ "manager": "m", "operation": "Update" }]
+            },
+            "data": { "k": "v" }
+        }))
+        .expect("an object");
+        let size = ObjectSize::of(&object).expect("serialises");
+        let managed = r#","managedFields":[{"manager":"m","operation":"Update"}]"#.len();
+        assert_eq!(
+            size.json_bytes - size.json_bytes_without_managed_fields,
+            managed
+        );
+        assert_eq!(
+            size.json_bytes_without_managed_fields,
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v"}}"#
+                .len()
         );
     }
 }

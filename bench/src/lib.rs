@@ -16,10 +16,12 @@
 //! `--identity service-account` the contenders run as a ServiceAccount with a token
 //! ([`identity`]), with `--etcd-fsync` etcd flushes its writes: the "real cluster" figures.
 //!
-//! `kubeapp-bench cache` ([`cache`], [`cache_report`]) caches many objects in kubeapp's
-//! shared-informer store and in kube-runtime's reflector store (the binaries
-//! `kubeapp-bench-cache-kubeapp` and `kubeapp-bench-cache-kube-runtime`, [`cache_contender`]):
-//! time to sync, RSS, bytes per object, and the peak RSS of a forced re-list.
+//! `kubeapp-bench cache` ([`cache`], [`cache_report`]) caches many objects (the bench kind, or
+//! Pods with a full spec and status: `--object pod`) in kubeapp's shared-informer store and in
+//! kube-runtime's reflector store, as it comes and with `managedFields` stripped (the binaries
+//! `kubeapp-bench-cache-kubeapp`, `kubeapp-bench-cache-kube-runtime` and
+//! `kubeapp-bench-cache-kube-runtime-stripped`, [`cache_contender`]): time to sync, RSS, bytes
+//! per object, and the peak RSS of a forced re-list.
 //!
 //! `kubeapp-bench latency` ([`latency`]) measures, under steady churn, how long one update waits
 //! from its answer until the contender's handler starts for it (p50, p99, max), for kubeapp and

@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Parser as _;
 use kubeapp_bench::cache::{CACHE_CONTENDERS, CacheSettings, run_cache};
+use kubeapp_bench::cache_contender::CacheObject;
 use kubeapp_bench::cache_report::CacheReport;
 use kubeapp_bench::contender::{Contender, rust_binary_in};
 use kubeapp_bench::gobuild;
@@ -38,10 +39,11 @@ struct Cli {
 
 #[derive(Debug, clap::Subcommand)]
 enum Command {
-    /// Caches many small objects in kubeapp's shared-informer store and in kube-runtime's
-    /// reflector store, one after the other on one control plane: time to sync, RSS, bytes per
-    /// object, and the peak RSS of a forced re-list (kube-apiserver restarted, watches resume
-    /// with 410 Gone).
+    /// Caches many objects (small bench objects, or Pods with a full spec and status) in
+    /// kubeapp's shared-informer store and in kube-runtime's reflector store (as it comes, and
+    /// with managedFields stripped), one after the other on one control plane: time to sync, RSS,
+    /// bytes per object, and the peak RSS of a forced re-list (kube-apiserver restarted, watches
+    /// resume with 410 Gone).
     Cache(CacheArgs),
     /// Per-object latency under steady churn: from an update's answer to the start of the
     /// contender's first reconcile call that saw it (p50, p99, max), kubeapp and kube-runtime,
@@ -88,6 +90,11 @@ struct LatencyArgs {
 /// The flags of `kubeapp-bench cache`.
 #[derive(Debug, clap::Args)]
 struct CacheArgs {
+    /// The kind created and cached: `bench` (the bench kind, a 32-byte payload) or `pod` (Pods
+    /// with a full spec and a status the tool writes, 7.4 KB of JSON each, 4.2 KB without
+    /// managedFields).
+    #[arg(long, value_enum, default_value_t = CacheObject::Bench)]
+    object: CacheObject,
     /// Objects created once and cached by each contender.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     objects: u32,
@@ -209,14 +216,21 @@ async fn run_cache_mode(args: CacheArgs) -> anyhow::Result<()> {
         }
     };
     let settings = CacheSettings {
+        object: args.object,
         objects: args.objects as usize,
         create_concurrency: usize::from(args.create_concurrency),
         settle: Duration::from_secs(args.settle_secs),
         timeout: Duration::from_secs(args.timeout_secs),
         work_dir,
     };
-    let (results, create_seconds) = run_cache(&bins, &settings).await?;
-    let report = CacheReport::new(Machine::detect(), settings.objects, create_seconds, results);
+    let run = run_cache(&bins, &settings).await?;
+    let report = CacheReport::new(
+        Machine::detect(),
+        settings.object,
+        run.object_size,
+        run.create_seconds,
+        run.results,
+    );
     print!("{}", report.table());
     let json = serde_json::to_string_pretty(&report).context("serialising the report")?;
     std::fs::write(&args.json, json + "\n")

@@ -1,6 +1,6 @@
 //! Smoke test of the benchmark tool: the Rust contenders and the floor, 30 objects each, against
 //! real control planes, also as a ServiceAccount with etcd fsync on; the cache mode with a few
-//! objects; and a contender that does nothing must fail the run. No timing is asserted, and the
+//! bench objects and a few Pods; and a contender that does nothing must fail the run. No timing is asserted, and the
 //! Go contender is left out (building it takes minutes).
 //!
 //! The tool and the contender binaries are the ones cargo builds for this package's tests
@@ -194,7 +194,7 @@ fn a_service_account_run_with_etcd_fsync_is_a_real_cluster_figure_of_the_account
 }
 
 #[test]
-fn the_cache_mode_syncs_relists_and_reports_both_caches() {
+fn the_cache_mode_syncs_relists_and_reports_every_cache() {
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("cache.json");
     let output = run_tool(&[
@@ -215,6 +215,10 @@ fn the_cache_mode_syncs_relists_and_reports_both_caches() {
         output.status
     );
     assert!(stdout.contains("| kubeapp / kube-runtime |"), "{stdout}");
+    assert!(
+        stdout.contains("| kubeapp / kube-runtime-stripped |"),
+        "{stdout}"
+    );
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&json).expect("the JSON report")).expect("JSON");
     let names: Vec<&str> = report["contenders"]
@@ -223,7 +227,13 @@ fn the_cache_mode_syncs_relists_and_reports_both_caches() {
         .iter()
         .map(|c| c["contender"].as_str().expect("name"))
         .collect();
-    assert_eq!(names, ["kubeapp", "kube-runtime"]);
+    assert_eq!(names, ["kubeapp", "kube-runtime", "kube-runtime-stripped"]);
+    assert_eq!(report["object"], "bench");
+    assert!(
+        report["object_size"]["json_bytes"]
+            .as_u64()
+            .is_some_and(|b| b > 100)
+    );
     for contender in report["contenders"].as_array().expect("contenders") {
         assert_eq!(contender["objects"], 40);
         for field in [
@@ -242,11 +252,54 @@ fn the_cache_mode_syncs_relists_and_reports_both_caches() {
             );
         }
     }
+    for ratio in report["ratios"].as_array().expect("ratios") {
+        assert!(
+            ratio["steady_rss"].as_f64().is_some_and(f64::is_finite),
+            "{ratio}"
+        );
+    }
+    assert_eq!(report["ratios"].as_array().map(Vec::len), Some(2));
+}
+
+#[test]
+fn the_cache_mode_caches_pods_of_a_few_kilobytes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("cache-pods.json");
+    let output = run_tool(&[
+        "cache",
+        "--object",
+        "pod",
+        "--objects",
+        "20",
+        "--settle-secs",
+        "1",
+        "--timeout-secs",
+        "120",
+        "--json",
+        json.to_str().expect("UTF-8 path"),
+    ]);
+    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
     assert!(
-        report["ratio"]["steady_rss"]
-            .as_f64()
-            .is_some_and(f64::is_finite)
+        output.status.success(),
+        "kubeapp-bench cache --object pod failed ({}):\n{stderr}\n{stdout}",
+        output.status
     );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("the JSON report")).expect("JSON");
+    assert_eq!(report["object"], "pod");
+    // 7,371 bytes with kube-apiserver v1.36.3, 4,194 without managedFields.
+    let bytes = report["object_size"]["json_bytes"].as_u64().expect("size");
+    assert!((6_000..=9_000).contains(&bytes), "a Pod is {bytes} bytes");
+    let stripped = report["object_size"]["json_bytes_without_managed_fields"]
+        .as_u64()
+        .expect("size");
+    assert!(
+        (3_500..=5_000).contains(&stripped),
+        "a Pod is {stripped} bytes without managedFields"
+    );
+    for contender in report["contenders"].as_array().expect("contenders") {
+        assert_eq!(contender["objects"], 20, "{contender}");
+    }
 }
 
 /// A directory holding a "floor" that never writes anything.
