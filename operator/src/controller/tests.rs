@@ -691,8 +691,8 @@ async fn an_events_wait_is_observed_from_its_receipt_and_a_merged_request_keeps_
     let depth = kind.queue_depth.clone();
     h.send(add("blocker", 1));
     eventually("the blocker runs", || depth.get() == 0).await;
-    // "b" is added, then "a" twice: a's second event takes over the first one's reconcile
-    // request; with no update watcher, the merged request is all that is left of it.
+    // "b" is added, then "a" twice: a's update takes over the reconcile request of a's add
+    // (the add stays queued for the watcher); the update's item then covers the add's change.
     h.send(add("b", 1));
     h.send(add("a", 1));
     eventually("b and a wait", || depth.get() == 2).await;
@@ -720,6 +720,59 @@ async fn an_events_wait_is_observed_from_its_receipt_and_a_merged_request_keeps_
         updated.get_sample_sum() >= 0.05,
         "the merged request counts from the oldest event it covers: {}",
         updated.get_sample_sum()
+    );
+    h.stop().await;
+}
+
+/// Real time, as above: an event that waits for room in a full backlog (outside the lanes) counts
+/// that wait too, since its receipt is read as the informer offers it, not as it is queued.
+#[tokio::test]
+async fn an_events_wait_includes_its_wait_for_room_in_the_backlog() {
+    let log = Log::new();
+    let hold = Arc::new(Semaphore::new(0));
+    let metrics = metrics();
+    let config = ControllerConfig::default()
+        .max_concurrent_workers(1)
+        .max_pending_events(1)
+        .metrics(metrics.clone());
+    let h = Harness::start(config, |c| {
+        let (add_log, hold) = (log.clone(), hold.clone());
+        c.erased().add_watcher(
+            KIND,
+            DynWatcherFns::<ConfigMap>::new().on_add(move |obj, _| {
+                let (log, hold) = (add_log.clone(), hold.clone());
+                async move {
+                    if name(&obj) == "blocker" {
+                        let _permit = hold.acquire().await?;
+                    }
+                    log.push(format!("w add {}", name(&obj)));
+                    Ok(())
+                }
+            }),
+        );
+    });
+    let kind = metrics.for_kind(KIND);
+    let created = kind.action(ReconcileAction::Created).event_wait.clone();
+    h.send(add("blocker", 1));
+    eventually("the blocker runs and fills the backlog of one", || {
+        kind.queue_depth.get() == 0
+    })
+    .await;
+    // "a" is offered while the blocker's event holds the only place: it waits in the intake, not
+    // in a lane (the queue stays empty), for the 50 ms being measured.
+    h.send(add("a", 1));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(kind.queue_depth.get(), 0, "a waits outside the lanes");
+    hold.add_permits(1);
+    log.wait_len(2).await;
+    eventually("both waits are folded into the histogram", || {
+        created.get_sample_count() == 2
+    })
+    .await;
+    assert!(
+        created.get_sample_sum() >= 0.05,
+        "a's wait for room counts: {}",
+        created.get_sample_sum()
     );
     h.stop().await;
 }
