@@ -95,6 +95,7 @@ mod metrics_registry;
 pub mod object;
 pub mod opinionated;
 pub mod own_writes;
+pub mod projection;
 mod queue_wait;
 mod reconciler;
 mod related;

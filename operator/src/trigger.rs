@@ -226,7 +226,10 @@ impl<K: kube::Resource> Trigger<K> {
             None,
         );
     }
+}
 
+// `reconcile_all` needs no `ObjectRef<K>`, so a projection's trigger has it too.
+impl<K> Trigger<K> {
     /// Reconciles every cached object of the kind.
     pub fn reconcile_all(&self) {
         let objects: Vec<SharedObject> = self.cache.snapshot();

@@ -27,10 +27,12 @@ use kube::runtime::watcher;
 
 use crate::list_scope::{ListScope, ListScopes, PlainWatch};
 use crate::list_watch::{
-    Decode, DriftCheck, Informer, ListWatchOptions, dynamic_decoder, typed_decoder_with,
+    Decode, DriftCheck, Informer, ListWatchOptions, dynamic_decoder, projection_decoder,
+    typed_decoder_with,
 };
 use crate::metrics::ControllerMetrics;
 use crate::object::Kind;
+use crate::projection::{Projected, Projection};
 use crate::store::{IndexFn, Store, cache_digest};
 use kubeapp_sdk::diagnostics::InformerDiagnostics;
 
@@ -207,6 +209,19 @@ impl Informers {
         Store::new(Arc::clone(&informer.fanout.cache), Some(informer))
     }
 
+    /// A store over the shared informer of the projection `P` of its kind (see
+    /// [`projection`](crate::projection)): the objects of `api`'s namespace and `config`, each
+    /// cached as a [`Projected<P>`] only.
+    pub fn projection_store<P: Projection>(
+        &self,
+        api: Api<P::Of>,
+        config: watcher::Config,
+        options: InformerOptions<Projected<P>>,
+    ) -> Store<Projected<P>> {
+        let informer = self.projected(api, config, options);
+        Store::new(Arc::clone(&informer.fanout.cache), Some(informer))
+    }
+
     /// A store of an untyped kind.
     pub fn dynamic_store(
         &self,
@@ -236,6 +251,24 @@ impl Informers {
         let transform = options.transform.clone();
         let decode = typed_decoder_with::<K>(transform.map(|(_, f)| f));
         self.shared::<K>(dynamic, resource, config, options, decode)
+    }
+
+    /// The shared informer of the projection `P` of its kind: one per kind and projection.
+    pub(crate) fn projected<P: Projection>(
+        &self,
+        api: Api<P::Of>,
+        config: watcher::Config,
+        options: InformerOptions<Projected<P>>,
+    ) -> Arc<SharedInformer> {
+        let resource = ApiResource::erase::<P::Of>(&());
+        let namespace = api.namespace().map(str::to_string);
+        let client = api.into_client();
+        let dynamic = match &namespace {
+            Some(ns) => Api::namespaced_with(client, ns, &resource),
+            None => Api::all_with(client, &resource),
+        };
+        let decode = projection_decoder::<P>(options.transform.clone().map(|(_, f)| f));
+        self.shared::<Projected<P>>(dynamic, resource, config, options, decode)
     }
 
     /// The shared informer of an untyped kind.

@@ -69,6 +69,7 @@ use crate::object::{Kind, KubeObject, ObjectKey};
 use crate::opinionated::{
     FinalizerNameError, OpinionatedOptions, OpinionatedReconciler, OpinionatedWatcher,
 };
+use crate::projection::{Projected, Projection};
 use crate::store::Store;
 use crate::trigger::{CauseKind, MapFn, Trigger, TriggerSink, controller_owner_keys};
 
@@ -194,6 +195,20 @@ impl InformerController {
         self.handle_for(informer, client)
     }
 
+    /// Registers the projection `P` of its kind (see [`projection`](crate::projection)): one
+    /// shared informer per kind and projection, caching only the projected fields; handlers get
+    /// `Arc<Projected<P>>`. Everything else is as for [`kind`](Self::kind).
+    pub fn projection<P: Projection>(
+        &self,
+        api: Api<P::Of>,
+        config: watcher::Config,
+        options: InformerOptions<Projected<P>>,
+    ) -> KindHandle<Projected<P>> {
+        let client = api.clone().into_client();
+        let informer = self.informers().projected(api, config, options);
+        self.handle_for(informer, client)
+    }
+
     /// Registers an untyped kind; handlers get `Arc<DynamicObject>`.
     pub fn dynamic_kind(
         &self,
@@ -257,9 +272,10 @@ impl InformerController {
     }
 }
 
+// Everything but `watches` works for a projection too (`K = Projected<P>`, not a `Resource`).
 impl<K, C> KindHandle<K, C>
 where
-    K: KubeObject + Resource + Clone + DeserializeOwned,
+    K: KubeObject + Clone,
     C: Send + Sync + 'static,
 {
     /// The same kind, with `data` as the user data of handlers attached through the returned
@@ -499,6 +515,40 @@ where
         }
     }
 
+    fn trigger_on(
+        &self,
+        related: Arc<SharedInformer>,
+        map: MapFn,
+        cause: CauseKind,
+    ) -> HandlerHandle {
+        let sink = Arc::new(TriggerSink {
+            owner: Arc::clone(&self.runtime),
+            owner_cache: Arc::clone(&self.informer.fanout.cache),
+            map,
+            cause,
+            related: related.fanout.resource.clone(),
+        });
+        let subscriber = Subscriber::new(sink);
+        let fanout = Arc::clone(&related.fanout);
+        let mut keep_alive = self.keep_alive();
+        keep_alive.push(related);
+        let handle = self.handle(Registration {
+            handler: None,
+            trigger: Some((Arc::clone(&fanout), subscriber.clone())),
+            _keep_alive: keep_alive,
+        });
+        self.controller
+            .subscribe_if_running(&self.runtime, fanout, subscriber);
+        handle
+    }
+}
+
+// `watches` maps to `ObjectRef<K>`, which needs `K: Resource`: full kinds only.
+impl<K, C> KindHandle<K, C>
+where
+    K: KubeObject + Resource + Clone + DeserializeOwned,
+    C: Send + Sync + 'static,
+{
     /// Reconciles what `mapper` returns whenever an `O` changes or is deleted.
     pub fn watches<O: Kind>(
         &self,
@@ -532,32 +582,5 @@ where
             handle: self.trigger_on(informer, map, CauseKind::Mapped),
             store,
         }
-    }
-
-    fn trigger_on(
-        &self,
-        related: Arc<SharedInformer>,
-        map: MapFn,
-        cause: CauseKind,
-    ) -> HandlerHandle {
-        let sink = Arc::new(TriggerSink {
-            owner: Arc::clone(&self.runtime),
-            owner_cache: Arc::clone(&self.informer.fanout.cache),
-            map,
-            cause,
-            related: related.fanout.resource.clone(),
-        });
-        let subscriber = Subscriber::new(sink);
-        let fanout = Arc::clone(&related.fanout);
-        let mut keep_alive = self.keep_alive();
-        keep_alive.push(related);
-        let handle = self.handle(Registration {
-            handler: None,
-            trigger: Some((Arc::clone(&fanout), subscriber.clone())),
-            _keep_alive: keep_alive,
-        });
-        self.controller
-            .subscribe_if_running(&self.runtime, fanout, subscriber);
-        handle
     }
 }

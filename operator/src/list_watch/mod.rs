@@ -93,6 +93,7 @@ use serde::de::DeserializeOwned;
 use crate::list_scope::{ListScope, PlainWatch};
 use crate::metrics::{ControllerMetrics, KindMetrics};
 use crate::object::{SharedObject, Undecodable, share};
+use crate::projection::{Projected, Projection};
 use crate::store::cache::SharedCache;
 use crate::store::{InformerEvent, SyncedFlag};
 
@@ -379,6 +380,26 @@ where
     )
 }
 
+/// Reads each `DynamicObject`'s body into the projection `P` (serde skips every field `P` does
+/// not name, so they are never cached) beside the object's metadata; an object whose projected
+/// fields do not fit is kept raw, as with a full type.
+pub(crate) fn projection_decoder<P: Projection>(
+    transform: Option<TypedTransform<Projected<P>>>,
+) -> Decode {
+    Arc::new(
+        move |object: DynamicObject| match P::deserialize(&object.data) {
+            Ok(fields) => {
+                let mut projected = Projected::new(object.metadata, fields);
+                if let Some(transform) = &transform {
+                    transform(&mut projected);
+                }
+                Ok(share(projected))
+            }
+            Err(error) => Err(Undecodable::new(object, &error, std::any::type_name::<P>())),
+        },
+    )
+}
+
 /// The decoder of a dynamic kind, with a transform.
 pub(crate) fn dynamic_decoder(transform: Option<TypedTransform<DynamicObject>>) -> Decode {
     Arc::new(move |mut object: DynamicObject| {
@@ -400,6 +421,9 @@ impl fmt::Debug for Informer {
 
 type RawEvents = crate::list_scope::RawWatch;
 
+#[cfg(test)]
+#[path = "tests/projection.rs"]
+mod projection_tests;
 #[cfg(test)]
 #[path = "tests/resync.rs"]
 mod resync_tests;
