@@ -1,0 +1,292 @@
+//! End-to-end tests of projections (`kubeapp::operator::projection`: caching only the fields a
+//! handler reads) against a real kube-apiserver + etcd.
+//!
+//! The test control plane has no scheduler and no kubelet: the tests create Pods with a node
+//! already named and write their status themselves through the status subresource, playing the
+//! kubelet, and say so where they do.
+
+mod call_log;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use call_log::{eventually, logs};
+use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodCondition};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kubeapp::operator::projection::{Projected, Projection};
+use kubeapp::operator::{
+    CancellationToken, Context, ControllerConfig, InformerController, InformerOptions, KubeObject,
+    ReconcileRequest, ReconcileResult,
+};
+use kubeapp::sdk::testenv::TestEnv;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// Enough Pods that every one reaching its handler with its last status is not luck.
+const PODS: usize = 1_000;
+/// Concurrent writes of the test's own workload.
+const WRITERS: usize = 32;
+/// The made-up nodes the Pods are placed on.
+const NODES: usize = 10;
+const LABEL: &str = "projections.kubeapp.dev/placed-on";
+
+/// What the handler reads of a Pod: its node, phase and conditions.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+struct PodPlacement {
+    spec: Placement,
+    status: Health,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Placement {
+    node_name: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+struct Health {
+    phase: Option<String>,
+    conditions: Vec<PodCondition>,
+}
+
+impl Projection for PodPlacement {
+    type Of = Pod;
+}
+
+fn pod(name: &str, index: usize) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "projected"}},
+        "spec": {
+            "nodeName": format!("node-{}", index % NODES),
+            "containers": [{
+                "name": "app", "image": "registry.example.com/app:v1",
+                "args": ["--serve", "--port=8080"],
+                "env": [{"name": "MODE", "value": "production"}],
+                "ports": [{"containerPort": 8080}],
+            }],
+        },
+    }))
+    .expect("a Pod")
+}
+
+/// The kubelet's part, played by the test: the Pod runs and is ready.
+fn running() -> serde_json::Value {
+    json!({"status": {
+        "phase": "Running",
+        "podIP": "10.244.0.7",
+        "conditions": [{"type": "Ready", "status": "True"}],
+    }})
+}
+
+fn ready(pod: &Projected<PodPlacement>) -> bool {
+    pod.status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+/// For every Pod seen running and ready, the handler applies a ConfigMap of the same name with
+/// its node and labels the Pod with it, both through server-side apply of the full kinds.
+async fn place(
+    request: ReconcileRequest<Projected<PodPlacement>>,
+    ctx: Context,
+) -> Result<ReconcileResult, kubeapp::operator::ReconcileError> {
+    let pod = &request.object;
+    if pod.status.phase.as_deref() != Some("Running") || !ready(pod) {
+        return Ok(ReconcileResult::done());
+    }
+    let node = pod.spec.node_name.clone().unwrap_or_default();
+    let mut record = ConfigMap::default();
+    record.metadata.name = pod.meta().name.clone();
+    record.metadata.namespace = pod.meta().namespace.clone();
+    record.data = Some(BTreeMap::from([
+        ("node".to_string(), node.clone()),
+        ("phase".to_string(), "Running".to_string()),
+    ]));
+    ctx.apply(record).await?;
+    let mut label = Pod::default();
+    label.metadata.name = pod.meta().name.clone();
+    label.metadata.namespace = pod.meta().namespace.clone();
+    label.metadata.labels = Some(BTreeMap::from([(LABEL.to_string(), node)]));
+    ctx.apply(label).await?;
+    Ok(ReconcileResult::done())
+}
+
+#[tokio::test]
+async fn a_projection_of_a_thousand_pods_sees_every_status_caches_only_its_fields_and_writes_with_the_full_kind()
+ {
+    logs();
+    let env = TestEnv::start().await.expect("control plane");
+    let ns = env
+        .create_namespace("projections")
+        .await
+        .expect("namespace");
+    let pods: Api<Pod> = Api::namespaced(env.client(), &ns);
+    let config_maps: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
+
+    let controller = InformerController::new(ControllerConfig::default().name("projections"));
+    let placements = controller.projection::<PodPlacement>(
+        pods.clone(),
+        watcher::Config::default(),
+        InformerOptions::default(),
+    );
+    placements.reconcile_fn(place);
+    let records = controller.informers().store(
+        config_maps.clone(),
+        watcher::Config::default(),
+        InformerOptions::default(),
+    );
+    let stop = CancellationToken::new();
+    let running_controller = tokio::spawn({
+        let (controller, stop) = (controller.clone(), stop.clone());
+        async move { controller.run(stop).await }
+    });
+
+    let names: Vec<String> = (0..PODS).map(|i| format!("pod-{i:04}")).collect();
+    stream::iter(names.iter().enumerate())
+        .map(|(i, name)| {
+            let pods = pods.clone();
+            async move { pods.create(&PostParams::default(), &pod(name, i)).await }
+        })
+        .buffer_unordered(WRITERS)
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("create the Pods");
+    // Playing the kubelet: every Pod runs and is ready.
+    stream::iter(names.iter())
+        .map(|name| {
+            let pods = pods.clone();
+            async move {
+                pods.patch_status(name, &PatchParams::default(), &Patch::Merge(running()))
+                    .await
+            }
+        })
+        .buffer_unordered(WRITERS)
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("write the Pods' status");
+
+    eventually("every Pod's record says it runs on its node", || {
+        records
+            .state()
+            .iter()
+            .filter(|cm| {
+                let data = cm.data.clone().unwrap_or_default();
+                let index: usize = cm.metadata.name.as_deref().unwrap_or("")[4..]
+                    .parse()
+                    .unwrap_or(usize::MAX);
+                data.get("phase").map(String::as_str) == Some("Running")
+                    && data.get("node") == Some(&format!("node-{}", index % NODES))
+            })
+            .count()
+            == PODS
+    })
+    .await;
+
+    // The Pods were labelled through apply of the full kind, which left the rest of each Pod as it
+    // was: the container the projection never held is still there.
+    let store = placements.store();
+    eventually("the projection's cache shows every Pod's label", || {
+        store
+            .state()
+            .iter()
+            .filter(|pod| {
+                pod.meta().labels.as_ref().and_then(|l| l.get(LABEL)) == pod.spec.node_name.as_ref()
+            })
+            .count()
+            == PODS
+    })
+    .await;
+    let full = pods.get("pod-0007").await.expect("read the Pod");
+    let spec = full.spec.expect("a spec");
+    assert_eq!(
+        spec.containers[0].image.as_deref(),
+        Some("registry.example.com/app:v1")
+    );
+    assert_eq!(full.metadata.labels.expect("labels")[LABEL], "node-7");
+
+    // The cache holds the projection only: no containers, no Pod IP.
+    let cached = store
+        .get_named(Some(&ns), "pod-0007")
+        .expect("pod-0007 is cached");
+    let cached_json = cached.to_json().expect("serializable");
+    assert_eq!(cached_json["spec"], json!({"nodeName": "node-7"}));
+    assert_eq!(cached_json["status"]["phase"], "Running");
+    assert!(
+        cached_json["status"].get("podIP").is_none(),
+        "{cached_json}"
+    );
+    assert_eq!(cached.meta().uid, full.metadata.uid);
+
+    // A full read on demand returns the whole object.
+    let whole = cached.get_full(env.client()).await.expect("full read");
+    assert_eq!(whole.spec.expect("a spec").containers.len(), 1);
+    assert_eq!(
+        whole.status.and_then(|s| s.pod_ip).as_deref(),
+        Some("10.244.0.7")
+    );
+
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(30), running_controller)
+        .await
+        .expect("the controller stops")
+        .expect("the controller task")
+        .expect("the controller's run");
+}
+
+#[tokio::test]
+async fn a_kind_and_its_projection_are_two_informers_and_one_projection_is_shared() {
+    logs();
+    let env = TestEnv::start().await.expect("control plane");
+    let ns = env
+        .create_namespace("projections")
+        .await
+        .expect("namespace");
+    let pods: Api<Pod> = Api::namespaced(env.client(), &ns);
+    pods.create(&PostParams::default(), &pod("one", 1))
+        .await
+        .expect("create a Pod");
+
+    let informers = kubeapp::operator::Informers::new();
+    let projected = informers.projection_store::<PodPlacement>(
+        pods.clone(),
+        watcher::Config::default(),
+        InformerOptions::default(),
+    );
+    let again = informers.projection_store::<PodPlacement>(
+        pods.clone(),
+        watcher::Config::default(),
+        InformerOptions::default(),
+    );
+    let full = informers.store(
+        pods.clone(),
+        watcher::Config::default(),
+        InformerOptions::default(),
+    );
+    for store in [&projected, &again] {
+        tokio::time::timeout(call_log::WAIT, store.wait_until_synced())
+            .await
+            .expect("the projection syncs");
+    }
+    tokio::time::timeout(call_log::WAIT, full.wait_until_synced())
+        .await
+        .expect("the full kind syncs");
+    assert_eq!(
+        informers.open_watches(),
+        2,
+        "Pods, and Pods as PodPlacement"
+    );
+    let one = projected.get_named(Some(&ns), "one").expect("cached");
+    assert_eq!(one.spec.node_name.as_deref(), Some("node-1"));
+    assert!(
+        std::sync::Arc::ptr_eq(&one, &again.get_named(Some(&ns), "one").expect("cached")),
+        "the second store reads the same cache"
+    );
+    let whole: std::sync::Arc<Pod> = full.get_named(Some(&ns), "one").expect("cached in full");
+    assert_eq!(whole.spec.as_ref().expect("a spec").containers.len(), 1);
+}
