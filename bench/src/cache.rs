@@ -1,6 +1,7 @@
 //! `kubeapp-bench cache`: the memory and sync time of a cache of many objects, kubeapp's
 //! shared-informer store against kube-runtime's reflector store (as it comes, and with
-//! `managedFields` stripped), on one control plane.
+//! `managedFields` stripped), on one control plane; and kubeapp's cache of a projection of the
+//! kind (only the fields a typical handler reads), against its cache of the full kind.
 //!
 //! 1. Start kube-apiserver + etcd with an audit log of `admin`'s requests, install the bench CRD,
 //!    create a namespace with N objects (many creates in flight) and an empty one. The objects
@@ -57,8 +58,12 @@ const PAYLOAD: &str = "0123456789abcdef0123456789abcdef";
 pub mod pod;
 
 /// The cache contenders: the name in the report and the binary.
-pub const CACHE_CONTENDERS: [(&str, &str); 3] = [
+pub const CACHE_CONTENDERS: [(&str, &str); 4] = [
     ("kubeapp", "kubeapp-bench-cache-kubeapp"),
+    (
+        "kubeapp-projection",
+        "kubeapp-bench-cache-kubeapp-projection",
+    ),
     ("kube-runtime", "kubeapp-bench-cache-kube-runtime"),
     (
         "kube-runtime-stripped",

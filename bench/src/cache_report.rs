@@ -101,7 +101,9 @@ impl CacheResult {
 /// kubeapp's cache figures divided by those of a kube-runtime contender.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CacheRatio {
-    /// The kube-runtime contender divided by (`kube-runtime` or `kube-runtime-stripped`).
+    /// The contender divided (`kubeapp` or `kubeapp-projection`).
+    pub ours: String,
+    /// The contender it is divided by.
     pub against: String,
     /// Time to sync.
     pub sync: f64,
@@ -132,12 +134,19 @@ pub struct CacheReport {
     pub create_seconds: f64,
     /// Per contender.
     pub contenders: Vec<CacheResult>,
-    /// kubeapp / each kube-runtime contender that ran (none unless kubeapp ran).
+    /// Each pair of [`RATIOS`] whose two contenders ran.
     pub ratios: Vec<CacheRatio>,
 }
 
-/// The contenders kubeapp is divided by, in the report's order.
-const PEERS: [&str; 2] = ["kube-runtime", "kube-runtime-stripped"];
+/// The ratios reported (each contender divided by its peer), in the report's order: kubeapp
+/// against kube-runtime as it comes and stripped; kubeapp's projection against its full cache and
+/// the stripped kube-runtime.
+const RATIOS: [(&str, &str); 4] = [
+    ("kubeapp", "kube-runtime"),
+    ("kubeapp", "kube-runtime-stripped"),
+    ("kubeapp-projection", "kubeapp"),
+    ("kubeapp-projection", "kube-runtime-stripped"),
+];
 
 impl CacheReport {
     /// A report of `contenders` (cached `object`s of `object_size`) with kubeapp's ratio against
@@ -150,10 +159,11 @@ impl CacheReport {
         contenders: Vec<CacheResult>,
     ) -> Self {
         let find = |name: &str| contenders.iter().find(|c| c.contender == name);
-        let ratios = PEERS
+        let ratios = RATIOS
             .iter()
-            .filter_map(|&against| find("kubeapp").zip(find(against)))
+            .filter_map(|&(ours, against)| find(ours).zip(find(against)))
             .map(|(ours, peer)| CacheRatio {
+                ours: ours.contender.clone(),
                 against: peer.contender.clone(),
                 sync: ours.sync_seconds / peer.sync_seconds,
                 steady_rss: ours.steady_rss_mib / peer.steady_rss_mib,
@@ -216,8 +226,14 @@ impl CacheReport {
         for r in &self.ratios {
             let _ = writeln!(
                 out,
-                "| kubeapp / {} | {:.2}x | {:.2}x | {:.2}x | {:.2}x | {:.2}x |",
-                r.against, r.sync, r.steady_rss, r.peak_rss, r.bytes_per_object, r.relist_peak_rss
+                "| {} / {} | {:.2}x | {:.2}x | {:.2}x | {:.2}x | {:.2}x |",
+                r.ours,
+                r.against,
+                r.sync,
+                r.steady_rss,
+                r.peak_rss,
+                r.bytes_per_object,
+                r.relist_peak_rss
             );
         }
         out
@@ -297,6 +313,57 @@ mod tests {
         assert!(
             table.contains("kind `pod`") && table.contains("5000 bytes of JSON each (3000 without"),
             "{table}"
+        );
+    }
+
+    #[test]
+    fn the_projection_is_divided_by_the_full_cache_and_the_stripped_peer() {
+        let result = |name: &str, steady_mib: u64| {
+            CacheResult::new(
+                name,
+                100,
+                1.0,
+                10 * M,
+                steady_mib * M,
+                40 * M,
+                40 * M,
+                30 * M,
+                1.0,
+            )
+        };
+        let report = CacheReport::new(
+            Machine::detect(),
+            CacheObject::Pod,
+            ObjectSize {
+                json_bytes: 1,
+                json_bytes_without_managed_fields: 1,
+            },
+            1.0,
+            vec![
+                result("kubeapp", 30),
+                result("kubeapp-projection", 15),
+                result("kube-runtime-stripped", 20),
+            ],
+        );
+        let pairs: Vec<(&str, &str, f64)> = report
+            .ratios
+            .iter()
+            .map(|r| (r.ours.as_str(), r.against.as_str(), r.bytes_per_object))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("kubeapp", "kube-runtime-stripped", 2.0),
+                ("kubeapp-projection", "kubeapp", 0.25),
+                ("kubeapp-projection", "kube-runtime-stripped", 0.5),
+            ]
+        );
+        assert!(
+            report.table().contains(
+                "| kubeapp-projection / kubeapp | 1.00x | 0.50x | 1.00x | 0.25x | 1.00x |"
+            ),
+            "{}",
+            report.table()
         );
     }
 

@@ -110,6 +110,10 @@ struct CacheArgs {
     /// Where to write the JSON report.
     #[arg(long, default_value = "kubeapp-bench-cache.json")]
     json: PathBuf,
+    /// Run only this contender (repeatable; default: all of kubeapp, kubeapp-projection,
+    /// kube-runtime, kube-runtime-stripped, in that order).
+    #[arg(long = "contender", value_parser = clap::builder::PossibleValuesParser::new(CACHE_CONTENDERS.map(|(name, _)| name)))]
+    contenders: Vec<String>,
     /// Where the contender binaries are (default: next to this program).
     #[arg(long)]
     bin_dir: Option<PathBuf>,
@@ -202,7 +206,9 @@ async fn run_cache_mode(args: CacheArgs) -> anyhow::Result<()> {
     };
     let mut bins = Vec::new();
     for (name, binary) in CACHE_CONTENDERS {
-        bins.push((name, rust_binary_in(&bin_dir, binary)?));
+        if args.contenders.is_empty() || args.contenders.iter().any(|c| c == name) {
+            bins.push((name, rust_binary_in(&bin_dir, binary)?));
+        }
     }
     let temp;
     let work_dir = match &args.work_dir {
