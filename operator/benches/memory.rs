@@ -1,5 +1,6 @@
 //! Memory per cached object: 10,000 realistic ConfigMaps in kubeapp's informer cache and in
-//! kube-runtime's reflector `Store`, measured with a counting global allocator.
+//! kube-runtime's reflector `Store`, and 10,000 Pods in kubeapp's cache in full and as a
+//! projection (`kubeapp_operator::projection`), measured with a counting global allocator.
 //!
 //! ```sh
 //! cargo bench -p kubeapp-operator --bench memory
@@ -26,11 +27,12 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodCondition};
 use kube::api::DynamicObject;
 use kube_runtime::{reflector, watcher};
 use kubeapp_operator::Informer;
 use kubeapp_operator::list_watch::ListWatchOptions;
+use kubeapp_operator::projection::Projection;
 
 /// Counts live heap bytes and allocations; delegates the work to the system allocator.
 struct Counting;
@@ -199,13 +201,29 @@ fn per_object(before: (isize, isize), after: (isize, isize)) -> Held {
 /// is measured before it is dropped. The events are dropped as they come: handlers share the
 /// cached objects, they do not copy them.
 fn kubeapp(runtime: &tokio::runtime::Runtime, options: ListWatchOptions) -> Held {
-    runtime.block_on(async {
-        let (tx, rx) = futures::channel::mpsc::unbounded();
-        let informer = Informer::from_watch_stream::<ConfigMap>(
+    cache(runtime, dynamic, |rx| {
+        Informer::from_watch_stream::<ConfigMap>(
             GroupVersionKind::gvk("", "v1", "Test"),
             rx,
             options,
-        );
+        )
+    })
+}
+
+/// The stream of raw watch events an informer of the bench reads.
+type RawEvents = futures::channel::mpsc::UnboundedReceiver<
+    Result<watcher::Event<DynamicObject>, watcher::Error>,
+>;
+
+/// The heap an informer made by `informer` holds once it cached `object(i)` for every `i`.
+fn cache(
+    runtime: &tokio::runtime::Runtime,
+    object: fn(usize) -> DynamicObject,
+    informer: impl FnOnce(RawEvents) -> Informer,
+) -> Held {
+    runtime.block_on(async {
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let informer = informer(rx);
         let mut events = match informer.into_stream() {
             Ok(events) => events,
             Err(error) => panic!("informer metrics: {error}"),
@@ -222,7 +240,7 @@ fn kubeapp(runtime: &tokio::runtime::Runtime, options: ListWatchOptions) -> Held
         // Fed one object at a time, so that the raw objects never pile up in the channel; each
         // listed object comes out as an Add at once.
         for i in 0..OBJECTS {
-            send(watcher::Event::InitApply(dynamic(i)));
+            send(watcher::Event::InitApply(object(i)));
             if let std::task::Poll::Ready(Some(_event)) = futures::poll!(events.next()) {
                 added += 1;
             }
@@ -258,6 +276,126 @@ fn kube_runtime(strip_managed_fields: bool) -> Held {
     let held = per_object(before, live());
     assert_eq!(store.len(), OBJECTS, "every object is in the store");
     held
+}
+
+/// The JSON of Pod `i` as the API server returns it once its kubelet reported it running: a
+/// Deployment's replica with two containers (images, args, env, ports, resources, probes, volume
+/// mounts), volumes, a toleration, anti-affinity, the defaults the apiserver fills in, and a
+/// status with five conditions and two container statuses (`managedFields` left out: both caches
+/// below drop them).
+fn pod_json(i: usize) -> serde_json::Value {
+    let container = |name: &str, image: &str, port: u16| {
+        serde_json::json!({
+            "name": name, "image": image, "imagePullPolicy": "IfNotPresent",
+            "args": ["--port", port.to_string(), "--log-format=json"],
+            "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}},
+                    {"name": "MODE", "value": "production"}],
+            "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
+            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+            "livenessProbe": {"httpGet": {"path": "/livez", "port": port, "scheme": "HTTP"},
+                "periodSeconds": 10, "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 3},
+            "readinessProbe": {"httpGet": {"path": "/readyz", "port": port, "scheme": "HTTP"},
+                "periodSeconds": 5, "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 3},
+            "volumeMounts": [{"name": "config", "mountPath": "/etc/app", "readOnly": true},
+                             {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true}],
+            "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
+        })
+    };
+    let condition = |kind: &str| serde_json::json!({"type": kind, "status": "True", "lastProbeTime": null, "lastTransitionTime": "2026-11-28T01:00:00Z"});
+    let running = |name: &str, image: &str| {
+        serde_json::json!({
+            "name": name, "image": image, "imageID": format!("{image}@sha256:{:064x}", i),
+            "containerID": format!("containerd://{:064x}", i * 7 + 1), "ready": true, "started": true,
+            "restartCount": 0, "state": {"running": {"startedAt": "2026-11-28T01:00:00Z"}}, "lastState": {},
+        })
+    };
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": format!("checkout-7d9f8b6c5d-{i:05}"), "generateName": "checkout-7d9f8b6c5d-",
+            "namespace": "production", "uid": format!("6f1c2a4e-{:04x}-4b7d-9c21-{:012x}", i % 65536, i),
+            "resourceVersion": (200_000 + i).to_string(), "creationTimestamp": "2026-11-28T01:00:00Z",
+            "labels": {"app.kubernetes.io/name": "checkout", "app.kubernetes.io/instance": "checkout-prod",
+                       "pod-template-hash": "7d9f8b6c5d"},
+            "annotations": {"prometheus.io/scrape": "true"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "checkout-7d9f8b6c5d",
+                "uid": "0a7e6c1d-5b2f-4c8e-9d3a-7f1e2b4c6d8e", "controller": true, "blockOwnerDeletion": true}],
+        },
+        "spec": {
+            "containers": [container("app", "registry.example.com/shop/checkout:v2.14.3", 8080),
+                           container("log-shipper", "docker.io/fluent/fluent-bit:3.2.4", 2020)],
+            "volumes": [{"name": "config", "configMap": {"name": "checkout-config", "defaultMode": 420}},
+                        {"name": "kube-api-access", "projected": {"defaultMode": 420, "sources": [
+                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}]}}],
+            "restartPolicy": "Always", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "checkout", "serviceAccount": "checkout",
+            "nodeName": format!("node-{}", i % 50), "securityContext": {}, "schedulerName": "default-scheduler",
+            "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}],
+            "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100,
+                "podAffinityTerm": {"labelSelector": {"matchLabels": {"app.kubernetes.io/name": "checkout"}},
+                "topologyKey": "kubernetes.io/hostname"}}]}},
+            "priority": 0, "enableServiceLinks": true, "preemptionPolicy": "PreemptLowerPriority",
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": [condition("PodReadyToStartContainers"), condition("Initialized"),
+                           condition("Ready"), condition("ContainersReady"), condition("PodScheduled")],
+            "hostIP": "172.18.0.2", "hostIPs": [{"ip": "172.18.0.2"}],
+            "podIP": format!("10.244.{}.{}", i / 254 % 256, i % 254 + 1),
+            "podIPs": [{"ip": format!("10.244.{}.{}", i / 254 % 256, i % 254 + 1)}],
+            "startTime": "2026-11-28T01:00:00Z", "qosClass": "Burstable",
+            "containerStatuses": [running("app", "registry.example.com/shop/checkout:v2.14.3"),
+                                  running("log-shipper", "docker.io/fluent/fluent-bit:3.2.4")],
+        },
+    })
+}
+
+fn pod(i: usize) -> DynamicObject {
+    match serde_json::from_value(pod_json(i)) {
+        Ok(object) => object,
+        Err(error) => panic!("the bench's Pod JSON does not decode: {error}"),
+    }
+}
+
+/// A typical projection of a Pod: what a handler that follows placement and health reads.
+#[derive(Clone, Debug, Default, serde::Deserialize, serde::Serialize)]
+#[serde(default)]
+struct PodPlacement {
+    spec: Placement,
+    status: Health,
+}
+
+#[derive(Clone, Debug, Default, serde::Deserialize, serde::Serialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Placement {
+    node_name: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, serde::Deserialize, serde::Serialize)]
+#[serde(default)]
+struct Health {
+    phase: Option<String>,
+    conditions: Vec<PodCondition>,
+}
+
+impl Projection for PodPlacement {
+    type Of = Pod;
+}
+
+/// kubeapp's cache of full Pods and of their `PodPlacement` projection.
+fn pods(runtime: &tokio::runtime::Runtime) -> (Held, Held) {
+    let gvk = || GroupVersionKind::gvk("", "v1", "Pod");
+    let full = cache(runtime, pod, |rx| {
+        Informer::from_watch_stream::<Pod>(gvk(), rx, ListWatchOptions::default())
+    });
+    let projected = cache(runtime, pod, |rx| {
+        Informer::projection_from_watch_stream::<PodPlacement>(
+            gvk(),
+            rx,
+            ListWatchOptions::default(),
+        )
+    });
+    (full, projected)
 }
 
 fn main() {
@@ -307,5 +445,28 @@ fn main() {
         "kubeapp / kube-runtime, both keeping managedFields: {:.2}x; both without: {:.2}x",
         ours_kept.bytes / theirs.bytes,
         ours.bytes / theirs_stripped.bytes
+    );
+
+    let pod_json = pod_json(OBJECTS / 2);
+    let pod_bytes = serde_json::to_vec(&pod_json).map_or(0, |json| json.len());
+    println!(
+        "\nMemory per cached Pod, {OBJECTS} Pods (about {pod_bytes} bytes of JSON each without \
+         managedFields), kubeapp's informer cache, requested heap bytes"
+    );
+    let (full, projected) = pods(&runtime);
+    println!("| cache | bytes/object | allocations/object |");
+    println!("|---|---|---|");
+    for (name, held) in [
+        ("Pod (full)", &full),
+        (
+            "PodPlacement projection (metadata, nodeName, phase, conditions)",
+            &projected,
+        ),
+    ] {
+        println!("| {name} | {:.0} | {:.1} |", held.bytes, held.allocations);
+    }
+    println!(
+        "projection / full: {:.2}x the bytes",
+        projected.bytes / full.bytes
     );
 }

@@ -198,22 +198,34 @@ impl Informer {
             + Sync
             + 'static,
     {
+        Self::over_watch_stream(info, events.boxed(), options, typed_decoder::<K>())
+    }
+
+    /// [`from_watch_stream`](Self::from_watch_stream) for the projection `P` of its kind (see
+    /// [`projection`](crate::projection)): each object is cached as a
+    /// [`Projected<P>`](crate::projection::Projected).
+    pub fn projection_from_watch_stream<P: Projection>(
+        info: GroupVersionKind,
+        events: impl futures::Stream<Item = Result<Event<DynamicObject>, watcher::Error>>
+        + Send
+        + 'static,
+        options: ListWatchOptions,
+    ) -> Self {
+        Self::over_watch_stream(info, events.boxed(), options, projection_decoder::<P>(None))
+    }
+
+    fn over_watch_stream(
+        info: GroupVersionKind,
+        events: BoxStream<'static, Result<Event<DynamicObject>, watcher::Error>>,
+        options: ListWatchOptions,
+        decode: Decode,
+    ) -> Self {
         let synced = SyncedFlag::new(false);
         let flag = synced.clone();
         let kind = info.kind.clone();
         let max_concurrent_workers = options.max_concurrent_workers;
-        let decode = typed_decoder::<K>();
         let source: Source = Box::new(move |metrics, shared| {
-            informer_events(
-                events.boxed(),
-                options,
-                decode,
-                kind,
-                flag,
-                metrics,
-                shared,
-                None,
-            )
+            informer_events(events, options, decode, kind, flag, metrics, shared, None)
         });
         Self {
             info,
