@@ -290,3 +290,109 @@ async fn a_kind_and_its_projection_are_two_informers_and_one_projection_is_share
     let whole: std::sync::Arc<Pod> = full.get_named(Some(&ns), "one").expect("cached in full");
     assert_eq!(whole.spec.as_ref().expect("a spec").containers.len(), 1);
 }
+
+/// What a handler that only needs names and labels reads of a ConfigMap: nothing but the
+/// metadata (the projection is empty).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+struct ConfigMapMetadata {}
+
+impl Projection for ConfigMapMetadata {
+    type Of = ConfigMap;
+}
+
+/// The opinionated wrapper works on a projection: its finalizer goes on every object, and every
+/// delete reaches the handler before the finalizer is released. ConfigMaps have no
+/// `metadata.generation`, so the wrapper tells its own finalizer patch from a change by comparing
+/// the projection's JSON.
+#[tokio::test]
+async fn an_opinionated_watcher_on_a_projection_sees_every_delete_and_releases_its_finalizer() {
+    const CONFIG_MAPS: usize = 300;
+    logs();
+    let env = TestEnv::start().await.expect("control plane");
+    let ns = env.create_namespace("projections").await.expect("namespace");
+    let config_maps: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
+
+    let controller = InformerController::new(ControllerConfig::default().name("projections"));
+    let handle = controller.projection::<ConfigMapMetadata>(
+        config_maps.clone(),
+        watcher::Config::default().labels("test=projections"),
+        InformerOptions::default(),
+    );
+    let added = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let deleted = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let watcher = handle
+        .watcher_fns()
+        .on_add({
+            let added = added.clone();
+            move |cm, _ctx| {
+                let added = added.clone();
+                async move {
+                    added.lock().expect("lock").insert(cm.meta().name.clone().unwrap_or_default());
+                    Ok(())
+                }
+            }
+        })
+        .on_delete({
+            let deleted = deleted.clone();
+            move |cm, _ctx| {
+                let deleted = deleted.clone();
+                async move {
+                    deleted.lock().expect("lock").insert(cm.meta().name.clone().unwrap_or_default());
+                    Ok(())
+                }
+            }
+        });
+    handle
+        .watch_opinionated(watcher, kubeapp::operator::OpinionatedOptions::default())
+        .expect("valid finalizer names");
+    let store = handle.store();
+    let stop = CancellationToken::new();
+    tokio::spawn({
+        let (controller, stop) = (controller.clone(), stop.clone());
+        async move { controller.run(stop).await }
+    });
+
+    let names: Vec<String> = (0..CONFIG_MAPS).map(|i| format!("cm-{i:04}")).collect();
+    stream::iter(names.iter())
+        .map(|name| {
+            let config_maps = config_maps.clone();
+            let mut cm = ConfigMap::default();
+            cm.metadata.name = Some(name.clone());
+            cm.metadata.labels = Some(BTreeMap::from([("test".into(), "projections".into())]));
+            async move { config_maps.create(&PostParams::default(), &cm).await }
+        })
+        .buffer_unordered(WRITERS)
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("create the ConfigMaps");
+    eventually("every ConfigMap has the finalizer and was added", || {
+        added.lock().expect("lock").len() == CONFIG_MAPS
+            && store
+                .state()
+                .iter()
+                .filter(|cm| cm.meta().finalizers.as_ref().is_some_and(|f| !f.is_empty()))
+                .count()
+                == CONFIG_MAPS
+    })
+    .await;
+
+    stream::iter(names.iter())
+        .map(|name| {
+            let config_maps = config_maps.clone();
+            async move { config_maps.delete(name, &Default::default()).await }
+        })
+        .buffer_unordered(WRITERS)
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("delete the ConfigMaps");
+    eventually("every delete reached the handler and every ConfigMap is gone", || {
+        deleted.lock().expect("lock").len() == CONFIG_MAPS && store.is_empty()
+    })
+    .await;
+    let left = config_maps
+        .list(&kube::api::ListParams::default().labels("test=projections"))
+        .await
+        .expect("list ConfigMaps");
+    assert!(left.items.is_empty(), "no ConfigMap held by a finalizer: {:?}", left.items.len());
+    stop.cancel();
+}
