@@ -309,7 +309,10 @@ async fn an_opinionated_watcher_on_a_projection_sees_every_delete_and_releases_i
     const CONFIG_MAPS: usize = 300;
     logs();
     let env = TestEnv::start().await.expect("control plane");
-    let ns = env.create_namespace("projections").await.expect("namespace");
+    let ns = env
+        .create_namespace("projections")
+        .await
+        .expect("namespace");
     let config_maps: Api<ConfigMap> = Api::namespaced(env.client(), &ns);
 
     let controller = InformerController::new(ControllerConfig::default().name("projections"));
@@ -327,7 +330,10 @@ async fn an_opinionated_watcher_on_a_projection_sees_every_delete_and_releases_i
             move |cm, _ctx| {
                 let added = added.clone();
                 async move {
-                    added.lock().expect("lock").insert(cm.meta().name.clone().unwrap_or_default());
+                    added
+                        .lock()
+                        .expect("lock")
+                        .insert(cm.meta().name.clone().unwrap_or_default());
                     Ok(())
                 }
             }
@@ -337,7 +343,10 @@ async fn an_opinionated_watcher_on_a_projection_sees_every_delete_and_releases_i
             move |cm, _ctx| {
                 let deleted = deleted.clone();
                 async move {
-                    deleted.lock().expect("lock").insert(cm.meta().name.clone().unwrap_or_default());
+                    deleted
+                        .lock()
+                        .expect("lock")
+                        .insert(cm.meta().name.clone().unwrap_or_default());
                     Ok(())
                 }
             }
@@ -385,14 +394,19 @@ async fn an_opinionated_watcher_on_a_projection_sees_every_delete_and_releases_i
         .try_collect::<Vec<_>>()
         .await
         .expect("delete the ConfigMaps");
-    eventually("every delete reached the handler and every ConfigMap is gone", || {
-        deleted.lock().expect("lock").len() == CONFIG_MAPS && store.is_empty()
-    })
+    eventually(
+        "every delete reached the handler and every ConfigMap is gone",
+        || deleted.lock().expect("lock").len() == CONFIG_MAPS && store.is_empty(),
+    )
     .await;
     let left = config_maps
         .list(&kube::api::ListParams::default().labels("test=projections"))
         .await
         .expect("list ConfigMaps");
-    assert!(left.items.is_empty(), "no ConfigMap held by a finalizer: {:?}", left.items.len());
+    assert!(
+        left.items.is_empty(),
+        "no ConfigMap held by a finalizer: {:?}",
+        left.items.len()
+    );
     stop.cancel();
 }
