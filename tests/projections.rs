@@ -91,7 +91,8 @@ fn ready(pod: &Projected<PodPlacement>) -> bool {
 }
 
 /// For every Pod seen running and ready, the handler applies a ConfigMap of the same name with
-/// its node and labels the Pod with it, both through server-side apply of the full kinds.
+/// its node, owned by the Pod (an owner reference from the projection), and labels the Pod with
+/// it, both through server-side apply of the full kinds.
 async fn place(
     request: ReconcileRequest<Projected<PodPlacement>>,
     ctx: Context,
@@ -108,7 +109,7 @@ async fn place(
         ("node".to_string(), node.clone()),
         ("phase".to_string(), "Running".to_string()),
     ]));
-    ctx.apply(record).await?;
+    ctx.apply(record).owned_by(pod.as_ref())?.await?;
     let mut label = Pod::default();
     label.metadata.name = pod.meta().name.clone();
     label.metadata.namespace = pod.meta().namespace.clone();
@@ -203,6 +204,12 @@ async fn a_projection_of_a_thousand_pods_sees_every_status_caches_only_its_field
     })
     .await;
     let full = pods.get("pod-0007").await.expect("read the Pod");
+    let record = config_maps.get("pod-0007").await.expect("read the record");
+    let owner = &record.metadata.owner_references.expect("owned")[0];
+    assert_eq!(
+        (owner.kind.as_str(), Some(&owner.uid)),
+        ("Pod", full.metadata.uid.as_ref())
+    );
     let spec = full.spec.expect("a spec");
     assert_eq!(
         spec.containers[0].image.as_deref(),

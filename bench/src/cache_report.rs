@@ -134,7 +134,8 @@ pub struct CacheReport {
     pub create_seconds: f64,
     /// Per contender.
     pub contenders: Vec<CacheResult>,
-    /// Each pair of [`RATIOS`] whose two contenders ran.
+    /// Each ratio the report gives (kubeapp against both kube-runtime contenders, the projection
+    /// against kubeapp and the stripped kube-runtime) whose two contenders ran.
     pub ratios: Vec<CacheRatio>,
 }
 

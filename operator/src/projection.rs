@@ -55,7 +55,8 @@
 //! projection and writing it whole would drop them. Handlers write with the full kind:
 //! server-side apply of the fields they own (`ctx.apply(Pod { .. })`, which leaves other fields
 //! to their owners), or a full read first ([`Projected::get_full`]) when they must change an
-//! object they only project.
+//! object they only project. A projection can own children: `ctx.apply(child).owned_by(&*pod)`
+//! takes a `Projected<P>` as it takes a full object (see [`Owner`](crate::apply::Owner)).
 //!
 //! The compiler holds handlers to this. With a projection of a Pod's `status.phase` only (the
 //! blocks below are the crate's compile-fail tests; each shares its setup with the first, which

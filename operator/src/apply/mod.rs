@@ -12,7 +12,7 @@
 //!   missing), cluster-scoped kinds cluster-wide; [`Applier::apply_with`] takes a
 //!   `DynamicObject` and its `ApiResource`.
 //! - [`owner_reference`]: a controller owner reference (`controller` and `blockOwnerDeletion`
-//!   true); [`Apply::owned_by`] refuses an owner without a uid (e.g. from a dry run) and a
+//!   true) to any [`Owner`]: an object of a typed kind or a projection of one; [`Apply::owned_by`] refuses an owner without a uid (e.g. from a dry run) and a
 //!   namespaced owner of an object in another namespace or of a cluster-scoped object.
 //! - [`StatusWriter`] ([`Applier::status`]): writes a status through the status subresource,
 //!   as a server-side apply under the field manager, only when it differs from the object's
@@ -80,7 +80,7 @@ mod server_side;
 mod status;
 
 pub use error::ApplyError;
-pub use owner::owner_reference;
+pub use owner::{Owner, owner_reference};
 pub use scope::KindScope;
 pub use server_side::{Applier, Apply};
 pub use status::{StatusWrite, StatusWriter};

@@ -1,17 +1,50 @@
 //! Controller owner references, set from the owner object.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
 
 use super::error::{ApplyError, describe, qualified};
+use crate::projection::{Projected, Projection};
+
+/// What can be the controller owner of another object: an object of any typed kind, and a
+/// [projection](crate::projection) of one (a child may be owned by an object its handler only
+/// caches in part; the reference needs only the kind, the name and the uid).
+pub trait Owner {
+    /// The owner kind's `apiVersion` and `kind`.
+    fn owner_type(&self) -> (String, String);
+    /// The owner's metadata (name, namespace, uid).
+    fn owner_meta(&self) -> &ObjectMeta;
+}
+
+impl<R: Resource<DynamicType = ()>> Owner for R {
+    fn owner_type(&self) -> (String, String) {
+        (R::api_version(&()).into_owned(), R::kind(&()).into_owned())
+    }
+    fn owner_meta(&self) -> &ObjectMeta {
+        self.meta()
+    }
+}
+
+impl<P: Projection> Owner for Projected<P> {
+    fn owner_type(&self) -> (String, String) {
+        (
+            P::Of::api_version(&()).into_owned(),
+            P::Of::kind(&()).into_owned(),
+        )
+    }
+    fn owner_meta(&self) -> &ObjectMeta {
+        self.meta()
+    }
+}
 
 /// A controller owner reference to `owner` (`controller: true`, `blockOwnerDeletion: true`), or
 /// `None` when the owner has no name or no uid (it was never stored, e.g. in a dry run).
-pub fn owner_reference<P: Resource<DynamicType = ()>>(owner: &P) -> Option<OwnerReference> {
-    let meta = owner.meta();
+pub fn owner_reference<P: Owner + ?Sized>(owner: &P) -> Option<OwnerReference> {
+    let meta = owner.owner_meta();
+    let (api_version, kind) = owner.owner_type();
     Some(OwnerReference {
-        api_version: P::api_version(&()).into_owned(),
-        kind: P::kind(&()).into_owned(),
+        api_version,
+        kind,
         name: meta.name.clone()?,
         uid: meta.uid.clone()?,
         controller: Some(true),
@@ -32,11 +65,11 @@ pub(crate) fn set_controller<P, O>(
     owner: &P,
 ) -> Result<(), ApplyError>
 where
-    P: Resource<DynamicType = ()>,
+    P: Owner + ?Sized,
     O: Resource,
 {
-    let owner_kind = P::kind(&()).into_owned();
-    let owner_meta = owner.meta();
+    let (_, owner_kind) = owner.owner_type();
+    let owner_meta = owner.owner_meta();
     let owner_name = owner_meta.name.clone().unwrap_or_default();
     let owner_ns = owner_meta.namespace.as_deref();
     let meta = object.meta();

@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::body::drop_nulls;
 use super::error::{ApplyError, describe, is_conflict};
-use super::owner::set_controller;
+use super::owner::{Owner, set_controller};
 use super::scope::KindScope;
 use crate::own_writes::{OwnWrites, WrittenPart};
 
@@ -131,10 +131,7 @@ where
     /// dry run (`dryRun=All`) does carry a uid (checked against kube-apiserver 1.36), one that no
     /// stored object has: a child applied for real with that reference would be garbage
     /// collected. Do not apply real children of dry-run owners.
-    pub fn owned_by<P: Resource<DynamicType = ()>>(
-        mut self,
-        owner: &P,
-    ) -> Result<Self, ApplyError> {
+    pub fn owned_by<P: Owner + ?Sized>(mut self, owner: &P) -> Result<Self, ApplyError> {
         let kind = O::kind(&self.dyntype).into_owned();
         set_controller(&mut self.object, &kind, O::Scope::namespaced(), owner)?;
         Ok(self)

@@ -127,6 +127,43 @@ fn status_comparison_ignores_only_condition_transition_times() {
 }
 
 #[test]
+fn a_projection_owns_as_its_kind_does() {
+    #[derive(Clone, Debug, Default, serde::Deserialize, serde::Serialize)]
+    struct Nothing {}
+    impl crate::projection::Projection for Nothing {
+        type Of = ConfigMap;
+    }
+    let meta = ObjectMeta {
+        name: Some("settings".into()),
+        namespace: Some("ns".into()),
+        uid: Some("u-9".into()),
+        ..ObjectMeta::default()
+    };
+    let owner = crate::projection::Projected::new(meta, Nothing {});
+    let reference = owner_reference(&owner).expect("a reference");
+    assert_eq!(
+        (reference.api_version.as_str(), reference.kind.as_str()),
+        ("v1", "ConfigMap")
+    );
+    assert_eq!(
+        (reference.name.as_str(), reference.uid.as_str()),
+        ("settings", "u-9")
+    );
+
+    let mut child = ConfigMap::default();
+    child.metadata.name = Some("child".into());
+    child.metadata.namespace = Some("other".into());
+    let err = set_controller(&mut child, "ConfigMap", Some(true), &owner).expect_err("cross");
+    assert!(
+        matches!(err, ApplyError::CrossNamespaceOwner { .. }),
+        "{err}"
+    );
+    child.metadata.namespace = Some("ns".into());
+    set_controller(&mut child, "ConfigMap", Some(true), &owner).expect("same namespace");
+    assert_eq!(child.metadata.owner_references, Some(vec![reference]));
+}
+
+#[test]
 fn owner_reference_needs_a_uid_and_sets_controller_and_block_owner_deletion() {
     assert!(owner_reference(&gizmo("a", None)).is_none());
     let reference = owner_reference(&gizmo("a", Some("u-1"))).expect("a reference");
