@@ -227,7 +227,15 @@ fn the_cache_mode_syncs_relists_and_reports_every_cache() {
         .iter()
         .map(|c| c["contender"].as_str().expect("name"))
         .collect();
-    assert_eq!(names, ["kubeapp", "kube-runtime", "kube-runtime-stripped"]);
+    assert_eq!(
+        names,
+        [
+            "kubeapp",
+            "kubeapp-projection",
+            "kube-runtime",
+            "kube-runtime-stripped"
+        ]
+    );
     assert_eq!(report["object"], "bench");
     assert!(
         report["object_size"]["json_bytes"]
@@ -258,7 +266,11 @@ fn the_cache_mode_syncs_relists_and_reports_every_cache() {
             "{ratio}"
         );
     }
-    assert_eq!(report["ratios"].as_array().map(Vec::len), Some(2));
+    assert_eq!(report["ratios"].as_array().map(Vec::len), Some(4));
+    assert!(
+        stdout.contains("| kubeapp-projection / kubeapp |"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -269,6 +281,10 @@ fn the_cache_mode_caches_pods_of_a_few_kilobytes() {
         "cache",
         "--object",
         "pod",
+        "--contender",
+        "kubeapp",
+        "--contender",
+        "kubeapp-projection",
         "--objects",
         "20",
         "--settle-secs",
@@ -300,6 +316,18 @@ fn the_cache_mode_caches_pods_of_a_few_kilobytes() {
     for contender in report["contenders"].as_array().expect("contenders") {
         assert_eq!(contender["objects"], 20, "{contender}");
     }
+    // `--contender` runs only the contenders named, and the projection caches every Pod too.
+    let names: Vec<&str> = report["contenders"]
+        .as_array()
+        .expect("contenders")
+        .iter()
+        .map(|c| c["contender"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["kubeapp", "kubeapp-projection"]);
+    assert!(
+        stdout.contains("| kubeapp-projection / kubeapp |"),
+        "{stdout}"
+    );
 }
 
 /// A directory holding a "floor" that never writes anything.
