@@ -307,6 +307,29 @@ impl Projection for ConfigMapMetadata {
     type Of = ConfigMap;
 }
 
+/// The names a handler saw.
+type Names = std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>;
+
+/// A watcher closure that records the name of each object it is called for in `names`.
+fn record_name_in(
+    names: &Names,
+) -> impl Fn(
+    std::sync::Arc<Projected<ConfigMapMetadata>>,
+    Context,
+) -> std::future::Ready<Result<(), kubeapp::operator::BoxError>>
++ Send
++ Sync
++ 'static {
+    let names = names.clone();
+    move |cm, _ctx| {
+        names
+            .lock()
+            .expect("lock")
+            .insert(cm.meta().name.clone().unwrap_or_default());
+        std::future::ready(Ok(()))
+    }
+}
+
 /// The opinionated wrapper works on a projection: its finalizer goes on every object, and every
 /// delete reaches the handler before the finalizer is released. ConfigMaps have no
 /// `metadata.generation`, so the wrapper tells its own finalizer patch from a change by comparing
@@ -328,36 +351,12 @@ async fn an_opinionated_watcher_on_a_projection_sees_every_delete_and_releases_i
         watcher::Config::default().labels("test=projections"),
         InformerOptions::default(),
     );
-    let added = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
-    let deleted = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let added = Names::default();
+    let deleted = Names::default();
     let watcher = handle
         .watcher_fns()
-        .on_add({
-            let added = added.clone();
-            move |cm, _ctx| {
-                let added = added.clone();
-                async move {
-                    added
-                        .lock()
-                        .expect("lock")
-                        .insert(cm.meta().name.clone().unwrap_or_default());
-                    Ok(())
-                }
-            }
-        })
-        .on_delete({
-            let deleted = deleted.clone();
-            move |cm, _ctx| {
-                let deleted = deleted.clone();
-                async move {
-                    deleted
-                        .lock()
-                        .expect("lock")
-                        .insert(cm.meta().name.clone().unwrap_or_default());
-                    Ok(())
-                }
-            }
-        });
+        .on_add(record_name_in(&added))
+        .on_delete(record_name_in(&deleted));
     handle
         .watch_opinionated(watcher, kubeapp::operator::OpinionatedOptions::default())
         .expect("valid finalizer names");
