@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// Enough Pods that every one reaching its handler with its last status is not luck.
-const PODS: usize = 1_000;
+const PODS: usize = 2_000;
 /// Concurrent writes of the test's own workload.
 const WRITERS: usize = 32;
 /// The made-up nodes the Pods are placed on.
@@ -119,7 +119,7 @@ async fn place(
 }
 
 #[tokio::test]
-async fn a_projection_of_a_thousand_pods_sees_every_status_caches_only_its_fields_and_writes_with_the_full_kind()
+async fn a_projection_of_two_thousand_pods_sees_every_status_caches_only_its_fields_and_writes_with_the_full_kind()
  {
     logs();
     let env = TestEnv::start().await.expect("control plane");
@@ -149,20 +149,14 @@ async fn a_projection_of_a_thousand_pods_sees_every_status_caches_only_its_field
     });
 
     let names: Vec<String> = (0..PODS).map(|i| format!("pod-{i:04}")).collect();
+    // Each Pod is created and then, playing the kubelet, made running and ready, while other Pods
+    // are still being created and the reconciler is already writing: the creates, the status
+    // writes and the handler's own writes overlap.
     stream::iter(names.iter().enumerate())
         .map(|(i, name)| {
             let pods = pods.clone();
-            async move { pods.create(&PostParams::default(), &pod(name, i)).await }
-        })
-        .buffer_unordered(WRITERS)
-        .try_collect::<Vec<_>>()
-        .await
-        .expect("create the Pods");
-    // Playing the kubelet: every Pod runs and is ready.
-    stream::iter(names.iter())
-        .map(|name| {
-            let pods = pods.clone();
             async move {
+                pods.create(&PostParams::default(), &pod(name, i)).await?;
                 pods.patch_status(name, &PatchParams::default(), &Patch::Merge(running()))
                     .await
             }
@@ -170,7 +164,7 @@ async fn a_projection_of_a_thousand_pods_sees_every_status_caches_only_its_field
         .buffer_unordered(WRITERS)
         .try_collect::<Vec<_>>()
         .await
-        .expect("write the Pods' status");
+        .expect("create the Pods and write their status");
 
     eventually("every Pod's record says it runs on its node", || {
         records

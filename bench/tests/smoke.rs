@@ -221,12 +221,7 @@ fn the_cache_mode_syncs_relists_and_reports_every_cache() {
     );
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&json).expect("the JSON report")).expect("JSON");
-    let names: Vec<&str> = report["contenders"]
-        .as_array()
-        .expect("contenders")
-        .iter()
-        .map(|c| c["contender"].as_str().expect("name"))
-        .collect();
+    let names = contender_names(&report);
     assert_eq!(
         names,
         [
@@ -317,17 +312,22 @@ fn the_cache_mode_caches_pods_of_a_few_kilobytes() {
         assert_eq!(contender["objects"], 20, "{contender}");
     }
     // `--contender` runs only the contenders named, and the projection caches every Pod too.
-    let names: Vec<&str> = report["contenders"]
-        .as_array()
-        .expect("contenders")
-        .iter()
-        .map(|c| c["contender"].as_str().expect("name"))
-        .collect();
+    let names = contender_names(&report);
     assert_eq!(names, ["kubeapp", "kubeapp-projection"]);
     assert!(
         stdout.contains("| kubeapp-projection / kubeapp |"),
         "{stdout}"
     );
+}
+
+/// The contenders of a cache report, in the order they ran.
+fn contender_names(report: &serde_json::Value) -> Vec<&str> {
+    report["contenders"]
+        .as_array()
+        .expect("contenders")
+        .iter()
+        .map(|c| c["contender"].as_str().expect("name"))
+        .collect()
 }
 
 /// A directory holding a "floor" that never writes anything.

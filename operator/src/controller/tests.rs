@@ -215,6 +215,23 @@ fn ok_watcher(tag: &'static str, log: &Log) -> DynWatcherFns<ConfigMap> {
     logging_watcher(tag, log, |_, _, _| Ok(()))
 }
 
+/// A watcher that logs `w add <name> rv<rv>` for each add, and holds the add of the object
+/// named "blocker" until `hold` gets a permit: with one worker, every other object waits behind
+/// it.
+fn blocking_add_watcher(log: &Log, hold: &Arc<Semaphore>) -> DynWatcherFns<ConfigMap> {
+    let (log, hold) = (log.clone(), hold.clone());
+    DynWatcherFns::<ConfigMap>::new().on_add(move |obj, _| {
+        let (log, hold) = (log.clone(), hold.clone());
+        async move {
+            if name(&obj) == "blocker" {
+                let _permit = hold.acquire().await?;
+            }
+            log.push(format!("w add {} rv{}", name(&obj), rv(&obj)));
+            Ok(())
+        }
+    })
+}
+
 fn ok_reconciler(tag: &'static str, log: &Log) -> impl DynReconciler {
     logging_reconciler(tag, log, |_, _| Ok(ReconcileResult::done()))
 }
@@ -596,21 +613,9 @@ async fn waiting_reconcile_requests_merge_into_the_newest_while_watchers_see_eve
         .max_concurrent_workers(1)
         .metrics(metrics.clone());
     let h = Harness::start(config, |c| {
-        let (add_log, hold) = (log.clone(), hold.clone());
-        c.erased().add_watcher(
-            KIND,
-            DynWatcherFns::<ConfigMap>::new().on_add(move |obj, _| {
-                let (log, hold) = (add_log.clone(), hold.clone());
-                async move {
-                    if name(&obj) == "blocker" {
-                        // Holds the only worker while "a" collects events.
-                        let _permit = hold.acquire().await?;
-                    }
-                    log.push(format!("w add {} rv{}", name(&obj), rv(&obj)));
-                    Ok(())
-                }
-            }),
-        );
+        // Holds the only worker while the other objects collect events.
+        c.erased()
+            .add_watcher(KIND, blocking_add_watcher(&log, &hold));
         c.erased().add_watcher(KIND, {
             let log = log.clone();
             DynWatcherFns::<ConfigMap>::new().on_update(move |_, new, _| {
@@ -670,20 +675,9 @@ async fn an_events_wait_is_observed_from_its_receipt_and_a_merged_request_keeps_
         .max_concurrent_workers(1)
         .metrics(metrics.clone());
     let h = Harness::start(config, |c| {
-        let (add_log, hold) = (log.clone(), hold.clone());
-        c.erased().add_watcher(
-            KIND,
-            DynWatcherFns::<ConfigMap>::new().on_add(move |obj, _| {
-                let (log, hold) = (add_log.clone(), hold.clone());
-                async move {
-                    if name(&obj) == "blocker" {
-                        let _permit = hold.acquire().await?;
-                    }
-                    log.push(format!("w add {} rv{}", name(&obj), rv(&obj)));
-                    Ok(())
-                }
-            }),
-        );
+        // Holds the only worker while the other objects collect events.
+        c.erased()
+            .add_watcher(KIND, blocking_add_watcher(&log, &hold));
         c.erased().add_reconciler(KIND, ok_reconciler("r", &log));
     });
     let kind = metrics.for_kind(KIND);
@@ -736,20 +730,9 @@ async fn an_events_wait_includes_its_wait_for_room_in_the_backlog() {
         .max_pending_events(1)
         .metrics(metrics.clone());
     let h = Harness::start(config, |c| {
-        let (add_log, hold) = (log.clone(), hold.clone());
-        c.erased().add_watcher(
-            KIND,
-            DynWatcherFns::<ConfigMap>::new().on_add(move |obj, _| {
-                let (log, hold) = (add_log.clone(), hold.clone());
-                async move {
-                    if name(&obj) == "blocker" {
-                        let _permit = hold.acquire().await?;
-                    }
-                    log.push(format!("w add {}", name(&obj)));
-                    Ok(())
-                }
-            }),
-        );
+        // Holds the only worker while the other objects collect events.
+        c.erased()
+            .add_watcher(KIND, blocking_add_watcher(&log, &hold));
     });
     let kind = metrics.for_kind(KIND);
     let created = kind.action(ReconcileAction::Created).event_wait.clone();
