@@ -240,6 +240,11 @@ impl<P: Projection> Projected<P> {
         &self.metadata
     }
 
+    /// The metadata to change, for the informer (it drops `managedFields`).
+    pub(crate) fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+
     /// The projected fields.
     pub fn fields(&self) -> &P {
         &self.fields

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher;
-use kubeapp_operator::list_scope::{PlainWatch, RawWatch as RawEvents};
+use kubeapp_operator::list_scope::{Lister, RawWatch as RawEvents};
 use tokio::sync::watch;
 
 use super::assignment::{SLOTS, SlotSet};
@@ -23,6 +23,7 @@ pub(crate) fn scoped_watch(
     resource: &ApiResource,
     config: watcher::Config,
     scope: Arc<ShardScope>,
+    lister: Lister,
 ) -> RawEvents {
     let collection = api.resource_url().to_string();
     let client = api.clone().into_client();
@@ -35,10 +36,11 @@ pub(crate) fn scoped_watch(
         None => Api::all_with(layered, resource),
     };
     let state = Scoped {
-        current: start(&layered, &config),
+        current: lister.watch(layered.clone(), config.clone()),
         wanted: scope.wanted(),
         layered,
         config,
+        lister,
         client,
         collection,
         scope,
@@ -48,16 +50,14 @@ pub(crate) fn scoped_watch(
     futures::stream::unfold(state, Scoped::next).boxed()
 }
 
-fn start(api: &Api<DynamicObject>, config: &watcher::Config) -> RawEvents {
-    PlainWatch::start(api.clone(), config.clone())
-}
-
 struct Scoped {
     current: RawEvents,
     wanted: watch::Receiver<Option<SlotSet>>,
     /// The informer's `Api` over a client carrying the shard selector layer.
     layered: Api<DynamicObject>,
     config: watcher::Config,
+    /// Starts each list+watch (the informer's, reading objects into its type).
+    lister: Lister,
     /// The plain client, for the probe.
     client: kube::Client,
     collection: String,
@@ -67,7 +67,7 @@ struct Scoped {
     kind: String,
 }
 
-type Item = Result<watcher::Event<DynamicObject>, watcher::Error>;
+type Item = Result<watcher::Event<kubeapp_operator::list_scope::ListedObject>, watcher::Error>;
 
 impl Scoped {
     async fn next(mut self) -> Option<(Item, Self)> {
@@ -100,7 +100,7 @@ impl Scoped {
         );
         self.scope.filter(target);
         // Dropping the old stream drops its request in flight; the new one starts with a list.
-        self.current = start(&self.layered, &self.config);
+        self.current = self.lister.watch(self.layered.clone(), self.config.clone());
     }
 
     /// Whether the apiserver honours the shard selector (probed once; a failed probe counts

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use http::Request;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher;
-use kubeapp_operator::list_scope::{ListRange, ListScope, ListScopes, RawWatch};
+use kubeapp_operator::list_scope::{ListRange, ListScope, ListScopes, Lister, RawWatch};
 use kubeapp_operator::object::SharedObject;
 use prometheus::IntGauge;
 use tokio::sync::watch;
@@ -102,8 +102,9 @@ impl ListScope for ShardScope {
         api: Api<DynamicObject>,
         resource: &ApiResource,
         config: watcher::Config,
+        lister: Lister,
     ) -> RawWatch {
-        scoped_watch(api, resource, config, self)
+        scoped_watch(api, resource, config, self, lister)
     }
 
     fn list_range(&self) -> Option<ListRange> {

@@ -404,7 +404,7 @@ impl Informers {
                         resource,
                         config.clone(),
                         listing_options(resync, keep_managed_fields, *drift_check),
-                        Arc::clone(decode),
+                        decode.clone(),
                         Arc::clone(&scope),
                     );
                     let metrics = self

@@ -51,7 +51,7 @@ use kube::runtime::watcher;
 use tokio::time::Instant;
 
 use super::RawEvents;
-use crate::list_scope::{ListRange, ListScope};
+use crate::list_scope::{ListRange, ListScope, Lister};
 use crate::object::{ObjectKey, SharedObject, share};
 
 /// How often an informer checks its cache against the apiserver, and how long it gives the
@@ -80,12 +80,19 @@ pub(crate) struct Relist {
     pub(crate) resource: kube::api::ApiResource,
     pub(crate) config: watcher::Config,
     pub(crate) scope: Arc<dyn ListScope>,
+    /// Starts each list+watch, reading objects into the informer's type.
+    pub(crate) lister: Lister,
 }
 
 impl Relist {
     /// A new list+watch (the informer drops its old one).
     pub(crate) fn watch(&self) -> RawEvents {
-        Arc::clone(&self.scope).watch(self.api.clone(), &self.resource, self.config.clone())
+        Arc::clone(&self.scope).watch(
+            self.api.clone(),
+            &self.resource,
+            self.config.clone(),
+            self.lister.clone(),
+        )
     }
 
     /// The consistent metadata list, paged.
@@ -429,6 +436,7 @@ mod tests {
             resource,
             config: watcher::Config::default(),
             scope: Arc::new(crate::list_scope::PlainWatch),
+            lister: Lister::dynamic(),
         });
         let mut checker = DriftChecker::new(DriftCheck::default(), relist);
         let good = Listed {

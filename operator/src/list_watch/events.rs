@@ -5,14 +5,14 @@
 use std::sync::Arc;
 
 use futures::stream::{BoxStream, StreamExt};
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::ApiResource;
 use kube::runtime::watcher::Event;
 
 use super::cache::{InformerCache, Observed};
 use super::drift::{DriftChecker, Step};
 use super::watch_errors::WatchErrorLog;
 use super::{Decode, InformerEvent, ListWatchOptions, RawEvents, SyncedFlag};
-use crate::list_scope::ListScope;
+use crate::list_scope::{ListScope, Listed, ListedObject};
 use crate::metrics::KindMetrics;
 use crate::object::{ObjectKey, SharedObject, as_undecodable, share};
 use crate::store::cache::SharedCache;
@@ -235,7 +235,7 @@ impl InformerState {
         }
     }
 
-    fn observe(&self, event: Event<DynamicObject>) -> Observed {
+    fn observe(&self, event: Event<ListedObject>) -> Observed {
         match event {
             Event::Init => Observed::ListStart {
                 within: self.scope.as_ref().and_then(|scope| scope.list_range()),
@@ -264,7 +264,11 @@ impl InformerState {
         }
     }
 
-    fn decode(&self, mut object: DynamicObject) -> (ObjectKey, Option<SharedObject>) {
+    fn decode(&self, object: ListedObject) -> (ObjectKey, Option<SharedObject>) {
+        let mut object = match object.0 {
+            Listed::Read { key, object } => return (key, Some(object)),
+            Listed::Dynamic(object) => object,
+        };
         let key = ObjectKey::of(&object);
         if !self.options.keep_managed_fields {
             object.metadata.managed_fields = None;
@@ -272,7 +276,7 @@ impl InformerState {
         if let Some(transform) = &self.options.transform {
             transform(&mut object);
         }
-        match (self.decode)(object) {
+        match self.decode.convert(object) {
             Ok(decoded) => (key, Some(decoded)),
             Err(undecodable) => (key, Some(share(undecodable))),
         }

@@ -79,6 +79,7 @@ mod decode;
 mod drift;
 mod events;
 mod options;
+mod read;
 mod watch_errors;
 
 use std::fmt;
@@ -90,7 +91,7 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher::{self, Event};
 use serde::de::DeserializeOwned;
 
-use crate::list_scope::{ListScope, PlainWatch};
+use crate::list_scope::{ListScope, ListedObject, Lister, PlainWatch, map_event};
 use crate::metrics::{ControllerMetrics, KindMetrics};
 use crate::object::{SharedObject, Undecodable, share};
 use crate::projection::{Projected, Projection};
@@ -103,9 +104,47 @@ pub use self::options::{ListWatchOptions, Transform};
 
 use kube::core::GroupVersionKind;
 
-/// Turns a raw object into the informer's object, or an [`Undecodable`] when it does not decode.
-pub(crate) type Decode =
-    Arc<dyn Fn(DynamicObject) -> Result<SharedObject, Undecodable> + Send + Sync>;
+/// How an informer turns what it lists and watches into its objects: each object read from the
+/// response's bytes (see `read.rs`), or, for untyped kinds, synthetic streams and a transform of
+/// the raw object, converted from a `DynamicObject`; an object that does not fit becomes an
+/// [`Undecodable`].
+#[derive(Clone)]
+pub(crate) struct Decode {
+    /// Converts an object that arrives as a `DynamicObject`.
+    dynamic: Arc<dyn Fn(DynamicObject) -> Result<SharedObject, Undecodable> + Send + Sync>,
+    /// Makes the lister that reads each object from its bytes, given the kind and whether
+    /// `managedFields` are kept; `None`: list and watch `DynamicObject`s.
+    read: Option<Arc<dyn Fn(ApiResource, bool) -> Lister + Send + Sync>>,
+}
+
+impl Decode {
+    /// A decoder of `DynamicObject`s only.
+    fn dynamic_only(
+        dynamic: impl Fn(DynamicObject) -> Result<SharedObject, Undecodable> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            dynamic: Arc::new(dynamic),
+            read: None,
+        }
+    }
+
+    /// `object`, which arrived as a `DynamicObject`, as the informer's object.
+    pub(crate) fn convert(&self, object: DynamicObject) -> Result<SharedObject, Undecodable> {
+        (self.dynamic)(object)
+    }
+
+    /// The lister of an informer of `resource` with `options`: reading each object from its
+    /// bytes, unless there is no type to read or a transform of the raw object must see it
+    /// first.
+    fn lister(&self, resource: &ApiResource, options: &ListWatchOptions) -> Lister {
+        match &self.read {
+            Some(read) if options.transform.is_none() => {
+                read(resource.clone(), options.keep_managed_fields)
+            }
+            _ => Lister::dynamic(),
+        }
+    }
+}
 /// Makes the informer's events; given a shared informer's cache, the informer keeps its states
 /// there instead of in a map of its own.
 type Source = Box<
@@ -128,6 +167,7 @@ impl Informer {
         K: kube::Resource
             + DeserializeOwned
             + serde::Serialize
+            + Clone
             + fmt::Debug
             + Send
             + Sync
@@ -157,7 +197,7 @@ impl Informer {
         options: ListWatchOptions,
         scope: Arc<dyn ListScope>,
     ) -> Self {
-        let decode: Decode = Arc::new(|object: DynamicObject| Ok(share(object)));
+        let decode = Decode::dynamic_only(|object: DynamicObject| Ok(share(object)));
         Self::watching(client, resource, options, decode, scope)
     }
 
@@ -193,6 +233,7 @@ impl Informer {
         K: kube::Resource
             + DeserializeOwned
             + serde::Serialize
+            + Clone
             + fmt::Debug
             + Send
             + Sync
@@ -220,6 +261,9 @@ impl Informer {
         options: ListWatchOptions,
         decode: Decode,
     ) -> Self {
+        let events = events
+            .map(|item| item.map(|event| map_event(event, ListedObject::from)))
+            .boxed();
         let synced = SyncedFlag::new(false);
         let flag = synced.clone();
         let kind = info.kind.clone();
@@ -327,12 +371,14 @@ impl Informer {
         let kind = resource.kind.clone();
         let max_concurrent_workers = options.max_concurrent_workers;
         let resource = resource.clone();
+        let lister = decode.lister(&resource, &options);
         let source: Source = Box::new(move |metrics, shared| {
             let relist = Arc::new(drift::Relist {
                 api,
                 resource: resource.clone(),
                 config,
                 scope: Arc::clone(&scope),
+                lister,
             });
             let raw = relist.watch();
             let drift = options
@@ -360,11 +406,18 @@ impl Informer {
     }
 }
 
-/// Converts each `DynamicObject` to `K` on its own, so one bad object fails alone, and keeps the
-/// raw object of one that fails.
+/// Reads each object as `K` on its own, so one bad object fails alone, and keeps the raw object
+/// of one that fails.
 fn typed_decoder<K>() -> Decode
 where
-    K: kube::Resource + DeserializeOwned + serde::Serialize + fmt::Debug + Send + Sync + 'static,
+    K: kube::Resource
+        + DeserializeOwned
+        + serde::Serialize
+        + Clone
+        + fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
     typed_decoder_with::<K>(None)
 }
@@ -375,46 +428,70 @@ pub(crate) type TypedTransform<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
 /// [`typed_decoder`] with a transform of the decoded object.
 pub(crate) fn typed_decoder_with<K>(transform: Option<TypedTransform<K>>) -> Decode
 where
-    K: kube::Resource + DeserializeOwned + serde::Serialize + fmt::Debug + Send + Sync + 'static,
+    K: kube::Resource
+        + DeserializeOwned
+        + serde::Serialize
+        + Clone
+        + fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
-    Arc::new(
-        move |object: DynamicObject| match decode::decode_typed::<K>(object) {
-            Ok(mut typed) => {
-                if let Some(transform) = &transform {
-                    transform(&mut typed);
+    let read_transform = transform.clone();
+    Decode {
+        dynamic: Arc::new(
+            move |object: DynamicObject| match decode::decode_typed::<K>(object) {
+                Ok(mut typed) => {
+                    if let Some(transform) = &transform {
+                        transform(&mut typed);
+                    }
+                    Ok(share(typed))
                 }
-                Ok(share(typed))
-            }
-            Err((object, error)) => {
-                Err(Undecodable::new(object, &error, std::any::type_name::<K>()))
-            }
-        },
-    )
+                Err((object, error)) => {
+                    Err(Undecodable::new(object, &error, std::any::type_name::<K>()))
+                }
+            },
+        ),
+        read: Some(Arc::new(move |resource, keep_managed_fields| {
+            read::lister::<read::Typed<K>>(resource, keep_managed_fields, read_transform.clone())
+        })),
+    }
 }
 
-/// Reads each `DynamicObject`'s body into the projection `P` (serde skips every field `P` does
-/// not name, so they are never cached) beside the object's metadata; an object whose projected
-/// fields do not fit is kept raw, as with a full type.
+/// Reads each object's body into the projection `P` (serde skips every field `P` does not name,
+/// so they are never cached) beside the object's metadata; an object whose projected fields do
+/// not fit is kept raw, as with a full type.
 pub(crate) fn projection_decoder<P: Projection>(
     transform: Option<TypedTransform<Projected<P>>>,
 ) -> Decode {
-    Arc::new(
-        move |object: DynamicObject| match P::deserialize(&object.data) {
-            Ok(fields) => {
-                let mut projected = Projected::new(object.metadata, fields);
-                if let Some(transform) = &transform {
-                    transform(&mut projected);
+    let read_transform = transform.clone();
+    Decode {
+        dynamic: Arc::new(
+            move |object: DynamicObject| match P::deserialize(&object.data) {
+                Ok(fields) => {
+                    let mut projected = Projected::new(object.metadata, fields);
+                    if let Some(transform) = &transform {
+                        transform(&mut projected);
+                    }
+                    Ok(share(projected))
                 }
-                Ok(share(projected))
-            }
-            Err(error) => Err(Undecodable::new(object, &error, std::any::type_name::<P>())),
-        },
-    )
+                Err(error) => Err(Undecodable::new(object, &error, std::any::type_name::<P>())),
+            },
+        ),
+        read: Some(Arc::new(move |resource, keep_managed_fields| {
+            read::lister::<read::ProjectionOf<P>>(
+                resource,
+                keep_managed_fields,
+                read_transform.clone(),
+            )
+        })),
+    }
 }
 
-/// The decoder of a dynamic kind, with a transform.
+/// The decoder of a dynamic kind, with a transform. It lists `DynamicObject`s: there is no type
+/// to read them into.
 pub(crate) fn dynamic_decoder(transform: Option<TypedTransform<DynamicObject>>) -> Decode {
-    Arc::new(move |mut object: DynamicObject| {
+    Decode::dynamic_only(move |mut object: DynamicObject| {
         if let Some(transform) = &transform {
             transform(&mut object);
         }
@@ -444,3 +521,6 @@ mod tests;
 #[cfg(test)]
 #[path = "tests/view.rs"]
 mod view_tests;
+#[cfg(test)]
+#[path = "tests/read.rs"]
+mod read_tests;

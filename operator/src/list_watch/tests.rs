@@ -1,5 +1,6 @@
 //! Tests of the informer's event stream: decoding, skipping, resync, raw watch streams.
 
+use crate::list_scope::ListedObject;
 use super::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -43,8 +44,12 @@ fn describe(event: &InformerEvent) -> String {
 
 /// Raw events, then a watch that stays open.
 fn raw_stream(events: Vec<Event<DynamicObject>>) -> RawEvents {
-    futures::stream::iter(events.into_iter().map(Ok))
-        .chain(futures::stream::pending())
+    futures::stream::iter(
+        events
+            .into_iter()
+            .map(|event| Ok(crate::list_scope::map_event(event, ListedObject::from))),
+    )
+    .chain(futures::stream::pending())
         .boxed()
 }
 

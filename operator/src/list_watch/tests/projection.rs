@@ -51,7 +51,7 @@ fn pod(node_name: serde_json::Value) -> DynamicObject {
 #[test]
 fn only_the_projected_fields_are_kept_and_the_metadata_is_whole() {
     let decode = projection_decoder::<Placement>(None);
-    let shared = decode(pod(json!("node-1"))).expect("decodes");
+    let shared = decode.convert(pod(json!("node-1"))).expect("decodes");
     let projected = downcast_shared::<Projected<Placement>>(&shared).expect("a projection");
     assert_eq!(projected.spec.node_name.as_deref(), Some("node-1"));
     assert_eq!(projected.status.phase.as_deref(), Some("Running"));
@@ -73,7 +73,7 @@ fn only_the_projected_fields_are_kept_and_the_metadata_is_whole() {
 #[test]
 fn a_projected_field_of_the_wrong_type_is_undecodable_and_other_fields_never_are() {
     let decode = projection_decoder::<Placement>(None);
-    let undecodable = decode(pod(json!(42))).expect_err("nodeName is not a string");
+    let undecodable = decode.convert(pod(json!(42))).expect_err("nodeName is not a string");
     assert!(
         undecodable.error().contains("invalid type"),
         "{undecodable}"
@@ -83,7 +83,7 @@ fn a_projected_field_of_the_wrong_type_is_undecodable_and_other_fields_never_are
     // A field outside the projection may hold anything: it is never read.
     let mut odd = pod(json!("node-1"));
     odd.data["spec"]["containers"] = json!("not a list");
-    let shared = decode(odd).expect("the projection ignores containers");
+    let shared = decode.convert(odd).expect("the projection ignores containers");
     assert!(as_undecodable(&shared).is_none());
 }
 
@@ -94,7 +94,7 @@ fn the_transform_runs_on_the_projection() {
             *projected = Projected::new(projected.meta().clone(), Placement::default());
         },
     )));
-    let shared = decode(pod(json!("node-1"))).expect("decodes");
+    let shared = decode.convert(pod(json!("node-1"))).expect("decodes");
     let projected = downcast_shared::<Projected<Placement>>(&shared).expect("a projection");
     assert_eq!(projected.spec.node_name, None);
 }

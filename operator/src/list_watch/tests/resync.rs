@@ -1,5 +1,6 @@
 //! The periodic resync under backpressure: missed ticks are not replayed back to back.
 
+use crate::list_scope::ListedObject;
 use super::*;
 use crate::action::ReconcileAction;
 use futures::StreamExt;
@@ -21,7 +22,8 @@ async fn a_consumer_that_paused_for_several_periods_gets_one_resync_then_one_per
         .expect("metrics")
         .for_kind("configmaps");
     let raw = futures::stream::iter(
-        [Event::Init, Event::InitApply(raw_cm("a")), Event::InitDone].map(Ok),
+        [Event::Init, Event::InitApply(raw_cm("a")), Event::InitDone]
+            .map(|event| Ok(crate::list_scope::map_event(event, ListedObject::from))),
     )
     .chain(futures::stream::pending())
     .boxed();

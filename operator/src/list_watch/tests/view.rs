@@ -3,6 +3,7 @@
 //! diff and resync, for each typed handler: a [`KindHandle`](crate::KindHandle)'s `Watcher` and
 //! `Reconciler` (as erased for the controller) and the erased layer's closure forms.
 
+use crate::list_scope::ListedObject;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -148,7 +149,10 @@ async fn informer_events_of(
     let metrics = ControllerMetrics::unregistered(Some("view_test"))
         .expect("metrics")
         .for_kind("configmaps");
-    let raw = futures::stream::iter(raw.into_iter().map(Ok))
+    let raw = futures::stream::iter(
+        raw.into_iter()
+            .map(|event| Ok(crate::list_scope::map_event(event, ListedObject::from))),
+    )
         .chain(futures::stream::pending())
         .boxed();
     let events = informer_events(
