@@ -86,6 +86,9 @@ pub struct CacheSettings {
     pub timeout: Duration,
     /// Where the run keeps its audit log and contender logs.
     pub work_dir: PathBuf,
+    /// How many times each contender runs on the same objects (the order reversed every other
+    /// round, so that no contender always runs first); ratios are of the medians.
+    pub rounds: usize,
 }
 
 /// The cache benchmark failed.
@@ -220,70 +223,115 @@ pub async fn run_cache(
     );
 
     let mut results = Vec::new();
-    for (name, binary) in bins {
-        eprintln!("{name}: 0 objects ...");
-        let empty_rss = {
-            let mut process = CacheProcess::start(name, binary, &env, &empty, settings, "empty")?;
-            process.wait_synced(0, settings.timeout).await?;
-            tokio::time::sleep(settings.settle).await;
-            let rss = process.rss()?;
-            process.stop().await;
-            rss
+    let mut empty_rss_of = std::collections::HashMap::new();
+    for round in 1..=settings.rounds.max(1) {
+        let order: Vec<&(&'static str, PathBuf)> = if round % 2 == 1 {
+            bins.iter().collect()
+        } else {
+            bins.iter().rev().collect()
         };
-        eprintln!("{name}: {} objects ...", settings.objects);
-        let mut process = CacheProcess::start(name, binary, &env, &full, settings, "full")?;
-        let started = Instant::now();
-        process
-            .wait_synced(settings.objects, settings.timeout)
-            .await?;
-        let sync_seconds = started.elapsed().as_secs_f64();
-        tokio::time::sleep(settings.settle).await;
-        let steady_rss = process.rss()?;
-        let peak_rss = process.peak()?;
-        eprintln!(
-            "  synced in {sync_seconds:.2} s, RSS {:.1} MiB, peak {:.1} MiB; forcing a re-list ...",
-            mib(steady_rss),
-            mib(peak_rss)
-        );
-        process.reset_peak()?;
-        let from = Timestamp::now();
-        env.stop_apiserver();
-        etcd_put(env.etcd_url()).await?;
-        env.start_apiserver().await?;
-        let restarted = Instant::now();
-        process
-            .wait_relisted(&audit_log, settings.object.plural(), from, settings.timeout)
-            .await?;
-        let relist_seconds = restarted.elapsed().as_secs_f64();
-        process
-            .wait_synced(settings.objects, settings.timeout)
-            .await?;
-        tokio::time::sleep(settings.settle).await;
-        let relist_peak_rss = process.peak()?;
-        let relist_rss = process.rss()?;
-        process.stop().await;
-        let result = CacheResult::new(
-            name,
-            settings.objects,
-            sync_seconds,
-            empty_rss,
-            steady_rss,
-            peak_rss,
-            relist_peak_rss,
-            relist_rss,
-            relist_seconds,
-        );
-        eprintln!(
-            "  re-listed ({relist_seconds:.2} s after the restart), peak {:.1} MiB ({:.2}x steady)",
-            result.relist_peak_rss_mib, result.relist_spike
-        );
-        results.push(result);
+        for (name, binary) in order {
+            if settings.rounds > 1 {
+                eprintln!("round {round} of {}:", settings.rounds);
+            }
+            let empty_rss = match empty_rss_of.get(name) {
+                Some(&rss) => rss,
+                None => {
+                    let rss = empty_rss_run(name, binary, &env, &empty, settings).await?;
+                    empty_rss_of.insert(*name, rss);
+                    rss
+                }
+            };
+            let mut result =
+                contender_run(name, binary, &env, &full, &audit_log, settings, empty_rss).await?;
+            result.round = round;
+            results.push(result);
+        }
     }
     Ok(CacheRun {
         results,
         create_seconds,
         object_size,
     })
+}
+
+/// The RSS of `name`'s process with 0 objects cached.
+async fn empty_rss_run(
+    name: &'static str,
+    binary: &Path,
+    env: &TestEnv,
+    empty: &str,
+    settings: &CacheSettings,
+) -> Result<u64, CacheError> {
+    eprintln!("{name}: 0 objects ...");
+    let mut process = CacheProcess::start(name, binary, env, empty, settings, "empty")?;
+    process.wait_synced(0, settings.timeout).await?;
+    tokio::time::sleep(settings.settle).await;
+    let rss = process.rss()?;
+    process.stop().await;
+    Ok(rss)
+}
+
+/// One run of `name` on the full namespace: its sync, steady RSS and forced re-list.
+async fn contender_run(
+    name: &'static str,
+    binary: &Path,
+    env: &TestEnv,
+    full: &str,
+    audit_log: &Path,
+    settings: &CacheSettings,
+    empty_rss: u64,
+) -> Result<CacheResult, CacheError> {
+    eprintln!("{name}: {} objects ...", settings.objects);
+    let mut process = CacheProcess::start(name, binary, env, full, settings, "full")?;
+    let started = Instant::now();
+    process
+        .wait_synced(settings.objects, settings.timeout)
+        .await?;
+    let sync_seconds = started.elapsed().as_secs_f64();
+    let sync_cpu_seconds = process.cpu_seconds()?;
+    tokio::time::sleep(settings.settle).await;
+    let steady_rss = process.rss()?;
+    let peak_rss = process.peak()?;
+    eprintln!(
+        "  synced in {sync_seconds:.2} s ({sync_cpu_seconds:.2} s CPU), RSS {:.1} MiB, peak {:.1} MiB; forcing a re-list ...",
+        mib(steady_rss),
+        mib(peak_rss)
+    );
+    process.reset_peak()?;
+    let from = Timestamp::now();
+    env.stop_apiserver();
+    etcd_put(env.etcd_url()).await?;
+    env.start_apiserver().await?;
+    let restarted = Instant::now();
+    process
+        .wait_relisted(audit_log, settings.object.plural(), from, settings.timeout)
+        .await?;
+    let relist_seconds = restarted.elapsed().as_secs_f64();
+    process
+        .wait_synced(settings.objects, settings.timeout)
+        .await?;
+    tokio::time::sleep(settings.settle).await;
+    let relist_peak_rss = process.peak()?;
+    let relist_rss = process.rss()?;
+    process.stop().await;
+    let mut result = CacheResult::new(
+        name,
+        settings.objects,
+        sync_seconds,
+        empty_rss,
+        steady_rss,
+        peak_rss,
+        relist_peak_rss,
+        relist_rss,
+        relist_seconds,
+    );
+    result.sync_cpu_seconds = sync_cpu_seconds;
+    eprintln!(
+        "  re-listed ({relist_seconds:.2} s after the restart), peak {:.1} MiB ({:.2}x steady)",
+        result.relist_peak_rss_mib, result.relist_spike
+    );
+    Ok(result)
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -362,6 +410,12 @@ impl CacheProcess {
     fn peak(&self) -> Result<u64, CacheError> {
         self.process
             .peak_rss_bytes()
+            .map_err(|source| self.process_error(source))
+    }
+
+    fn cpu_seconds(&self) -> Result<f64, CacheError> {
+        self.process
+            .cpu_seconds()
             .map_err(|source| self.process_error(source))
     }
 

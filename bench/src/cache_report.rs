@@ -45,8 +45,12 @@ pub struct CacheResult {
     pub contender: String,
     /// Objects cached.
     pub objects: usize,
+    /// Which round of the run this was (1 to `--rounds`).
+    pub round: usize,
     /// From the process's start until its cache held the whole first list, in seconds.
     pub sync_seconds: f64,
+    /// CPU time (user + system) the process used from its start until it synced, in seconds.
+    pub sync_cpu_seconds: f64,
     /// RSS of the same process with 0 objects cached, in MiB.
     pub empty_rss_mib: f64,
     /// RSS after the sync settled, in MiB.
@@ -85,7 +89,9 @@ impl CacheResult {
         Self {
             contender: contender.to_string(),
             objects,
+            round: 1,
             sync_seconds,
+            sync_cpu_seconds: 0.0,
             empty_rss_mib: empty_rss as f64 / MIB,
             steady_rss_mib,
             peak_rss_mib: peak_rss as f64 / MIB,
@@ -107,6 +113,8 @@ pub struct CacheRatio {
     pub against: String,
     /// Time to sync.
     pub sync: f64,
+    /// CPU time used until synced.
+    pub sync_cpu: f64,
     /// Steady RSS.
     pub steady_rss: f64,
     /// Peak RSS through the sync.
@@ -132,10 +140,13 @@ pub struct CacheReport {
     /// Seconds the creates took (once, before the contenders ran; for Pods, with their status
     /// writes).
     pub create_seconds: f64,
-    /// Per contender.
+    /// Per contender and round, in the order they ran.
     pub contenders: Vec<CacheResult>,
+    /// Each contender's median of each figure over its rounds (its one run when there was one
+    /// round).
+    pub medians: Vec<CacheResult>,
     /// Each ratio the report gives (kubeapp against both kube-runtime contenders, the projection
-    /// against kubeapp and the stripped kube-runtime) whose two contenders ran.
+    /// against kubeapp and the stripped kube-runtime) whose two contenders ran, of the medians.
     pub ratios: Vec<CacheRatio>,
 }
 
@@ -159,7 +170,8 @@ impl CacheReport {
         create_seconds: f64,
         contenders: Vec<CacheResult>,
     ) -> Self {
-        let find = |name: &str| contenders.iter().find(|c| c.contender == name);
+        let medians = medians(&contenders);
+        let find = |name: &str| medians.iter().find(|c| c.contender == name);
         let ratios = RATIOS
             .iter()
             .filter_map(|&(ours, against)| find(ours).zip(find(against)))
@@ -167,6 +179,7 @@ impl CacheReport {
                 ours: ours.contender.clone(),
                 against: peer.contender.clone(),
                 sync: ours.sync_seconds / peer.sync_seconds,
+                sync_cpu: ours.sync_cpu_seconds / peer.sync_cpu_seconds,
                 steady_rss: ours.steady_rss_mib / peer.steady_rss_mib,
                 peak_rss: ours.peak_rss_mib / peer.peak_rss_mib,
                 bytes_per_object: ours.bytes_per_object / peer.bytes_per_object,
@@ -180,6 +193,7 @@ impl CacheReport {
             object_size,
             create_seconds,
             contenders,
+            medians,
             ratios,
         }
     }
@@ -199,17 +213,26 @@ impl CacheReport {
             self.machine.cpus,
             self.machine.memory_gib
         );
+        let rounds = self.contenders.iter().map(|c| c.round).max().unwrap_or(1);
         let _ = writeln!(
             out,
-            "| contender | time to sync (s) | RSS, 0 objects (MiB) | steady RSS (MiB) | peak RSS (MiB) | bytes/object | re-list peak RSS (MiB) | re-list peak / steady |"
+            "| contender | round | time to sync (s) | CPU to sync (s) | RSS, 0 objects (MiB) | steady RSS (MiB) | peak RSS (MiB) | bytes/object | re-list peak RSS (MiB) | re-list peak / steady |"
         );
-        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
-        for c in &self.contenders {
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let medians = self.medians.iter().filter(|_| rounds > 1);
+        for (c, round) in self
+            .contenders
+            .iter()
+            .map(|c| (c, c.round.to_string()))
+            .chain(medians.map(|c| (c, "median".to_string())))
+        {
             let _ = writeln!(
                 out,
-                "| {} | {:.2} | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} | {:.2}x |",
+                "| {} | {} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} | {:.2}x |",
                 c.contender,
+                round,
                 c.sync_seconds,
+                c.sync_cpu_seconds,
                 c.empty_rss_mib,
                 c.steady_rss_mib,
                 c.peak_rss_mib,
@@ -219,18 +242,24 @@ impl CacheReport {
             );
         }
         if !self.ratios.is_empty() {
+            let of = if rounds > 1 {
+                format!(" (of the medians over {rounds} rounds)")
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 out,
-                "\n| ratio | time to sync | steady RSS | peak RSS | bytes/object | re-list peak RSS |\n|---|---:|---:|---:|---:|---:|"
+                "\n| ratio{of} | time to sync | CPU to sync | steady RSS | peak RSS | bytes/object | re-list peak RSS |\n|---|---:|---:|---:|---:|---:|---:|"
             );
         }
         for r in &self.ratios {
             let _ = writeln!(
                 out,
-                "| {} / {} | {:.2}x | {:.2}x | {:.2}x | {:.2}x | {:.2}x |",
+                "| {} / {} | {:.2}x | {:.2}x | {:.2}x | {:.2}x | {:.2}x | {:.2}x |",
                 r.ours,
                 r.against,
                 r.sync,
+                r.sync_cpu,
                 r.steady_rss,
                 r.peak_rss,
                 r.bytes_per_object,
@@ -239,6 +268,49 @@ impl CacheReport {
         }
         out
     }
+}
+
+/// Each contender's median of each figure over its results, in the order the contenders first
+/// ran (with an even count, the mean of the middle two).
+fn medians(results: &[CacheResult]) -> Vec<CacheResult> {
+    let mut names: Vec<&str> = Vec::new();
+    for result in results {
+        if !names.contains(&result.contender.as_str()) {
+            names.push(&result.contender);
+        }
+    }
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let runs: Vec<&CacheResult> = results.iter().filter(|r| r.contender == name).collect();
+            let first = *runs.first()?;
+            let median = |field: fn(&CacheResult) -> f64| {
+                let mut values: Vec<f64> = runs.iter().map(|r| field(r)).collect();
+                values.sort_by(f64::total_cmp);
+                let mid = values.len() / 2;
+                if values.len() % 2 == 0 {
+                    (values[mid - 1] + values[mid]) / 2.0
+                } else {
+                    values[mid]
+                }
+            };
+            Some(CacheResult {
+                contender: first.contender.clone(),
+                objects: first.objects,
+                round: runs.len(),
+                sync_seconds: median(|r| r.sync_seconds),
+                sync_cpu_seconds: median(|r| r.sync_cpu_seconds),
+                empty_rss_mib: median(|r| r.empty_rss_mib),
+                steady_rss_mib: median(|r| r.steady_rss_mib),
+                peak_rss_mib: median(|r| r.peak_rss_mib),
+                bytes_per_object: median(|r| r.bytes_per_object),
+                relist_peak_rss_mib: median(|r| r.relist_peak_rss_mib),
+                relist_rss_mib: median(|r| r.relist_rss_mib),
+                relist_spike: median(|r| r.relist_spike),
+                relist_seconds: median(|r| r.relist_seconds),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -298,16 +370,20 @@ mod tests {
         assert_eq!(ratio.relist_peak_rss, 0.25);
         let table = report.table();
         assert!(
-            table.contains("| kubeapp | 2.00 | 10.0 | 20.0 | 30.0 | 104858 | 25.0 | 1.25x |"),
-            "{table}"
-        );
-        assert!(
-            table.contains("| kubeapp / kube-runtime | 0.50x | 0.40x | 0.50x | 0.25x | 0.25x |"),
+            table.contains(
+                "| kubeapp | 1 | 2.00 | 0.00 | 10.0 | 20.0 | 30.0 | 104858 | 25.0 | 1.25x |"
+            ),
             "{table}"
         );
         assert!(
             table.contains(
-                "| kubeapp / kube-runtime-stripped | 0.50x | 0.40x | 0.50x | 0.50x | 0.25x |"
+                "| kubeapp / kube-runtime | 0.50x | NaNx | 0.40x | 0.50x | 0.25x | 0.25x |"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "| kubeapp / kube-runtime-stripped | 0.50x | NaNx | 0.40x | 0.50x | 0.50x | 0.25x |"
             ),
             "{table}"
         );
@@ -315,6 +391,48 @@ mod tests {
             table.contains("kind `pod`") && table.contains("5000 bytes of JSON each (3000 without"),
             "{table}"
         );
+    }
+
+    #[test]
+    fn rounds_are_listed_and_the_ratios_are_of_the_medians() {
+        let run = |name: &str, round: usize, sync: f64, cpu: f64| {
+            let mut result = CacheResult::new(name, 10, sync, M, 2 * M, 2 * M, 2 * M, 2 * M, 1.0);
+            result.round = round;
+            result.sync_cpu_seconds = cpu;
+            result
+        };
+        let results = vec![
+            run("kubeapp", 1, 3.0, 6.0),
+            run("kube-runtime", 1, 4.0, 4.0),
+            run("kube-runtime", 2, 2.0, 5.0),
+            run("kubeapp", 2, 9.0, 2.0),
+            run("kubeapp", 3, 1.0, 4.0),
+            run("kube-runtime", 3, 8.0, 8.0),
+        ];
+        let size = ObjectSize {
+            json_bytes: 10,
+            json_bytes_without_managed_fields: 10,
+        };
+        let report = CacheReport::new(Machine::detect(), CacheObject::Bench, size, 1.0, results);
+        let kubeapp = &report.medians[0];
+        assert_eq!(
+            (
+                kubeapp.contender.as_str(),
+                kubeapp.round,
+                kubeapp.sync_seconds,
+                kubeapp.sync_cpu_seconds
+            ),
+            ("kubeapp", 3, 3.0, 4.0)
+        );
+        assert_eq!(report.ratios[0].sync, 3.0 / 4.0);
+        assert_eq!(report.ratios[0].sync_cpu, 4.0 / 5.0);
+        let table = report.table();
+        assert!(table.contains("| kubeapp | 2 | 9.00 | 2.00 |"), "{table}");
+        assert!(
+            table.contains("| kubeapp | median | 3.00 | 4.00 |"),
+            "{table}"
+        );
+        assert!(table.contains("(of the medians over 3 rounds)"), "{table}");
     }
 
     #[test]
@@ -361,7 +479,7 @@ mod tests {
         );
         assert!(
             report.table().contains(
-                "| kubeapp-projection / kubeapp | 1.00x | 0.50x | 1.00x | 0.25x | 1.00x |"
+                "| kubeapp-projection / kubeapp | 1.00x | NaNx | 0.50x | 1.00x | 0.25x | 1.00x |"
             ),
             "{}",
             report.table()

@@ -120,6 +120,10 @@ struct CacheArgs {
     /// Where the run keeps its files (default: a temporary directory, removed at the end).
     #[arg(long)]
     work_dir: Option<PathBuf>,
+    /// How many times each contender runs on the same objects, alternating (the order is
+    /// reversed every other round); the ratios are of each contender's medians.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=50))]
+    rounds: u16,
 }
 
 /// The flags of the end-to-end benchmark (no subcommand).
@@ -228,6 +232,7 @@ async fn run_cache_mode(args: CacheArgs) -> anyhow::Result<()> {
         settle: Duration::from_secs(args.settle_secs),
         timeout: Duration::from_secs(args.timeout_secs),
         work_dir,
+        rounds: usize::from(args.rounds),
     };
     let run = run_cache(&bins, &settings).await?;
     let report = CacheReport::new(

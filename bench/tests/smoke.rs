@@ -241,6 +241,7 @@ fn the_cache_mode_syncs_relists_and_reports_every_cache() {
         assert_eq!(contender["objects"], 40);
         for field in [
             "sync_seconds",
+            "sync_cpu_seconds",
             "empty_rss_mib",
             "steady_rss_mib",
             "peak_rss_mib",

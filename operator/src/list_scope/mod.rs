@@ -50,7 +50,10 @@ pub(crate) enum Listed {
     /// Still to be converted by the informer.
     Dynamic(DynamicObject),
     /// Read into the informer's type (or an `Undecodable`), ready to cache.
-    Read { key: ObjectKey, object: SharedObject },
+    Read {
+        key: ObjectKey,
+        object: SharedObject,
+    },
 }
 
 impl From<DynamicObject> for ListedObject {

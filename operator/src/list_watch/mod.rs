@@ -514,6 +514,9 @@ type RawEvents = crate::list_scope::RawWatch;
 #[path = "tests/projection.rs"]
 mod projection_tests;
 #[cfg(test)]
+#[path = "tests/read.rs"]
+mod read_tests;
+#[cfg(test)]
 #[path = "tests/resync.rs"]
 mod resync_tests;
 #[cfg(test)]
@@ -521,6 +524,3 @@ mod tests;
 #[cfg(test)]
 #[path = "tests/view.rs"]
 mod view_tests;
-#[cfg(test)]
-#[path = "tests/read.rs"]
-mod read_tests;

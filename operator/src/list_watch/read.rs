@@ -280,7 +280,9 @@ pub(crate) fn lister<R: ReadObject>(
         watcher::watcher(api, config)
             .map(move |item| {
                 item.map(|event| {
-                    map_event(event, |read| listed::<R>(read, keep_managed_fields, &transform))
+                    map_event(event, |read| {
+                        listed::<R>(read, keep_managed_fields, &transform)
+                    })
                 })
             })
             .boxed()
@@ -353,7 +355,8 @@ mod tests {
         assert_eq!(items, [&Reached::Borrowed(r#"{"a": [1, 2]}"#.to_string())]);
 
         let reached = |line: &str| {
-            let event: kube::core::WatchEvent<Probe> = serde_json::from_str(line).expect("an event");
+            let event: kube::core::WatchEvent<Probe> =
+                serde_json::from_str(line).expect("an event");
             let kube::core::WatchEvent::Added(Probe(reached)) = event else {
                 panic!("an Added event");
             };
@@ -365,6 +368,9 @@ mod tests {
             Reached::Borrowed(r#"{"a": 1}"#.to_string())
         );
         // The other order makes serde buffer the object before it knows the variant.
-        assert_eq!(reached(r#"{"object": {"a": 1}, "type": "ADDED"}"#), Reached::Parsed);
+        assert_eq!(
+            reached(r#"{"object": {"a": 1}, "type": "ADDED"}"#),
+            Reached::Parsed
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! Tests of the informer's event stream: decoding, skipping, resync, raw watch streams.
 
-use crate::list_scope::ListedObject;
 use super::*;
+use crate::list_scope::ListedObject;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use std::time::Duration;
@@ -50,7 +50,7 @@ fn raw_stream(events: Vec<Event<DynamicObject>>) -> RawEvents {
             .map(|event| Ok(crate::list_scope::map_event(event, ListedObject::from))),
     )
     .chain(futures::stream::pending())
-        .boxed()
+    .boxed()
 }
 
 fn metrics() -> (ControllerMetrics, KindMetrics) {

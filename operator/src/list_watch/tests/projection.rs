@@ -73,7 +73,9 @@ fn only_the_projected_fields_are_kept_and_the_metadata_is_whole() {
 #[test]
 fn a_projected_field_of_the_wrong_type_is_undecodable_and_other_fields_never_are() {
     let decode = projection_decoder::<Placement>(None);
-    let undecodable = decode.convert(pod(json!(42))).expect_err("nodeName is not a string");
+    let undecodable = decode
+        .convert(pod(json!(42)))
+        .expect_err("nodeName is not a string");
     assert!(
         undecodable.error().contains("invalid type"),
         "{undecodable}"
@@ -83,7 +85,9 @@ fn a_projected_field_of_the_wrong_type_is_undecodable_and_other_fields_never_are
     // A field outside the projection may hold anything: it is never read.
     let mut odd = pod(json!("node-1"));
     odd.data["spec"]["containers"] = json!("not a list");
-    let shared = decode.convert(odd).expect("the projection ignores containers");
+    let shared = decode
+        .convert(odd)
+        .expect("the projection ignores containers");
     assert!(as_undecodable(&shared).is_none());
 }
 

@@ -119,17 +119,26 @@ async fn objects_are_read_into_the_type_and_one_that_does_not_fit_fails_alone() 
         "{events:?}"
     );
     assert!(
-        events.iter().any(|event| matches!(event, Ok(Event::InitDone))),
+        events
+            .iter()
+            .any(|event| matches!(event, Ok(Event::InitDone))),
         "{events:?}"
     );
     let objects = applied(&events);
     assert_eq!(objects.len(), 4, "three listed, one watched: {events:?}");
 
     let a = downcast_shared::<ConfigMap>(&objects[0]).expect("a is a ConfigMap");
-    assert_eq!(a.data.as_ref().and_then(|d| d.get("k")).map(String::as_str), Some("v"));
+    assert_eq!(
+        a.data.as_ref().and_then(|d| d.get("k")).map(String::as_str),
+        Some("v")
+    );
     assert_eq!(a.metadata.managed_fields, None, "managedFields are dropped");
     assert_eq!(
-        a.metadata.labels.as_ref().and_then(|l| l.get("transformed")).map(String::as_str),
+        a.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("transformed"))
+            .map(String::as_str),
         Some("yes"),
         "the typed transform ran"
     );
@@ -141,7 +150,10 @@ async fn objects_are_read_into_the_type_and_one_that_does_not_fit_fails_alone() 
     assert!(bad.error().contains("invalid type"), "{}", bad.error());
     assert!(bad.to_string().contains("ConfigMap"), "{bad}");
 
-    assert!(downcast_shared::<ConfigMap>(&objects[2]).is_some(), "c after the bad one");
+    assert!(
+        downcast_shared::<ConfigMap>(&objects[2]).is_some(),
+        "c after the bad one"
+    );
     let fixed = downcast_shared::<ConfigMap>(&objects[3]).expect("the watched fix decodes");
     assert_eq!(fixed.metadata.resource_version.as_deref(), Some("21"));
 }
@@ -221,6 +233,8 @@ async fn an_item_that_is_not_an_object_fails_the_list() {
         }
     }
     let error = saw_error.expect("the list fails");
-    assert!(error.contains("42") || error.contains("invalid type"), "{error}");
+    assert!(
+        error.contains("42") || error.contains("invalid type"),
+        "{error}"
+    );
 }
-

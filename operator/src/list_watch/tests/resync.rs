@@ -1,8 +1,8 @@
 //! The periodic resync under backpressure: missed ticks are not replayed back to back.
 
-use crate::list_scope::ListedObject;
 use super::*;
 use crate::action::ReconcileAction;
+use crate::list_scope::ListedObject;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use std::time::Duration;

@@ -153,8 +153,8 @@ async fn informer_events_of(
         raw.into_iter()
             .map(|event| Ok(crate::list_scope::map_event(event, ListedObject::from))),
     )
-        .chain(futures::stream::pending())
-        .boxed();
+    .chain(futures::stream::pending())
+    .boxed();
     let events = informer_events(
         raw,
         ListWatchOptions::default().resync_interval(Duration::from_secs(30)),
