@@ -225,7 +225,7 @@ pub async fn run_cache(
     let mut results = Vec::new();
     let mut empty_rss_of = std::collections::HashMap::new();
     for round in 1..=settings.rounds.max(1) {
-        let order: Vec<&(&'static str, PathBuf)> = if round % 2 == 1 {
+        let order: Vec<&(&'static str, PathBuf)> = if !round.is_multiple_of(2) {
             bins.iter().collect()
         } else {
             bins.iter().rev().collect()

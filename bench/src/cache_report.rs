@@ -288,7 +288,7 @@ fn medians(results: &[CacheResult]) -> Vec<CacheResult> {
                 let mut values: Vec<f64> = runs.iter().map(|r| field(r)).collect();
                 values.sort_by(f64::total_cmp);
                 let mid = values.len() / 2;
-                if values.len() % 2 == 0 {
+                if values.len().is_multiple_of(2) {
                     (values[mid - 1] + values[mid]) / 2.0
                 } else {
                     values[mid]

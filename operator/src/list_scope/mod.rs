@@ -47,8 +47,8 @@ pub struct ListedObject(pub(crate) Listed);
 /// What a [`ListedObject`] holds.
 #[derive(Clone, Debug)]
 pub(crate) enum Listed {
-    /// Still to be converted by the informer.
-    Dynamic(DynamicObject),
+    /// Still to be converted by the informer (boxed: the other variant is two words).
+    Dynamic(Box<DynamicObject>),
     /// Read into the informer's type (or an `Undecodable`), ready to cache.
     Read {
         key: ObjectKey,
@@ -58,7 +58,7 @@ pub(crate) enum Listed {
 
 impl From<DynamicObject> for ListedObject {
     fn from(object: DynamicObject) -> Self {
-        Self(Listed::Dynamic(object))
+        Self(Listed::Dynamic(Box::new(object)))
     }
 }
 

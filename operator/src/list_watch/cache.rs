@@ -6,12 +6,12 @@
 //! [`view`](crate::view) of the object, applied here once for every handler, the re-list diff
 //! included (it goes through the same upsert).
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::list_scope::ListRange;
 use crate::object::{ObjectKey, SharedObject, Undecodable, as_undecodable, share};
 use crate::store::cache::SharedCache;
+use crate::store::object_map::{KeyRef, ObjectMap};
 
 use super::InformerEvent;
 
@@ -47,7 +47,8 @@ pub(crate) struct InformerCache {
 
 /// A list in progress.
 struct Listing {
-    seen: HashSet<ObjectKey>,
+    /// The objects the list delivered so far, by their own keys (no key copied per object).
+    seen: ObjectMap,
     /// The objects the list covers (`None`: every object).
     within: Option<ListRange>,
 }
@@ -55,7 +56,7 @@ struct Listing {
 /// Where the last known states live.
 pub(crate) enum Objects {
     /// The informer's own map.
-    Own(HashMap<ObjectKey, SharedObject>),
+    Own(ObjectMap),
     /// The cache of a shared informer ([`SharedCache`]): read here, written when each event is
     /// published, so an operator keeps one copy of every object, not two. Every event this
     /// cache produces is published before the informer reads its next observation (the
@@ -66,7 +67,7 @@ pub(crate) enum Objects {
 
 impl Default for Objects {
     fn default() -> Self {
-        Self::Own(HashMap::new())
+        Self::Own(ObjectMap::default())
     }
 }
 
@@ -74,7 +75,7 @@ impl Objects {
     /// Records `new` (own map only) and returns the previous state of `key`.
     fn upsert(&mut self, key: ObjectKey, new: SharedObject) -> Option<SharedObject> {
         match self {
-            Self::Own(objects) => objects.insert(key, new),
+            Self::Own(objects) => objects.insert(new),
             Self::Shared(cache) => cache.get(&key),
         }
     }
@@ -107,8 +108,8 @@ impl Objects {
     /// Every key, sorted.
     fn sorted_keys(&self) -> Vec<ObjectKey> {
         let mut keys: Vec<ObjectKey> = match self {
-            Self::Own(objects) => objects.keys().cloned().collect(),
-            Self::Shared(cache) => cache.read().objects.keys().cloned().collect(),
+            Self::Own(objects) => objects.keys().map(KeyRef::to_owned).collect(),
+            Self::Shared(cache) => cache.read().objects.keys().map(KeyRef::to_owned).collect(),
         };
         keys.sort();
         keys
@@ -164,7 +165,7 @@ impl InformerCache {
         match observed {
             Observed::ListStart { within } => {
                 self.listing = Some(Listing {
-                    seen: HashSet::new(),
+                    seen: ObjectMap::default(),
                     within,
                 });
             }
@@ -175,7 +176,10 @@ impl InformerCache {
             } => {
                 if listed && let Some(listing) = &mut self.listing {
                     // Seen even when undecodable: it exists, so it must not be reported deleted.
-                    listing.seen.insert(key.clone());
+                    // Known only by its key: its cached state stands for it.
+                    if let Some(seen) = object.clone().or_else(|| self.objects.get(&key)) {
+                        listing.seen.insert(seen);
+                    }
                 }
                 if let Some(new) = object {
                     self.upsert(key, new, out);
@@ -197,7 +201,7 @@ impl InformerCache {
                         .objects
                         .sorted_keys()
                         .into_iter()
-                        .filter(|key| !seen.contains(key))
+                        .filter(|key| seen.get(key).is_none())
                         .collect();
                     for key in gone {
                         let Some(last) = self.objects.get(&key) else {
@@ -258,12 +262,15 @@ impl InformerCache {
 
     /// Every cached object's key and `resourceVersion` as a number (for the drift check).
     pub(crate) fn versions(&self) -> Vec<(ObjectKey, Option<u64>)> {
-        let version = |(key, object): (&ObjectKey, &SharedObject)| {
-            (key.clone(), super::drift::cached_version(object))
+        let version = |object: &SharedObject| {
+            (
+                KeyRef::of(object.as_ref()).to_owned(),
+                super::drift::cached_version(object),
+            )
         };
         match &self.objects {
-            Objects::Own(objects) => objects.iter().map(version).collect(),
-            Objects::Shared(cache) => cache.read().objects.iter().map(version).collect(),
+            Objects::Own(objects) => objects.values().map(version).collect(),
+            Objects::Shared(cache) => cache.read().objects.values().map(version).collect(),
         }
     }
 

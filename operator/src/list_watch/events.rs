@@ -267,7 +267,7 @@ impl InformerState {
     fn decode(&self, object: ListedObject) -> (ObjectKey, Option<SharedObject>) {
         let mut object = match object.0 {
             Listed::Read { key, object } => return (key, Some(object)),
-            Listed::Dynamic(object) => object,
+            Listed::Dynamic(object) => *object,
         };
         let key = ObjectKey::of(&object);
         if !self.options.keep_managed_fields {

@@ -29,8 +29,10 @@
 //!
 //! # Objects that do not deserialize
 //!
-//! The informer lists and watches objects as `DynamicObject` (which always decodes) and converts
-//! each one to the typed kind on its own. An object that does not convert is delivered as an
+//! The informer reads each listed or watched object into the typed kind on its own, straight
+//! from the response's bytes (see `read.rs`: one pass per object, as kube-runtime's typed
+//! watcher; the object is read again as a `DynamicObject`, which always decodes, only when it
+//! does not fit). An object that does not convert is delivered as an
 //! [`Undecodable`] (the raw object, the serde error, and the incarnation's last decodable state)
 //! through the normal event path: it is cached, diffed and resynced like any object, so a list
 //! never fails for it and the informer and all other objects carry on. Each undecodable state is
@@ -41,9 +43,12 @@
 //! decodable state as an Add, so that typed handlers see every object as the sequence of its
 //! decodable states (see [`view`](crate::view)); the opinionated wrappers also read its metadata,
 //! so a deletion it holds with their finalizer is never stuck silently (see
-//! [`opinionated`](crate::opinionated#objects-that-do-not-decode)). The cost is one extra
-//! conversion per object, read from the parsed body without a JSON round trip (see `decode.rs`),
-//! and, while an object is undecodable, its last decodable state kept alive in the cache.
+//! [`opinionated`](crate::opinionated#objects-that-do-not-decode)). The cost is a scan of each
+//! object's text before it is read (to find where it ends, so it can be read again when it does
+//! not fit), and, while an object is undecodable, its last decodable state kept alive in the
+//! cache. Untyped kinds, synthetic streams ([`Informer::from_watch_stream`]) and an informer
+//! with a transform of the raw object ([`ListWatchOptions::transform`], which must see the
+//! `DynamicObject`) convert from a `DynamicObject` instead (see `decode.rs`).
 //!
 //! # Drift detection
 //!

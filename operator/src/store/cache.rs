@@ -12,6 +12,7 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
 use tokio::sync::watch;
 
+use super::object_map::{KeyRef, ObjectMap};
 use crate::object::{KubeObject, ObjectKey, SharedObject};
 use crate::store::{InformerEvent, SyncedFlag};
 
@@ -38,43 +39,6 @@ pub(crate) fn label_index(key: &str) -> String {
 /// The objects of one index: value -> keys of the objects indexed under it.
 type Index = HashMap<String, BTreeSet<ObjectKey>>;
 
-/// The objects by key. foldhash (randomly seeded per process): the cache is written once per
-/// event, and SipHash over two strings was a measurable part of it. A hashbrown map, so that an
-/// event finds its object by a [`KeyRef`] borrowed from the object (no key strings copied per
-/// event; only an object new to the cache gets an owned key).
-type Objects = hashbrown::HashMap<ObjectKey, SharedObject, foldhash::fast::RandomState>;
-
-/// An [`ObjectKey`] borrowed from an object's metadata. It hashes exactly as the owned key does
-/// (`Option<&str>` and `&str` hash as `Option<String>` and `String`), so it finds the same entry.
-#[derive(Hash)]
-struct KeyRef<'a> {
-    namespace: Option<&'a str>,
-    name: &'a str,
-}
-
-impl<'a> KeyRef<'a> {
-    fn of(object: &'a dyn KubeObject) -> Self {
-        let meta = object.metadata();
-        Self {
-            namespace: meta.namespace.as_deref(),
-            name: meta.name.as_deref().unwrap_or_default(),
-        }
-    }
-
-    fn to_owned(&self) -> ObjectKey {
-        ObjectKey {
-            namespace: self.namespace.map(str::to_string),
-            name: self.name.to_string(),
-        }
-    }
-}
-
-impl hashbrown::Equivalent<ObjectKey> for KeyRef<'_> {
-    fn equivalent(&self, key: &ObjectKey) -> bool {
-        self.name == key.name && self.namespace == key.namespace.as_deref()
-    }
-}
-
 /// One index's name and how its values are computed.
 struct Indexer {
     name: Arc<str>,
@@ -86,7 +50,7 @@ struct Indexer {
 
 #[derive(Default)]
 pub(crate) struct CacheState {
-    pub(crate) objects: Objects,
+    pub(crate) objects: ObjectMap,
     indexers: Vec<Indexer>,
     indexes: HashMap<Arc<str>, Index>,
     /// The highest numeric `resourceVersion` of any object seen (written under the write
@@ -138,9 +102,10 @@ impl SharedCache {
             return;
         }
         let mut index = Index::default();
-        for (key, object) in &state.objects {
+        for object in state.objects.values() {
             for value in indexer(object.as_ref()) {
-                index.entry(value).or_default().insert(key.clone());
+                let key = KeyRef::of(object.as_ref()).to_owned();
+                index.entry(value).or_default().insert(key);
             }
         }
         state.indexes.insert(Arc::clone(&name), index);
@@ -165,14 +130,10 @@ impl SharedCache {
         let raised = {
             let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
             let previous = match event {
-                InformerEvent::Delete(_) => state.objects.remove(&key),
+                InformerEvent::Delete(_) => state.objects.remove(key),
                 InformerEvent::Resync(_) => None,
                 InformerEvent::Add(new) | InformerEvent::Update { new, .. } => {
-                    // An object already cached is replaced in place: no key copied.
-                    match state.objects.get_mut(&key) {
-                        Some(slot) => Some(std::mem::replace(slot, Arc::clone(new))),
-                        None => state.objects.insert(key.to_owned(), Arc::clone(new)),
-                    }
+                    state.objects.insert(Arc::clone(new))
                 }
             };
             if !matches!(event, InformerEvent::Resync(_)) {
@@ -277,11 +238,9 @@ impl SharedCache {
     /// Every cached object, sorted by key (for replaying the cache as Adds in a stable order).
     pub(crate) fn snapshot(&self) -> Vec<SharedObject> {
         let state = self.read();
-        let mut keys: Vec<&ObjectKey> = state.objects.keys().collect();
-        keys.sort();
-        keys.into_iter()
-            .filter_map(|key| state.objects.get(key).cloned())
-            .collect()
+        let mut objects: Vec<&SharedObject> = state.objects.values().collect();
+        objects.sort_by(|a, b| KeyRef::of(a.as_ref()).cmp(&KeyRef::of(b.as_ref())));
+        objects.into_iter().cloned().collect()
     }
 
     /// The cached object under `key`.

@@ -27,6 +27,7 @@ pub(crate) mod cache;
 mod digest;
 mod event;
 mod kind_cache;
+pub(crate) mod object_map;
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -35,7 +36,7 @@ use std::time::Duration;
 
 use kube::runtime::reflector::ObjectRef;
 
-use crate::object::{KubeObject, ObjectKey, SharedObject, downcast_shared};
+use crate::object::{KubeObject, SharedObject, downcast_shared};
 
 use self::cache::OWNER_INDEX;
 pub(crate) use self::cache::{IndexFn, SharedCache, VersionWaitEnd, label_index, label_indexer};
@@ -151,11 +152,13 @@ impl<K: KubeObject> Store<K> {
 
     /// The cached object `name` in `namespace` (`None` for cluster-scoped kinds).
     pub fn get_named(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
-        let key = ObjectKey {
-            namespace: namespace.map(str::to_string),
-            name: name.to_string(),
-        };
-        self.cache.get(&key).as_ref().and_then(downcast_shared::<K>)
+        let object = self
+            .cache
+            .read()
+            .objects
+            .get(object_map::KeyRef::new(namespace, name))
+            .cloned();
+        object.as_ref().and_then(downcast_shared::<K>)
     }
 
     /// Every cached object (a snapshot of `Arc`s, in no particular order).
@@ -169,9 +172,11 @@ impl<K: KubeObject> Store<K> {
         Self::typed(
             state
                 .objects
-                .iter()
-                .filter(|(key, _)| namespace.is_none() || key.namespace.as_deref() == namespace)
-                .map(|(_, object)| Arc::clone(object)),
+                .values()
+                .filter(|object| {
+                    namespace.is_none() || object.metadata().namespace.as_deref() == namespace
+                })
+                .cloned(),
         )
     }
 
