@@ -45,10 +45,14 @@ pub(crate) struct InformerCache {
     listing: Option<Listing>,
 }
 
+/// Keys (foldhash; a [`KeyRef`] finds its owned key without a copy).
+type KeySet = hashbrown::HashSet<ObjectKey, foldhash::fast::RandomState>;
+
 /// A list in progress.
 struct Listing {
-    /// The objects the list delivered so far, by their own keys (no key copied per object).
-    seen: ObjectMap,
+    /// The keys the list delivered so far; `None` when the list started on an empty cache (the
+    /// first list: nothing cached can be missing from it, so no key is copied per object).
+    seen: Option<KeySet>,
     /// The objects the list covers (`None`: every object).
     within: Option<ListRange>,
 }
@@ -103,6 +107,31 @@ impl Objects {
                 }
             }
         }
+    }
+
+    /// Whether nothing is cached.
+    fn is_empty(&self) -> bool {
+        match self {
+            Self::Own(objects) => objects.len() == 0,
+            Self::Shared(cache) => cache.read().objects.len() == 0,
+        }
+    }
+
+    /// The keys not in `seen`, sorted (copied only for those).
+    fn sorted_keys_absent_from(&self, seen: &KeySet) -> Vec<ObjectKey> {
+        let absent = |objects: &ObjectMap| -> Vec<ObjectKey> {
+            objects
+                .keys()
+                .filter(|key| !seen.contains(key))
+                .map(KeyRef::to_owned)
+                .collect()
+        };
+        let mut keys = match self {
+            Self::Own(objects) => absent(objects),
+            Self::Shared(cache) => absent(&cache.read().objects),
+        };
+        keys.sort();
+        keys
     }
 
     /// Every key, sorted.
@@ -165,7 +194,7 @@ impl InformerCache {
         match observed {
             Observed::ListStart { within } => {
                 self.listing = Some(Listing {
-                    seen: ObjectMap::default(),
+                    seen: (!self.objects.is_empty()).then(KeySet::default),
                     within,
                 });
             }
@@ -174,12 +203,13 @@ impl InformerCache {
                 object,
                 listed,
             } => {
-                if listed && let Some(listing) = &mut self.listing {
+                if listed
+                    && let Some(Listing {
+                        seen: Some(seen), ..
+                    }) = &mut self.listing
+                {
                     // Seen even when undecodable: it exists, so it must not be reported deleted.
-                    // Known only by its key: its cached state stands for it.
-                    if let Some(seen) = object.clone().or_else(|| self.objects.get(&key)) {
-                        listing.seen.insert(seen);
-                    }
+                    seen.insert(key.clone());
                 }
                 if let Some(new) = object {
                     self.upsert(key, new, out);
@@ -196,13 +226,12 @@ impl InformerCache {
                 }
             }
             Observed::ListDone => {
-                if let Some(Listing { seen, within }) = self.listing.take() {
-                    let gone: Vec<ObjectKey> = self
-                        .objects
-                        .sorted_keys()
-                        .into_iter()
-                        .filter(|key| seen.get(key).is_none())
-                        .collect();
+                if let Some(Listing {
+                    seen: Some(seen),
+                    within,
+                }) = self.listing.take()
+                {
+                    let gone = self.objects.sorted_keys_absent_from(&seen);
                     for key in gone {
                         let Some(last) = self.objects.get(&key) else {
                             continue;

@@ -55,6 +55,14 @@ impl<'a> From<&'a ObjectKey> for KeyRef<'a> {
     }
 }
 
+/// A `KeyRef` hashes exactly as the owned key does (`Option<&str>` and `&str` hash as
+/// `Option<String>` and `String`, fields in the same order), so it finds the same entry.
+impl hashbrown::Equivalent<ObjectKey> for KeyRef<'_> {
+    fn equivalent(&self, key: &ObjectKey) -> bool {
+        *self == KeyRef::from(key)
+    }
+}
+
 /// See the [module docs](self).
 #[derive(Default)]
 pub(crate) struct ObjectMap {
@@ -182,5 +190,17 @@ mod tests {
         keys.sort();
         assert_eq!(keys.first(), Some(&key(None, "x")));
         assert_eq!(map.values().count(), 1_002);
+    }
+
+    #[test]
+    fn a_borrowed_key_finds_its_owned_copy_in_a_hashed_set() {
+        let mut set: hashbrown::HashSet<ObjectKey, foldhash::fast::RandomState> =
+            hashbrown::HashSet::default();
+        set.insert(key(Some("ns"), "a"));
+        set.insert(key(None, "a"));
+        let object = config_map(Some("ns"), "a", "1");
+        assert!(set.contains(&KeyRef::of(object.as_ref())));
+        assert!(set.contains(&KeyRef::new(None, "a")));
+        assert!(!set.contains(&KeyRef::new(Some("other"), "a")));
     }
 }
