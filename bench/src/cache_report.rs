@@ -285,14 +285,7 @@ fn medians(results: &[CacheResult]) -> Vec<CacheResult> {
             let runs: Vec<&CacheResult> = results.iter().filter(|r| r.contender == name).collect();
             let first = *runs.first()?;
             let median = |field: fn(&CacheResult) -> f64| {
-                let mut values: Vec<f64> = runs.iter().map(|r| field(r)).collect();
-                values.sort_by(f64::total_cmp);
-                let mid = values.len() / 2;
-                if values.len().is_multiple_of(2) {
-                    (values[mid - 1] + values[mid]) / 2.0
-                } else {
-                    values[mid]
-                }
+                crate::report::median(runs.iter().map(|r| field(r)).collect())
             };
             Some(CacheResult {
                 contender: first.contender.clone(),

@@ -130,7 +130,8 @@ pub struct Report {
     pub ratios: Vec<Ratio>,
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+/// The median of `values` (with an even count, the mean of the middle two; NaN for none).
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     if values.is_empty() {
         return f64::NAN;
     }
