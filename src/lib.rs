@@ -15,8 +15,20 @@
 //!   (`controller.run_while_leading(..)`, `controller.run_sharded(..)` through
 //!   [`ha::RunInTerms`], which the [`prelude`] brings into scope).
 //! - [`simple`]: the simple `App` built from a manifest and closures.
-//! - [`components`]: oper8-style components (in progress): a kind's dependent objects as a
-//!   graph, deployed then verified.
+//! - `components` (feature `components`): oper8-style components, a kind's dependent objects as
+//!   a graph, deployed then verified.
+//! - `phases` (feature `phases`): Autopilot-style phases, a kind's life as a state machine of
+//!   workers with inputs and outputs.
+//!
+//! # Features
+//!
+//! None is on by default, so an operator compiles only what it uses:
+//!
+//! - `cli`: `Operator` (the operator binary's commands and flags) in the [`prelude`];
+//! - `components`, `phases`: the modules above;
+//! - `otlp`: OTLP span export (without it, an operator configured to export fails at start,
+//!   saying so);
+//! - `testenv`: a real kube-apiserver + etcd for tests.
 //!
 //! # A complete operator on one page
 //!
@@ -86,9 +98,11 @@
 //! }
 //! ```
 
+#[cfg(feature = "components")]
 pub use kubeapp_components as components;
 pub use kubeapp_ha as ha;
 pub use kubeapp_operator as operator;
+#[cfg(feature = "phases")]
 pub use kubeapp_phases as phases;
 pub use kubeapp_runner as runner;
 pub use kubeapp_sdk as sdk;

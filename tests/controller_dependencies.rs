@@ -94,3 +94,67 @@ fn a_controller_without_the_runner_compiles_no_server_certificate_generator_or_e
         "what depends on tokio-rustls in a controller-only build"
     );
 }
+
+/// `cargo tree -p PACKAGE --offline -e normal --prefix none`: the package names its build
+/// compiles, with the features that package's own build resolves.
+fn packages_of(package: &str) -> BTreeSet<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let output = Command::new(&cargo)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "tree",
+            "-p",
+            package,
+            "--offline",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("running {cargo} tree: {e}"));
+    assert!(
+        output.status.success(),
+        "cargo tree -p {package} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Issue #40 ("compile time"): the one-page operator (`kubeapp` with `cli` only) compiles no
+/// OTLP exporter (nor tonic, prost or reqwest, which only the exporters bring), no components
+/// and no phases; the canary example, which enables `phases`, compiles both of those.
+#[test]
+fn the_one_page_operator_compiles_no_exporter_components_or_phases() {
+    let minimal = packages_of("kubeapp-example-minimal");
+    assert!(
+        minimal.contains("kubeapp-simple") && minimal.contains("kubeapp-runner"),
+        "the scan found too little: {minimal:?}"
+    );
+    for absent in [
+        "opentelemetry-otlp",
+        "opentelemetry_sdk",
+        "tracing-opentelemetry",
+        "tonic",
+        "prost",
+        "reqwest",
+        "kubeapp-components",
+        "kubeapp-phases",
+    ] {
+        assert!(
+            !minimal.contains(absent),
+            "the one-page operator compiles {absent}"
+        );
+    }
+    let canary = packages_of("kubeapp-example-canary");
+    for present in ["kubeapp-components", "kubeapp-phases"] {
+        assert!(
+            canary.contains(present),
+            "the canary example lacks {present}"
+        );
+    }
+}

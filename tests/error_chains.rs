@@ -635,6 +635,9 @@ fn simple_errors(errors: &mut Errors) {
                     "otlp cause 2c9".into(),
                 ),
             },
+            TelemetryError::OtlpNotBuilt {
+                configured: s("HttpProtobuf to http://collector:4318"),
+            },
             TelemetryError::NoRuntime,
             TelemetryError::AlreadyInitialized(s("i")),
             TelemetryError::Shutdown(s("s")),

@@ -315,6 +315,10 @@ fn plan_from(args: &InitArgs, built_from: Option<&Path>) -> Result<Vec<PlannedFi
     let run_note = template::render("run note", args.template.run_note(), &values)?;
     values.insert("run_note", run_note);
     values.insert("kubeapp_dependency", source.dependency());
+    values.insert(
+        "kubeapp_features",
+        args.template.kubeapp_features().to_string(),
+    );
     values.insert("kubeapp_source_note", source.note().to_string());
     values.insert("kubeapp_docs", source.api_docs());
     values.insert("kubeapp_guide", source.guide());

@@ -84,6 +84,16 @@ impl Flavor {
         Self::ALL.into_iter().find(|flavor| flavor.name() == name)
     }
 
+    /// The features of the `kubeapp` dependency the template needs (as written in `Cargo.toml`,
+    /// a list's inside): `cli`, and the framework module of the flavor.
+    pub fn kubeapp_features(self) -> &'static str {
+        match self {
+            Flavor::Reconciler | Flavor::Watcher => r#""cli""#,
+            Flavor::Components => r#""cli", "components""#,
+            Flavor::Phases => r#""cli", "phases""#,
+        }
+    }
+
     /// What the project's README says of the template after `kubeapp run` (a paragraph and its
     /// blank line, or nothing; `{{kind}}` and `{{kind_snake}}` are filled in).
     pub fn run_note(self) -> &'static str {

@@ -99,7 +99,7 @@ pub struct OperatorArgs {
     #[arg(long, env = "LOG_FORMAT", value_name = "FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     /// Export traces over OTLP to this endpoint (without it, the OTEL_EXPORTER_OTLP_* variables
-    /// decide).
+    /// decide); needs an operator built with kubeapp's `otlp` feature.
     #[arg(long, env = "OTLP_ENDPOINT", value_name = "URL")]
     pub otlp_endpoint: Option<String>,
     /// The protocol for --otlp-endpoint.

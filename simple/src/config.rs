@@ -87,6 +87,7 @@ impl AppConfig {
     /// (a check named `leader`). Off by default: a follower serves webhooks and keeps its caches
     /// warm, so it is ready.
     #[must_use]
+    #[cfg(feature = "cli")] // The `Operator`'s `--leader-ready` is its one caller.
     pub(crate) fn ready_only_when_leading(mut self) -> Self {
         self.ready_only_when_leading = true;
         self

@@ -7,6 +7,12 @@
 //! - when OTLP export is configured, a `tracing-opentelemetry` layer that exports every span over
 //!   OTLP, by gRPC or HTTP/protobuf, through a batch processor on the Tokio runtime.
 //!
+//! The exporters (OpenTelemetry's SDK and OTLP crates, tonic for gRPC, reqwest for HTTP) are
+//! compiled only with the `otlp` feature (`kubeapp/otlp`): they are about a third of an
+//! operator's cold build. Without it, logs work as above and a configured export (explicit or
+//! through the `OTEL_EXPORTER_OTLP_*` variables) fails [`init`] with
+//! [`TelemetryError::OtlpNotBuilt`], so spans are never dropped unnoticed.
+//!
 //! OTLP is configured explicitly ([`Otlp::Endpoint`]) or, with the default [`Otlp::FromEnv`],
 //! through the standard variables: export is on when `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` is set (and `OTEL_SDK_DISABLED` is not `true`); the protocol comes
@@ -37,18 +43,25 @@
 //! # }
 //! ```
 
+#[cfg(feature = "otlp")]
 use std::time::Duration;
 
 use kubeapp_sdk::error::ErrorChain;
+#[cfg(feature = "otlp")]
 use opentelemetry::trace::TracerProvider as _;
+#[cfg(feature = "otlp")]
 use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
+#[cfg(feature = "otlp")]
 use opentelemetry_sdk::Resource;
+#[cfg(feature = "otlp")]
 use opentelemetry_sdk::trace::SdkTracerProvider;
+#[cfg(feature = "otlp")]
 use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::{EnvFilter, Layer as _};
 
 /// How long [`TelemetryGuard::shutdown`] waits for the last spans to be exported.
+#[cfg(feature = "otlp")]
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The format of log lines on stderr.
@@ -129,6 +142,8 @@ pub enum Otlp {
 /// Settings for [`init`]: a plain struct with chained setters.
 #[derive(Clone, Debug)]
 pub struct TelemetryConfig {
+    // The exported spans' service name: unread without the exporters.
+    #[cfg_attr(not(feature = "otlp"), allow(dead_code))]
     service_name: String,
     log_format: LogFormat,
     filter: Option<String>,
@@ -192,12 +207,21 @@ pub enum TelemetryError {
         source: tracing_subscriber::filter::ParseError,
     },
     /// The OTLP exporter could not be built (bad endpoint, no Tokio runtime, ...).
+    #[cfg(feature = "otlp")]
     #[error("building the OTLP {protocol:?} exporter")]
     Exporter {
         /// The protocol chosen.
         protocol: OtlpProtocol,
         /// The exporter's error.
         source: opentelemetry_otlp::ExporterBuildError,
+    },
+    /// OTLP export is configured but the exporters were not compiled in.
+    #[error(
+        "OTLP export is configured ({configured}) but this operator was built without the exporters: enable kubeapp's `otlp` feature, or unset the OTEL_EXPORTER_OTLP_* variables"
+    )]
+    OtlpNotBuilt {
+        /// Where the configuration came from (`Otlp::Endpoint` or the variable set).
+        configured: String,
     },
     /// OTLP export needs a Tokio runtime to run its batch processor on.
     #[error("OTLP export needs a Tokio runtime: call telemetry::init from within one")]
@@ -214,8 +238,16 @@ pub enum TelemetryError {
 #[derive(Debug)]
 #[must_use = "dropping the guard without calling shutdown() loses the last batch of spans"]
 pub struct TelemetryGuard {
-    provider: Option<SdkTracerProvider>,
+    provider: Option<SpanExport>,
 }
+
+/// What exports spans: OpenTelemetry's tracer provider with the `otlp` feature, nothing (a type
+/// with no value) without it.
+#[cfg(feature = "otlp")]
+type SpanExport = SdkTracerProvider;
+#[cfg(not(feature = "otlp"))]
+#[derive(Debug)]
+enum SpanExport {}
 
 impl TelemetryGuard {
     /// True when spans are exported over OTLP.
@@ -252,6 +284,14 @@ impl TelemetryGuard {
         let Some(provider) = self.provider.take() else {
             return Ok(());
         };
+        #[cfg(not(feature = "otlp"))]
+        match provider {}
+        #[cfg(feature = "otlp")]
+        Self::flush(provider).await
+    }
+
+    #[cfg(feature = "otlp")]
+    async fn flush(provider: SdkTracerProvider) -> Result<(), TelemetryError> {
         // The SDK's shutdown blocks its thread until the batch task, which runs on this runtime,
         // has exported: so block a blocking-pool thread, not a runtime worker.
         let flush = tokio::task::spawn_blocking(move || provider.shutdown());
@@ -306,9 +346,12 @@ pub fn subscriber(
             .boxed(),
     };
     let provider = tracer_provider(config)?;
+    #[cfg(feature = "otlp")]
     let spans = provider
         .as_ref()
         .map(|provider| tracing_opentelemetry::layer().with_tracer(provider.tracer("kubeapp")));
+    #[cfg(not(feature = "otlp"))]
+    let spans: Option<tracing_subscriber::layer::Identity> = None;
     let subscriber = tracing_subscriber::registry()
         .with(filter)
         .with(logs)
@@ -364,6 +407,7 @@ fn resolve_otlp(
 }
 
 /// An explicit HTTP endpoint is a base URL: add the traces path when none is given.
+#[cfg_attr(not(feature = "otlp"), allow(dead_code))] // Tested either way.
 fn http_traces_url(url: &str) -> String {
     let trimmed = url.trim_end_matches('/');
     let has_path = trimmed
@@ -377,7 +421,22 @@ fn http_traces_url(url: &str) -> String {
     }
 }
 
-fn tracer_provider(config: &TelemetryConfig) -> Result<Option<SdkTracerProvider>, TelemetryError> {
+/// Without the exporters: `None` when export is off, else an error saying how to get them.
+#[cfg(not(feature = "otlp"))]
+fn tracer_provider(config: &TelemetryConfig) -> Result<Option<SpanExport>, TelemetryError> {
+    match resolve_otlp(&config.otlp, |name| std::env::var(name).ok())? {
+        None => Ok(None),
+        Some((Some(url), protocol)) => Err(TelemetryError::OtlpNotBuilt {
+            configured: format!("{protocol:?} to {url}"),
+        }),
+        Some((None, protocol)) => Err(TelemetryError::OtlpNotBuilt {
+            configured: format!("{protocol:?} from OTEL_EXPORTER_OTLP_*"),
+        }),
+    }
+}
+
+#[cfg(feature = "otlp")]
+fn tracer_provider(config: &TelemetryConfig) -> Result<Option<SpanExport>, TelemetryError> {
     let Some((endpoint, protocol)) = resolve_otlp(&config.otlp, |name| std::env::var(name).ok())?
     else {
         return Ok(None);
@@ -430,6 +489,27 @@ mod tests {
             .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
             .collect();
         move |name| map.get(name).cloned()
+    }
+
+    /// Runs without the `otlp` feature (`scripts/test` runs this module's tests so too).
+    #[cfg(not(feature = "otlp"))]
+    #[test]
+    fn without_the_exporters_a_configured_export_fails_saying_which_feature() {
+        let explicit = TelemetryConfig::new("t").otlp(Otlp::Endpoint {
+            url: "http://collector:4318".into(),
+            protocol: OtlpProtocol::HttpProtobuf,
+        });
+        let error = subscriber(&explicit)
+            .err()
+            .expect("an export cannot be set up");
+        assert!(
+            matches!(&error, TelemetryError::OtlpNotBuilt { configured } if configured.contains("http://collector:4318")),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains("`otlp` feature"), "{error}");
+        let off = TelemetryConfig::new("t").otlp(Otlp::Disabled);
+        let (_, guard) = subscriber(&off).expect("logs alone need no exporter");
+        assert!(!guard.exports_spans());
     }
 
     #[test]
