@@ -12,29 +12,27 @@
 use std::collections::BTreeSet;
 use std::process::Command;
 
-/// `cargo tree -p kubeapp-operator --offline --prefix none` with `args`: one package (or
-/// package feature) per line.
-fn operator_tree(args: &[&str]) -> String {
+/// `cargo tree -p PACKAGE --offline --prefix none` with `args`: one package (or package
+/// feature) per line, with the features that package's own build resolves.
+fn tree(package: &str, args: &[&str]) -> String {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let output = Command::new(&cargo)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args([
-            "tree",
-            "-p",
-            "kubeapp-operator",
-            "--offline",
-            "--prefix",
-            "none",
-        ])
+        .args(["tree", "-p", package, "--offline", "--prefix", "none"])
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("running {cargo} tree: {e}"));
     assert!(
         output.status.success(),
-        "cargo tree {args:?} failed: {}",
+        "cargo tree -p {package} {args:?} failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8(output.stdout).expect("cargo tree prints UTF-8")
+}
+
+/// [`tree`] of `kubeapp-operator`.
+fn operator_tree(args: &[&str]) -> String {
+    tree("kubeapp-operator", args)
 }
 
 /// Each line once, without `cargo tree`'s `(*)` mark of a repeat: `name vX.Y.Z` and
@@ -95,30 +93,9 @@ fn a_controller_without_the_runner_compiles_no_server_certificate_generator_or_e
     );
 }
 
-/// `cargo tree -p PACKAGE --offline -e normal --prefix none`: the package names its build
-/// compiles, with the features that package's own build resolves.
+/// The names of the packages `package`'s build compiles (normal dependencies).
 fn packages_of(package: &str) -> BTreeSet<String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let output = Command::new(&cargo)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args([
-            "tree",
-            "-p",
-            package,
-            "--offline",
-            "-e",
-            "normal",
-            "--prefix",
-            "none",
-        ])
-        .output()
-        .unwrap_or_else(|e| panic!("running {cargo} tree: {e}"));
-    assert!(
-        output.status.success(),
-        "cargo tree -p {package} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout)
+    tree(package, &["-e", "normal"])
         .lines()
         .filter_map(|line| line.split_whitespace().next())
         .map(str::to_string)
