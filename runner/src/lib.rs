@@ -181,7 +181,9 @@
 //! ```
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+mod accept_backoff;
 pub mod client_metrics;
+pub mod http_server;
 pub mod metrics_auth;
 mod runner;
 pub mod webhook;

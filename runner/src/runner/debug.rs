@@ -6,16 +6,12 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::Json;
-use axum::extract::connect_info::MockConnectInfo;
-use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use http::{StatusCode, header};
 use kubeapp_operator::{ControllerMetrics, Informers};
 use kubeapp_sdk::app::App;
 use kubeapp_sdk::diagnostics::Diagnostics;
 
+use crate::http_server::{Response, text};
 use crate::metrics_auth::{MetricsAuth, MetricsAuthError};
 
 /// The diagnostics endpoint's path.
@@ -39,62 +35,38 @@ impl DiagnosticsSource {
     }
 }
 
-/// `GET /debug/kubeapp`.
-pub(super) async fn diagnostics(State(source): State<Arc<DiagnosticsSource>>) -> Response {
-    Json(source.report()).into_response()
-}
-
-/// Lets a request to a guarded path through, or answers 401/403/503 (see the module docs).
+/// Whether a request to a guarded path from `peer` may pass: `None` lets it through, else the
+/// 401/403/503 answer (see the module docs).
 pub(super) async fn guard(
-    State(auth): State<Option<Arc<MetricsAuth>>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let path = request.uri().path().to_string();
+    auth: Option<&MetricsAuth>,
+    request: &http::request::Parts,
+    peer: SocketAddr,
+) -> Option<Response> {
+    let path = request.uri.path();
     match auth {
         Some(auth) => {
             let authorization = request
-                .headers()
+                .headers
                 .get(header::AUTHORIZATION)
                 .and_then(|value| value.to_str().ok());
-            match auth.check(authorization, &path).await {
-                Ok(()) => next.run(request).await,
-                Err(error) => {
-                    let status = match &error {
-                        MetricsAuthError::Unauthenticated { .. } => StatusCode::UNAUTHORIZED,
-                        MetricsAuthError::Forbidden { .. } => StatusCode::FORBIDDEN,
-                        MetricsAuthError::ReviewFailed { .. } => StatusCode::SERVICE_UNAVAILABLE,
-                    };
-                    tracing::debug!(%path, %error, "metrics port request refused");
-                    (status, format!("{error}\n")).into_response()
-                }
-            }
+            let error = auth.check(authorization, path).await.err()?;
+            let status = match &error {
+                MetricsAuthError::Unauthenticated { .. } => StatusCode::UNAUTHORIZED,
+                MetricsAuthError::Forbidden { .. } => StatusCode::FORBIDDEN,
+                MetricsAuthError::ReviewFailed { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            tracing::debug!(%path, %error, "metrics port request refused");
+            Some(text(status, format!("{error}\n")))
         }
-        None if path == DEBUG_PATH && !from_loopback(&request) => (
+        None if path == DEBUG_PATH && !peer.ip().is_loopback() => Some(text(
             StatusCode::FORBIDDEN,
             format!(
                 "{DEBUG_PATH} answers only loopback clients unless the metrics port \
                  authenticates (--metrics-auth)\n"
             ),
-        )
-            .into_response(),
-        None => next.run(request).await,
+        )),
+        None => None,
     }
-}
-
-/// Whether the request came over a loopback connection (unknown peers are not). The peer is
-/// what the server recorded, or what a test's `MockConnectInfo` stands in for it.
-fn from_loopback(request: &Request) -> bool {
-    let extensions = request.extensions();
-    let peer = extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(peer)| *peer)
-        .or_else(|| {
-            extensions
-                .get::<MockConnectInfo<SocketAddr>>()
-                .map(|MockConnectInfo(peer)| *peer)
-        });
-    peer.is_some_and(|peer| peer.ip().is_loopback())
 }
 
 #[cfg(test)]
@@ -104,32 +76,43 @@ mod tests {
     use std::sync::atomic::AtomicBool;
     use std::time::Duration;
 
-    use axum::body::Body;
-    use axum::extract::connect_info::MockConnectInfo;
-    use axum::http::{Request, StatusCode};
+    use http::StatusCode;
+    use http_body_util::{BodyExt as _, Empty};
     use kubeapp_operator::{Informers, MetricsRegistry};
     use prometheus::Registry;
-    use tower::ServiceExt as _;
 
     use super::DiagnosticsSource;
-    use crate::runner::http::{HealthState, router};
+    use crate::runner::http::{HealthState, MetricsRoutes};
 
     async fn status_from(peer: [u8; 4], path: &str) -> StatusCode {
+        status_of(http::Method::GET, peer, path).await
+    }
+
+    async fn status_of(method: http::Method, peer: [u8; 4], path: &str) -> StatusCode {
         let metrics = MetricsRegistry::new(None).expect("a registry");
-        let diagnostics = Arc::new(DiagnosticsSource {
-            informers: Informers::new(),
-            controller: metrics.controller(),
-            apps: Vec::new(),
-        });
-        let health = Arc::new(HealthState {
-            apps: Vec::new(),
-            shutting_down: AtomicBool::new(false),
-            check_timeout: Duration::from_secs(1),
-        });
-        let app = router(Registry::new(), health, diagnostics, None)
-            .layer(MockConnectInfo(SocketAddr::from((peer, 40000))));
-        let request = Request::get(path).body(Body::empty()).expect("a request");
-        app.oneshot(request).await.expect("an answer").status()
+        let routes = MetricsRoutes {
+            registry: Registry::new(),
+            health: Arc::new(HealthState {
+                apps: Vec::new(),
+                shutting_down: AtomicBool::new(false),
+                check_timeout: Duration::from_secs(1),
+            }),
+            diagnostics: Arc::new(DiagnosticsSource {
+                informers: Informers::new(),
+                controller: metrics.controller(),
+                apps: Vec::new(),
+            }),
+            auth: None,
+        };
+        let request = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .body(Empty::new().map_err(|never| match never {}).boxed_unsync())
+            .expect("a request");
+        routes
+            .handle(request, SocketAddr::from((peer, 40000)))
+            .await
+            .status()
     }
 
     #[tokio::test]
@@ -145,5 +128,13 @@ mod tests {
         // The metrics and the probes stay open to everyone without auth.
         assert_eq!(status_from([10, 1, 2, 3], "/metrics").await, StatusCode::OK);
         assert_eq!(status_from([10, 1, 2, 3], "/livez").await, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn unknown_paths_get_404_and_other_methods_405() {
+        assert_eq!(
+            status_from([127, 0, 0, 1], "/nope").await,
+            StatusCode::NOT_FOUND
+        );
     }
 }

@@ -5,19 +5,25 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use std::net::SocketAddr;
+
 use futures::future::join_all;
+use http::{Method, StatusCode};
+use hyper_util::rt::TokioIo;
+use hyper_util::server::graceful::GracefulShutdown;
 use kubeapp_sdk::app::App;
 use prometheus::{Encoder as _, Registry, TextEncoder};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::debug::{self, DEBUG_PATH, DiagnosticsSource};
+use crate::accept_backoff::AcceptBackoff;
+use crate::http_server::{Request, Response, full, http1, json, no_route, text};
 use crate::metrics_auth::MetricsAuth;
+
+/// How long a client of the metrics port has to send a complete request header (also the most
+/// an idle keep-alive connection stays open).
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the handlers read: shared between the runner and its server.
 pub(crate) struct HealthState {
@@ -29,74 +35,116 @@ pub(crate) struct HealthState {
     pub check_timeout: Duration,
 }
 
-/// The router of the metrics and health server: `/metrics` and `/debug/kubeapp` behind the
-/// [guard](debug::guard), the probes open.
-pub(crate) fn router(
-    registry: Registry,
-    health: Arc<HealthState>,
-    diagnostics: Arc<DiagnosticsSource>,
-    auth: Option<Arc<MetricsAuth>>,
-) -> Router {
-    let guarded = Router::new()
-        .route("/metrics", get(metrics))
-        .with_state(registry)
-        .merge(
-            Router::new()
-                .route(DEBUG_PATH, get(debug::diagnostics))
-                .with_state(diagnostics),
-        )
-        .layer(axum::middleware::from_fn_with_state(auth, debug::guard));
-    Router::new()
-        .route("/livez", get(livez))
-        .route("/readyz", get(readyz))
-        .with_state(health)
-        .merge(guarded)
+/// The routes of the metrics and health server: `/metrics` and `/debug/kubeapp` behind the
+/// [guard](debug::guard), the probes open. `GET` (or `HEAD`) only.
+pub(crate) struct MetricsRoutes {
+    pub(crate) registry: Registry,
+    pub(crate) health: Arc<HealthState>,
+    pub(crate) diagnostics: Arc<DiagnosticsSource>,
+    pub(crate) auth: Option<Arc<MetricsAuth>>,
 }
 
-/// Serves `router` on `listener` until `stop` is cancelled, then lets open requests finish.
-pub(super) async fn serve(
-    listener: TcpListener,
-    router: Router,
-    stop: CancellationToken,
-) -> std::io::Result<()> {
-    // The peer address tells loopback clients of `/debug/kubeapp` from others.
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(stop.cancelled_owned())
-    .await
-}
-
-async fn metrics(State(registry): State<Registry>) -> Response {
-    let encoder = TextEncoder::new();
-    let mut body = Vec::new();
-    match encoder.encode(&registry.gather(), &mut body) {
-        Ok(()) => ([(header::CONTENT_TYPE, encoder.format_type())], body).into_response(),
-        Err(error) => {
-            tracing::error!(%error, "encoding the metrics failed");
-            (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("encoding the metrics failed: {error}\n"),
-            )
-                .into_response()
+impl MetricsRoutes {
+    /// Answers one request from `peer` (the guard lets only loopback peers read the diagnostics
+    /// when the port does not authenticate).
+    pub(crate) async fn handle(&self, request: Request, peer: SocketAddr) -> Response {
+        // No route reads a body.
+        let (request, _body) = request.into_parts();
+        let path = request.uri.path();
+        let known = matches!(path, "/livez" | "/readyz" | "/metrics" | DEBUG_PATH);
+        if !known || !matches!(request.method, Method::GET | Method::HEAD) {
+            return no_route(known);
+        }
+        match path {
+            "/livez" => text(StatusCode::OK, "ok\n"),
+            "/readyz" => readyz(&self.health).await,
+            _ => {
+                if let Some(refusal) = debug::guard(self.auth.as_deref(), &request, peer).await {
+                    return refusal;
+                }
+                if path == DEBUG_PATH {
+                    json(&self.diagnostics.report())
+                } else {
+                    metrics(&self.registry)
+                }
+            }
         }
     }
 }
 
-async fn livez() -> &'static str {
-    "ok\n"
+/// Serves `routes` on `listener` (HTTP/1.1) until `stop` is cancelled, then stops accepting and
+/// lets open requests finish (the runner bounds that wait).
+pub(super) async fn serve(
+    listener: TcpListener,
+    routes: MetricsRoutes,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
+    let routes = Arc::new(routes);
+    let graceful = GracefulShutdown::new();
+    let mut backoff = AcceptBackoff::new(Duration::from_millis(5), Duration::from_secs(1));
+    loop {
+        let (tcp, peer) = tokio::select! {
+            () = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => {
+                    backoff.succeeded();
+                    accepted
+                }
+                Err(err) => {
+                    let pause = backoff.failed();
+                    tracing::warn!(%err, ?pause, "metrics port accept failed; pausing before the next accept");
+                    tokio::select! {
+                        () = stop.cancelled() => break,
+                        () = tokio::time::sleep(pause) => continue,
+                    }
+                }
+            },
+        };
+        let routes = Arc::clone(&routes);
+        let service = hyper::service::service_fn(move |request| {
+            let routes = Arc::clone(&routes);
+            async move {
+                let request = crate::http_server::boxed_request(request);
+                Ok::<_, std::convert::Infallible>(routes.handle(request, peer).await)
+            }
+        });
+        let connection =
+            graceful.watch(http1(HEADER_READ_TIMEOUT).serve_connection(TokioIo::new(tcp), service));
+        tokio::spawn(async move {
+            if let Err(err) = connection.await {
+                tracing::debug!(%peer, %err, "metrics port connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }
 
-async fn readyz(State(health): State<Arc<HealthState>>) -> (StatusCode, String) {
-    let (ready, body) = readiness(&health).await;
+fn metrics(registry: &Registry) -> Response {
+    let encoder = TextEncoder::new();
+    let mut body = Vec::new();
+    match encoder.encode(&registry.gather(), &mut body) {
+        Ok(()) => full(StatusCode::OK, prometheus::TEXT_FORMAT, body),
+        Err(error) => {
+            tracing::error!(%error, "encoding the metrics failed");
+            text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("encoding the metrics failed: {error}\n"),
+            )
+        }
+    }
+}
+
+async fn readyz(health: &HealthState) -> Response {
+    let (ready, body) = readiness(health).await;
     let status = if ready {
         StatusCode::OK
     } else {
         tracing::debug!(report = %body, "not ready");
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (status, body)
+    text(status, body)
 }
 
 /// Evaluates every health check of every app, concurrently, each bounded by the check timeout.

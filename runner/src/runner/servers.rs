@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::debug::DiagnosticsSource;
-use super::http::{self, HealthState};
+use super::http::{self, HealthState, MetricsRoutes};
 use crate::metrics_auth::MetricsAuth;
 
 /// How long the metrics server gets to finish open requests once the apps have stopped (the
@@ -38,7 +38,12 @@ pub(super) fn start_servers(
         "metrics",
         http::serve(
             listener,
-            http::router(registry, health, diagnostics, auth),
+            MetricsRoutes {
+                registry,
+                health,
+                diagnostics,
+                auth,
+            },
             stop.clone(),
         ),
     );

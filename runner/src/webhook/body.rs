@@ -21,11 +21,16 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::body::{Body, BodyDataStream, Bytes};
-use axum::extract::Request;
-use axum::http::{StatusCode, Version, header};
-use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use futures::StreamExt as _;
+use http::{StatusCode, Version, header};
+use http_body::Frame;
+use http_body_util::{BodyDataStream, BodyExt as _, StreamBody};
+
+use crate::http_server::{Request, RequestBody, Response};
+
+/// What is left of a refused body.
+type Rest = BodyDataStream<RequestBody>;
 
 /// How much of a body is read, and how much of an oversized one is discarded after its refusal.
 #[derive(Clone, Copy, Debug)]
@@ -49,7 +54,7 @@ pub(crate) enum BodyError {
 /// An oversized body's refusal: the 413 response, with what is left of the body to discard.
 pub(crate) struct TooLarge {
     message: String,
-    rest: Option<BodyDataStream>,
+    rest: Option<Rest>,
     close_connection: bool,
     limits: BodyLimits,
 }
@@ -94,10 +99,10 @@ pub(crate) async fn read_limited(request: Request, limits: BodyLimits) -> Result
     Ok(Bytes::from(bytes))
 }
 
-impl IntoResponse for TooLarge {
+impl TooLarge {
     /// 413 with the message; the body is discarded once the response is being written (not
     /// earlier: reading it before the response head would make hyper send `100 Continue`).
-    fn into_response(mut self) -> Response {
+    pub(crate) fn into_response(mut self) -> Response {
         tracing::warn!(status = 413, reason = %self.message, "webhook request refused");
         let message = Bytes::from(std::mem::take(&mut self.message));
         let length = message.len();
@@ -109,20 +114,16 @@ impl IntoResponse for TooLarge {
             if let Some(rest) = rest {
                 tokio::spawn(discard(rest, limits));
             }
-            Ok::<_, Infallible>(message)
+            Ok::<_, Infallible>(Frame::data(message))
         });
-        let mut response = (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            [
-                (
-                    header::CONTENT_TYPE,
-                    "text/plain; charset=utf-8".to_string(),
-                ),
-                (header::CONTENT_LENGTH, length.to_string()),
-            ],
-            Body::from_stream(body),
-        )
-            .into_response();
+        let mut response = http::Response::new(StreamBody::new(body).boxed_unsync());
+        *response.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        headers.insert(header::CONTENT_LENGTH, header::HeaderValue::from(length));
         if self.close_connection {
             response.headers_mut().insert(
                 header::CONNECTION,
@@ -135,7 +136,7 @@ impl IntoResponse for TooLarge {
 
 /// Reads and drops the rest of a refused body, within the drain bounds. Dropping the stream
 /// before its end (a bound reached) makes hyper close the connection.
-async fn discard(mut rest: BodyDataStream, limits: BodyLimits) {
+async fn discard(mut rest: Rest, limits: BodyLimits) {
     let mut discarded = 0u64;
     let drained = tokio::time::timeout(limits.drain_timeout, async {
         while let Some(chunk) = rest.next().await {

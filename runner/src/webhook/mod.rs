@@ -66,7 +66,6 @@
 //! # }
 //! ```
 
-mod accept_backoff;
 mod body;
 mod config;
 mod review;
@@ -79,8 +78,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::Router;
-use axum::routing::post;
+use http::Method;
 use kubeapp_sdk::app::App;
 
 use self::body::BodyLimits;
@@ -90,6 +88,7 @@ pub use self::config::{
 };
 pub use self::server::WebhookServer;
 pub use self::tls::ReloadingCert;
+use crate::http_server::{RequestBodyError, Response, boxed_request, no_route};
 
 /// What can stop the webhook server from starting or running.
 #[derive(Debug, thiserror::Error)]
@@ -115,11 +114,12 @@ pub enum WebhookError {
     },
 }
 
-/// The review handlers as a plain (not TLS) router, for embedding behind another TLS terminator
-/// or for tests. Bodies past `max_body_bytes` are refused with 413; the rest of such a body is
-/// discarded within the defaults of [`WebhookConfig::oversized_drain_bytes`] and
+/// The review handlers without TLS, for embedding behind another TLS terminator or for tests:
+/// `POST /validate`, `POST /mutate` and `POST /convert`; any other path is 404, another method
+/// 405. Bodies past `max_body_bytes` are refused with 413; the rest of such a body is discarded
+/// within the defaults of [`WebhookConfig::oversized_drain_bytes`] and
 /// [`WebhookConfig::oversized_drain_timeout`] (see the [limits](self#limits)).
-pub fn router(apps: Vec<Arc<dyn App>>, max_body_bytes: usize) -> Router {
+pub fn router(apps: Vec<Arc<dyn App>>, max_body_bytes: usize) -> WebhookRouter {
     router_with_limits(
         apps,
         BodyLimits {
@@ -131,14 +131,66 @@ pub fn router(apps: Vec<Arc<dyn App>>, max_body_bytes: usize) -> Router {
 }
 
 /// [`router`] with every body limit given.
-fn router_with_limits(apps: Vec<Arc<dyn App>>, limits: BodyLimits) -> Router {
-    let state = review::Apps {
-        apps: Arc::new(apps),
-        limits,
-    };
-    Router::new()
-        .route("/validate", post(review::validate))
-        .route("/mutate", post(review::mutate))
-        .route("/convert", post(review::convert))
-        .with_state(state)
+fn router_with_limits(apps: Vec<Arc<dyn App>>, limits: BodyLimits) -> WebhookRouter {
+    WebhookRouter {
+        apps: review::Apps {
+            apps: Arc::new(apps),
+            limits,
+        },
+    }
+}
+
+/// The webhook server's routes (see [`router`]): call [`handle`](Self::handle), or use it as a
+/// `tower::Service` of any HTTP server. Cheap to clone.
+#[derive(Clone)]
+pub struct WebhookRouter {
+    apps: review::Apps,
+}
+
+impl std::fmt::Debug for WebhookRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookRouter")
+            .field("apps", &self.apps.apps.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WebhookRouter {
+    /// Answers one request (any body type: hyper's, or a test's `Full`).
+    pub async fn handle<B>(&self, request: http::Request<B>) -> Response
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<RequestBodyError>,
+    {
+        let request = boxed_request(request);
+        let post = request.method() == Method::POST;
+        match request.uri().path() {
+            "/validate" if post => review::validate(&self.apps, request).await,
+            "/mutate" if post => review::mutate(&self.apps, request).await,
+            "/convert" if post => review::convert(&self.apps, request).await,
+            path => no_route(matches!(path, "/validate" | "/mutate" | "/convert")),
+        }
+    }
+}
+
+impl<B> tower::Service<http::Request<B>> for WebhookRouter
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<RequestBodyError>,
+{
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let router = self.clone();
+        Box::pin(async move { Ok(router.handle(request).await) })
+    }
 }

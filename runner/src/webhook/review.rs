@@ -18,11 +18,9 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use futures::FutureExt;
+use http::{StatusCode, header};
 use kube::api::DynamicObject;
 use kube::core::Status;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
@@ -30,6 +28,7 @@ use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionRe
 use kubeapp_sdk::app::{AdmissionError, App, ConversionError};
 
 use super::body::{BodyError, BodyLimits, TooLarge, read_limited};
+use crate::http_server::{Request, Response, json as json_response, text};
 
 /// What the review handlers share: the apps, and the body limits.
 #[derive(Clone)]
@@ -46,17 +45,12 @@ enum Refusal {
     TooLarge(TooLarge),
 }
 
-impl IntoResponse for Refusal {
+impl Refusal {
     fn into_response(self) -> Response {
         match self {
             Self::Plain(status, reason) => {
                 tracing::warn!(status = status.as_u16(), %reason, "webhook request refused");
-                (
-                    status,
-                    [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-                    reason,
-                )
-                    .into_response()
+                text(status, reason)
             }
             Self::TooLarge(too_large) => too_large.into_response(),
         }
@@ -99,22 +93,6 @@ fn parse<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, R
             ),
         )
     })
-}
-
-fn json_response<T: serde::Serialize>(value: &T) -> Response {
-    match serde_json::to_vec(value) {
-        Ok(bytes) => (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/json")],
-            Body::from(bytes),
-        )
-            .into_response(),
-        Err(e) => Refusal::Plain(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("encoding the response: {e}"),
-        )
-        .into_response(),
-    }
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
@@ -183,9 +161,9 @@ fn admission_refusal(
 }
 
 /// `POST /validate`.
-pub(crate) async fn validate(State(state): State<Apps>, request: Request) -> Response {
+pub(crate) async fn validate(state: &Apps, request: Request) -> Response {
     let handled = async {
-        let (request, app) = admission_request(&state, request).await?;
+        let (request, app) = admission_request(state, request).await?;
         let outcome = AssertUnwindSafe(app.validate(&request))
             .catch_unwind()
             .await;
@@ -201,13 +179,13 @@ pub(crate) async fn validate(State(state): State<Apps>, request: Request) -> Res
         };
         Ok(json_response(&response.into_review()))
     };
-    handled.await.unwrap_or_else(IntoResponse::into_response)
+    handled.await.unwrap_or_else(Refusal::into_response)
 }
 
 /// `POST /mutate`.
-pub(crate) async fn mutate(State(state): State<Apps>, request: Request) -> Response {
+pub(crate) async fn mutate(state: &Apps, request: Request) -> Response {
     let handled = async {
-        let (request, app) = admission_request(&state, request).await?;
+        let (request, app) = admission_request(state, request).await?;
         let outcome = AssertUnwindSafe(app.mutate(&request)).catch_unwind().await;
         let response = match outcome {
             Err(panic) => {
@@ -221,7 +199,7 @@ pub(crate) async fn mutate(State(state): State<Apps>, request: Request) -> Respo
         };
         Ok(json_response(&response.into_review()))
     };
-    handled.await.unwrap_or_else(IntoResponse::into_response)
+    handled.await.unwrap_or_else(Refusal::into_response)
 }
 
 /// Admits `request` with the JSON patch that turns its object into `changed`.
@@ -250,7 +228,7 @@ fn patch_response(
 }
 
 /// `POST /convert`.
-pub(crate) async fn convert(State(state): State<Apps>, request: Request) -> Response {
+pub(crate) async fn convert(state: &Apps, request: Request) -> Response {
     let handled = async {
         let body = json_body(request, state.limits).await?;
         let review: ConversionReview = parse(&body, "ConversionReview")?;
@@ -310,5 +288,5 @@ pub(crate) async fn convert(State(state): State<Apps>, request: Request) -> Resp
         }
         Ok(json_response(&response.success(converted).into_review()))
     };
-    handled.await.unwrap_or_else(IntoResponse::into_response)
+    handled.await.unwrap_or_else(Refusal::into_response)
 }

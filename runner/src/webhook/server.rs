@@ -1,37 +1,41 @@
 //! The bound HTTPS server: its accept loop, one task per connection, and the drain on stop.
 //!
-//! Built on hyper-util: `server::conn::auto::Builder` serves each connection (HTTP/1.1 or
-//! HTTP/2, as the TLS handshake negotiated through ALPN) and `server::graceful::GracefulShutdown`
-//! tells every open connection to finish what it is doing and close when the server stops. What
-//! is ours is only the accept loop: the connection cap, the pause after failed accepts, and the
-//! timeouts of the phases hyper does not bound (the TLS handshake, an HTTP/2 client that never
-//! sends a request).
+//! Built on hyper: its HTTP/1.1 server serves each connection (with the `http2` feature,
+//! hyper-util's `auto::Builder` serves HTTP/1.1 or HTTP/2, as the TLS handshake negotiated through
+//! ALPN), and hyper-util's `GracefulShutdown` tells every open connection to finish what it is
+//! doing and close when the server stops. What is ours is only the accept loop: the connection
+//! cap, the pause after failed accepts, and the timeouts of the phases hyper does not bound (the
+//! TLS handshake, an HTTP/2 client that never sends a request).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+#[cfg(feature = "http2")]
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
-use hyper_util::service::TowerToHyperService;
 use kubeapp_sdk::app::App;
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt as _;
 
-use super::accept_backoff::AcceptBackoff;
-use super::{ReloadingCert, WebhookConfig, WebhookError, router_with_limits};
+use super::{ReloadingCert, WebhookConfig, WebhookError, WebhookRouter, router_with_limits};
+use crate::accept_backoff::AcceptBackoff;
+
+/// The protocols offered in the TLS handshake, most preferred first.
+#[cfg(feature = "http2")]
+const ALPN_PROTOCOLS: &[&[u8]] = &[b"h2", b"http/1.1"];
+/// The protocols offered in the TLS handshake (HTTP/2 only with the `http2` feature).
+#[cfg(not(feature = "http2"))]
+const ALPN_PROTOCOLS: &[&[u8]] = &[b"http/1.1"];
 
 /// A bound HTTPS webhook server; [`serve`](Self::serve) runs it.
 pub struct WebhookServer {
     listener: tokio::net::TcpListener,
     acceptor: tokio_rustls::TlsAcceptor,
-    router: Router,
+    router: WebhookRouter,
     config: WebhookConfig,
 }
 
@@ -47,7 +51,7 @@ impl std::fmt::Debug for WebhookServer {
 #[derive(Clone)]
 struct ConnectionSettings {
     acceptor: tokio_rustls::TlsAcceptor,
-    router: Router,
+    router: WebhookRouter,
     handshake_timeout: Duration,
     header_timeout: Duration,
 }
@@ -64,7 +68,7 @@ impl WebhookServer {
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()
             .with_cert_resolver(Arc::new(resolver));
-        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        tls.alpn_protocols = ALPN_PROTOCOLS.iter().map(|p| p.to_vec()).collect();
         let listener = tokio::net::TcpListener::bind(config.addr)
             .await
             .map_err(|source| WebhookError::Bind {
@@ -194,30 +198,49 @@ async fn serve_connection(
             return;
         }
     };
-    let http2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
-    // The protocol ALPN chose, so hyper does not wait for bytes to guess it.
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder = if http2 {
-        builder.http2_only()
-    } else {
-        builder.http1_only()
-    };
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(settings.header_timeout);
-    builder.http2().timer(TokioTimer::new());
+    let io = TokioIo::new(tls);
+    let router = settings.router;
+    #[cfg(feature = "http2")]
+    if io.inner().get_ref().1.alpn_protocol() == Some(b"h2".as_slice()) {
+        return serve_http2(io, peer, router, settings.header_timeout, watcher).await;
+    }
+    let service = hyper::service::service_fn(move |request| {
+        let router = router.clone();
+        async move { Ok::<_, std::convert::Infallible>(router.handle(request).await) }
+    });
+    let connection =
+        crate::http_server::http1(settings.header_timeout).serve_connection(io, service);
+    if let Err(err) = watcher.watch(connection).await {
+        tracing::debug!(%peer, %err, "webhook connection ended with an error");
+    }
+}
+
+/// One HTTP/2 connection. hyper bounds no phase of it before the first request: a client that
+/// sends none within the header timeout is disconnected here (once one came, the deadline no
+/// longer applies).
+#[cfg(feature = "http2")]
+async fn serve_http2(
+    io: TokioIo<tokio_rustls::server::TlsStream<TcpStream>>,
+    peer: SocketAddr,
+    router: WebhookRouter,
+    header_timeout: Duration,
+    watcher: Watcher,
+) {
+    use hyper_util::rt::{TokioExecutor, TokioTimer};
+    use hyper_util::server::conn::auto;
 
     let requested = Arc::new(AtomicBool::new(false));
-    let service = settings
-        .router
-        .map_request(marking_requested(Arc::clone(&requested)));
-    let connection = builder.serve_connection(TokioIo::new(tls), TowerToHyperService::new(service));
-    let connection = watcher.watch(connection);
-    // HTTP/1.1's header timeout is hyper's; an HTTP/2 client that never sends a request is
-    // bounded here (once one came, the deadline no longer applies).
+    let marker = Arc::clone(&requested);
+    let service = hyper::service::service_fn(move |request| {
+        marker.store(true, Ordering::Relaxed);
+        let router = router.clone();
+        async move { Ok::<_, std::convert::Infallible>(router.handle(request).await) }
+    });
+    let mut builder = auto::Builder::new(TokioExecutor::new()).http2_only();
+    builder.http2().timer(TokioTimer::new());
+    let connection = watcher.watch(builder.serve_connection(io, service).into_owned());
     let first_request_deadline = async {
-        tokio::time::sleep(settings.header_timeout).await;
+        tokio::time::sleep(header_timeout).await;
         if requested.load(Ordering::Relaxed) {
             std::future::pending::<()>().await;
         }
@@ -227,17 +250,7 @@ async fn serve_connection(
             tracing::debug!(%peer, %err, "webhook connection ended with an error");
         },
         () = first_request_deadline => {
-            tracing::debug!(%peer, timeout = ?settings.header_timeout, "webhook connection sent no request; closing it");
+            tracing::debug!(%peer, timeout = ?header_timeout, "webhook connection sent no request; closing it");
         }
-    }
-}
-
-/// A request mapper that only records that the connection sent a request.
-fn marking_requested<B>(
-    requested: Arc<AtomicBool>,
-) -> impl Fn(http::Request<B>) -> http::Request<B> + Clone {
-    move |request| {
-        requested.store(true, Ordering::Relaxed);
-        request
     }
 }

@@ -1,14 +1,15 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body::Frame;
+use http_body_util::{BodyExt as _, Full, StreamBody};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::core::admission::AdmissionRequest;
 use kubeapp_sdk::app::{AdmissionError, App, AppError, ConversionError};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt as _;
 
 use super::*;
 
@@ -127,30 +128,50 @@ fn gadget(size: i64) -> Value {
     })
 }
 
-fn app_router() -> Router {
+fn app_router() -> WebhookRouter {
     router(vec![Arc::new(TestApp)], 64 * 1024)
 }
 
-async fn post(
-    router: &Router,
+/// A request body of one chunk, with no length announced (as a chunked upload).
+fn streamed(
+    bytes: Vec<u8>,
+) -> StreamBody<impl futures::Stream<Item = Result<Frame<Bytes>, std::io::Error>>> {
+    StreamBody::new(futures::stream::iter([Ok(Frame::data(Bytes::from(bytes)))]))
+}
+
+async fn post<B>(
+    router: &WebhookRouter,
     path: &str,
     content_type: &str,
-    body: impl Into<Body>,
-) -> (StatusCode, Vec<u8>) {
+    body: B,
+) -> (StatusCode, Vec<u8>)
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<crate::http_server::RequestBodyError>,
+{
     let request = Request::post(path)
         .header("content-type", content_type)
-        .body(body.into())
+        .body(body)
         .expect("request");
-    let response = router.clone().oneshot(request).await.expect("infallible");
+    let response = router.handle(request).await;
     let status = response.status();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+    let bytes = response
+        .into_body()
+        .collect()
         .await
-        .expect("body");
+        .expect("body")
+        .to_bytes();
     (status, bytes.to_vec())
 }
 
-async fn post_json(router: &Router, path: &str, body: &Value) -> (StatusCode, Value) {
-    let (status, bytes) = post(router, path, "application/json", body.to_string()).await;
+async fn post_json(router: &WebhookRouter, path: &str, body: &Value) -> (StatusCode, Value) {
+    let (status, bytes) = post(
+        router,
+        path,
+        "application/json",
+        Full::new(Bytes::from(body.to_string())),
+    )
+    .await;
     let value = serde_json::from_slice(&bytes)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
     (status, value)
@@ -241,7 +262,13 @@ async fn malformed_bodies_get_400_with_a_message() {
         ("/mutate", r#"{"kind": "AdmissionReview"}"#),
         ("/convert", "[1, 2, 3]"),
     ] {
-        let (status, text) = post(&router, path, "application/json", body).await;
+        let (status, text) = post(
+            &router,
+            path,
+            "application/json",
+            Full::new(Bytes::from(body)),
+        )
+        .await;
         let text = String::from_utf8_lossy(&text);
         assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {text}");
         assert!(
@@ -256,12 +283,11 @@ async fn an_oversized_body_gets_413_naming_the_limit() {
     let router = router(vec![Arc::new(TestApp)], 1024);
     let big = json!({ "pad": "x".repeat(4096) }).to_string();
     // Chunked (no length announced): refused once the limit is passed.
-    let stream = futures::stream::iter([Ok::<_, std::io::Error>(big.into_bytes())]);
     let (status, text) = post(
         &router,
         "/validate",
         "application/json",
-        Body::from_stream(stream),
+        streamed(big.into_bytes()),
     )
     .await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
@@ -282,23 +308,26 @@ async fn an_announced_length_past_the_limit_is_refused_without_reading_the_body(
         let polled = Arc::clone(&polled);
         async move {
             polled.store(true, std::sync::atomic::Ordering::SeqCst);
-            Ok::<_, std::io::Error>(vec![b'x'; 4096])
+            Ok::<_, std::io::Error>(Frame::data(Bytes::from(vec![b'x'; 4096])))
         }
     });
     let request = Request::post("/validate")
         .header("content-type", "application/json")
         .header("content-length", "4096")
-        .body(Body::from_stream(body))
+        .body(StreamBody::new(body))
         .expect("request");
-    let response = router.oneshot(request).await.expect("infallible");
+    let response = router.handle(request).await;
     assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
     assert!(
         !polled.load(std::sync::atomic::Ordering::SeqCst),
         "the body was read before the refusal"
     );
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+    let bytes = response
+        .into_body()
+        .collect()
         .await
-        .expect("body");
+        .expect("body")
+        .to_bytes();
     let text = String::from_utf8_lossy(&bytes);
     assert!(
         text.contains("4096 bytes (Content-Length) is larger than the limit of 1024 bytes"),
@@ -310,7 +339,13 @@ async fn an_announced_length_past_the_limit_is_refused_without_reading_the_body(
 async fn a_wrong_content_type_gets_415() {
     let router = app_router();
     let body = admission_review("Gadget", "CREATE", gadget(1)).to_string();
-    let (status, text) = post(&router, "/validate", "text/plain", body).await;
+    let (status, text) = post(
+        &router,
+        "/validate",
+        "text/plain",
+        Full::new(Bytes::from(body)),
+    )
+    .await;
     assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     assert!(String::from_utf8_lossy(&text).contains("application/json"));
 }

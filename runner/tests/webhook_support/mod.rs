@@ -43,6 +43,11 @@ impl Certs {
 
     /// A TLS client that trusts the CA and offers HTTP/1.1 only.
     pub fn connector(&self) -> tokio_rustls::TlsConnector {
+        self.connector_offering(&[b"http/1.1"])
+    }
+
+    /// A TLS client that trusts the CA and offers `protocols` through ALPN.
+    pub fn connector_offering(&self, protocols: &[&[u8]]) -> tokio_rustls::TlsConnector {
         use rustls_pki_types::pem::PemObject as _;
         let mut roots = rustls::RootCertStore::empty();
         roots
@@ -58,7 +63,7 @@ impl Certs {
         .expect("versions")
         .with_root_certificates(roots)
         .with_no_client_auth();
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
         tokio_rustls::TlsConnector::from(Arc::new(config))
     }
 

@@ -9,14 +9,14 @@ use std::time::Duration;
 
 /// Pauses between failed accepts: `min`, doubling with each failure in a row, at most `max`.
 #[derive(Debug)]
-pub(super) struct AcceptBackoff {
+pub(crate) struct AcceptBackoff {
     min: Duration,
     max: Duration,
     next: Duration,
 }
 
 impl AcceptBackoff {
-    pub(super) fn new(min: Duration, max: Duration) -> Self {
+    pub(crate) fn new(min: Duration, max: Duration) -> Self {
         Self {
             min,
             max,
@@ -25,7 +25,7 @@ impl AcceptBackoff {
     }
 
     /// The pause after one more failure in a row.
-    pub(super) fn failed(&mut self) -> Duration {
+    pub(crate) fn failed(&mut self) -> Duration {
         let pause = self.next.min(self.max);
         // At least 1 ms from the second failure on, so a zero minimum cannot spin.
         self.next = (pause * 2).max(Duration::from_millis(1)).min(self.max);
@@ -33,7 +33,7 @@ impl AcceptBackoff {
     }
 
     /// An accept succeeded: the next failure pauses `min` again.
-    pub(super) fn succeeded(&mut self) {
+    pub(crate) fn succeeded(&mut self) {
         self.next = self.min;
     }
 }
