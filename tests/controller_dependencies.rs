@@ -103,8 +103,10 @@ fn packages_of(package: &str) -> BTreeSet<String> {
 }
 
 /// Issue #40 ("compile time"): the one-page operator (`kubeapp` with `cli` only) compiles no
-/// OTLP exporter (nor tonic, prost or reqwest, which only the exporters bring), no components
-/// and no phases; the canary example, which enables `phases`, compiles both of those.
+/// OTLP exporter (nor tonic, prost or reqwest, which only the exporters bring), no components,
+/// no phases, no web framework (the Runner's servers are on hyper), no HTTP/2 (the
+/// `webhook-http2` feature's) and no terminal colours; the canary example, which enables
+/// `phases`, compiles components and phases.
 #[test]
 fn the_one_page_operator_compiles_no_exporter_components_phases_web_framework_or_http2() {
     let minimal = packages_of("kubeapp-example-minimal");

@@ -4,8 +4,13 @@
 //! (`ENFILE`): the connection stays in the listen backlog, so retrying at once fails again and
 //! the loop spins, logging every time. Pausing, doubling up to a maximum, keeps the CPU and the
 //! log quiet until descriptors free up; the first successful accept resets the pause.
+//! [`AcceptBackoff::accept`] is that loop, shared by the Runner's two servers.
 
+use std::net::SocketAddr;
 use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
 
 /// Pauses between failed accepts: `min`, doubling with each failure in a row, at most `max`.
 #[derive(Debug)]
@@ -35,6 +40,36 @@ impl AcceptBackoff {
     /// An accept succeeded: the next failure pauses `min` again.
     pub(crate) fn succeeded(&mut self) {
         self.next = self.min;
+    }
+
+    /// The next connection on `listener`, pausing after each failed accept (one warning naming
+    /// `server` per failure); `None` once `stop` is cancelled, also during a pause.
+    pub(crate) async fn accept(
+        &mut self,
+        listener: &TcpListener,
+        stop: &CancellationToken,
+        server: &'static str,
+    ) -> Option<(TcpStream, SocketAddr)> {
+        loop {
+            let accepted = tokio::select! {
+                () = stop.cancelled() => return None,
+                accepted = listener.accept() => accepted,
+            };
+            match accepted {
+                Ok(accepted) => {
+                    self.succeeded();
+                    return Some(accepted);
+                }
+                Err(err) => {
+                    let pause = self.failed();
+                    tracing::warn!(%err, ?pause, server, "accept failed; pausing before the next accept");
+                    tokio::select! {
+                        () = stop.cancelled() => return None,
+                        () = tokio::time::sleep(pause) => {}
+                    }
+                }
+            }
+        }
     }
 }
 

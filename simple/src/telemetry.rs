@@ -9,8 +9,9 @@
 //!
 //! The exporters (OpenTelemetry's SDK and OTLP crates, tonic for gRPC, reqwest for HTTP) are
 //! compiled only with the `otlp` feature (`kubeapp/otlp`), so an operator that does not export
-//! does not build them (see `docs/performance/README.md`, "Compile time"). Without it, logs work as above and a configured export (explicit or
-//! through the `OTEL_EXPORTER_OTLP_*` variables) fails [`init`] with
+//! does not build them (see `docs/performance/README.md`, "Compile time"). Without it, logs
+//! work as above and a configured export (explicit or through the `OTEL_EXPORTER_OTLP_*`
+//! variables) fails [`init`] with
 //! [`TelemetryError::OtlpNotBuilt`], so spans are never dropped unnoticed.
 //!
 //! OTLP is configured explicitly ([`Otlp::Endpoint`]) or, with the default [`Otlp::FromEnv`],

@@ -136,5 +136,13 @@ mod tests {
             status_from([127, 0, 0, 1], "/nope").await,
             StatusCode::NOT_FOUND
         );
+        assert_eq!(
+            status_of(http::Method::POST, [127, 0, 0, 1], "/metrics").await,
+            StatusCode::METHOD_NOT_ALLOWED
+        );
+        assert_eq!(
+            status_of(http::Method::HEAD, [127, 0, 0, 1], "/livez").await,
+            StatusCode::OK
+        );
     }
 }

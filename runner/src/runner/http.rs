@@ -1,11 +1,10 @@
 //! The plain-HTTP server: `/metrics`, `/debug/kubeapp`, `/livez` and `/readyz`.
 
 use std::fmt::Write as _;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-
-use std::net::SocketAddr;
 
 use futures::future::join_all;
 use http::{Method, StatusCode};
@@ -83,22 +82,8 @@ pub(super) async fn serve(
     let graceful = GracefulShutdown::new();
     let mut backoff = AcceptBackoff::new(Duration::from_millis(5), Duration::from_secs(1));
     loop {
-        let (tcp, peer) = tokio::select! {
-            () = stop.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => {
-                    backoff.succeeded();
-                    accepted
-                }
-                Err(err) => {
-                    let pause = backoff.failed();
-                    tracing::warn!(%err, ?pause, "metrics port accept failed; pausing before the next accept");
-                    tokio::select! {
-                        () = stop.cancelled() => break,
-                        () = tokio::time::sleep(pause) => continue,
-                    }
-                }
-            },
+        let Some((tcp, peer)) = backoff.accept(&listener, &stop, "metrics").await else {
+            break;
         };
         let routes = Arc::clone(&routes);
         let service = hyper::service::service_fn(move |request| {

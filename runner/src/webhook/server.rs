@@ -123,33 +123,19 @@ impl WebhookServer {
         let mut connections = JoinSet::new();
         let mut backoff = AcceptBackoff::new(config.accept_backoff_min, config.accept_backoff_max);
         loop {
+            // Finished connection tasks leave the set (their slots are free already).
+            while connections.try_join_next().is_some() {}
             // A free slot first: at the cap nothing is accepted, so new clients wait in the
             // kernel's listen backlog instead of taking file descriptors.
             let permit = tokio::select! {
                 () = stop.cancelled() => break,
-                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
                 permit = Arc::clone(&slots).acquire_owned() => match permit {
                     Ok(permit) => permit,
                     Err(_closed) => break, // never closed: the semaphore is ours
                 },
             };
-            let (tcp, peer) = tokio::select! {
-                () = stop.cancelled() => break,
-                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-                accepted = listener.accept() => match accepted {
-                    Ok(accepted) => {
-                        backoff.succeeded();
-                        accepted
-                    }
-                    Err(err) => {
-                        let pause = backoff.failed();
-                        tracing::warn!(%err, ?pause, "webhook accept failed; pausing before the next accept");
-                        tokio::select! {
-                            () = stop.cancelled() => break,
-                            () = tokio::time::sleep(pause) => continue,
-                        }
-                    }
-                },
+            let Some((tcp, peer)) = backoff.accept(&listener, &stop, "webhook").await else {
+                break;
             };
             connections.spawn(serve_connection(
                 tcp,
