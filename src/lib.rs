@@ -19,6 +19,9 @@
 //!   a graph, deployed then verified.
 //! - `phases` (feature `phases`): Autopilot-style phases, a kind's life as a state machine of
 //!   workers with inputs and outputs.
+//! - `testing` (feature `testenv`): fault injection for an operator's tests, a proxy between it
+//!   and the apiserver that cuts and withholds watches, fails writes and halts after a chosen
+//!   write.
 //!
 //! # Features
 //!
@@ -28,7 +31,7 @@
 //! - `components`, `phases`: the modules above;
 //! - `otlp`: OTLP span export (without it, an operator configured to export fails at start,
 //!   saying so);
-//! - `testenv`: a real kube-apiserver + etcd for tests;
+//! - `testenv`: a real kube-apiserver + etcd for tests, and the fault proxy (`testing`);
 //! - `webhook-http2`: HTTP/2 on the webhook server beside HTTP/1.1. Without it the server
 //!   offers only HTTP/1.1 through ALPN, which the apiserver uses just as well; HTTP/2 adds the h2
 //!   stack to the build and its denial-of-service surface (rapid reset, CVE-2023-44487), which
@@ -116,6 +119,8 @@ pub use kubeapp_phases as phases;
 pub use kubeapp_runner as runner;
 pub use kubeapp_sdk as sdk;
 pub use kubeapp_simple as simple;
+#[cfg(feature = "testenv")]
+pub use kubeapp_testing as testing;
 
 /// What a reconciler operator names, in one import: the simple App (`AppConfig`, `ManagedKind`,
 /// `UnmanagedKind`), the operator binary (`Operator`, feature `cli`), the controller, kind

@@ -105,7 +105,7 @@ fn packages_of(package: &str) -> BTreeSet<String> {
 /// Issue #40 ("compile time"): the one-page operator (`kubeapp` with `cli` only) compiles no
 /// OTLP exporter (nor tonic, prost or reqwest, which only the exporters bring), no components,
 /// no phases, no web framework (the Runner's servers are on hyper), no HTTP/2 (the
-/// `webhook-http2` feature's) and no terminal colours; the canary example, which enables
+/// `webhook-http2` feature's), no terminal colours and no fault injection; the canary example, which enables
 /// `phases`, compiles components and phases.
 #[test]
 fn the_one_page_operator_compiles_no_exporter_components_phases_web_framework_or_http2() {
@@ -123,6 +123,8 @@ fn the_one_page_operator_compiles_no_exporter_components_phases_web_framework_or
         "reqwest",
         "kubeapp-components",
         "kubeapp-phases",
+        // Fault injection is for tests (`testenv`, a dev-dependency).
+        "kubeapp-testing",
         // The Runner's servers are on hyper directly; HTTP/2 is the `webhook-http2` feature's;
         // clap comes without colours.
         "axum",

@@ -1,5 +1,5 @@
-//! Every public error type of the library crates (sdk, operator, runner, ha, simple, components,
-//! phases) walks down its `source()` chain without printing any text twice (issue #33): an error
+//! Every public error type of the library crates (sdk, operator, runner, ha, testing, simple,
+//! components, phases) walks down its `source()` chain without printing any text twice (issue #33): an error
 //! either returns its cause from `source()` or includes it in its message, never both (see
 //! `kubeapp::sdk::error`).
 //!
@@ -58,6 +58,7 @@ use kubeapp::simple::manifest_match::KindMismatch;
 use kubeapp::simple::operator::OperatorError;
 use kubeapp::simple::telemetry::{OtlpProtocol, TelemetryError};
 use kubeapp::simple::{AppConfigError, AppProblem, Capability};
+use kubeapp::testing::FaultProxyError;
 
 /// The library crates whose public errors are held to the rule, with their crate names.
 const CRATES: &[(&str, &str)] = &[
@@ -65,6 +66,7 @@ const CRATES: &[(&str, &str)] = &[
     ("operator", "kubeapp_operator"),
     ("runner", "kubeapp_runner"),
     ("ha", "kubeapp_ha"),
+    ("testing", "kubeapp_testing"),
     ("simple", "kubeapp_simple"),
     ("components", "kubeapp_components"),
     ("phases", "kubeapp_phases"),
@@ -411,6 +413,15 @@ fn operator_errors(errors: &mut Errors) {
     errors.add(ControllerError::NotRestartable(s("k")));
     errors.add(ElectionError::Config(s("c")));
     errors.add(ElectionError::Api(kube_error()));
+    errors.add(FaultProxyError::Bind(io()));
+    errors.add(FaultProxyError::Client {
+        url: s("http://127.0.0.1:1"),
+        source: kube_error(),
+    });
+    errors.add(FaultProxyError::Kubeconfig {
+        path: "/kubeconfig".into(),
+        source: io(),
+    });
     errors.add(EventError {
         type_: "Normal",
         reason: s("R"),
@@ -1062,6 +1073,7 @@ fn workspace_sources(root: &Path) -> Vec<PathBuf> {
         "operator",
         "runner",
         "ha",
+        "testing",
         "simple",
         "components",
         "phases",

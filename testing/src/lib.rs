@@ -1,0 +1,34 @@
+//! # kubeapp-testing
+//!
+//! Test an operator the way kubeapp tests itself: against a real apiserver, through faults.
+//!
+//! - [`proxy`]: [`FaultProxy`], an HTTP proxy between the operator under test and the apiserver
+//!   (a `kubeapp::sdk::testenv` control plane, or any cluster a `kube::Client` reaches). It ends
+//!   watches, withholds or holds back the events of chosen resources, answers chosen writes with
+//!   409, 429, 500 or 504 or loses their answers, and halts everything right after a chosen
+//!   write, as a crash there would. It works for an operator in the test process
+//!   ([`FaultProxy::client`]) and for one run as a child process
+//!   ([`FaultProxy::write_kubeconfig`]).
+//! - [`faults`]: what can be injected ([`WriteFault`]) and what the proxy saw
+//!   ([`WriteRecord`]).
+//! - [`request`]: what a request is about ([`ResourceKey`], [`ResourceRequest`]).
+//!
+//! Every fault is a history a real apiserver and network can produce: a withheld watch ends in
+//! 410 Expired (the client re-lists, as after a watch that fell too far behind), a lagging watch
+//! delivers what it held in order, a faulted write never reaches storage (except a lost
+//! answer, which did).
+//!
+//! Why a crate of its own: it serves HTTP and rewrites watch streams (hyper's server), which
+//! neither an operator nor `testenv` needs; the facade re-exports it as `kubeapp::testing` with
+//! the `testenv` feature, the one a project's tests already enable.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod faults;
+pub mod proxy;
+pub mod request;
+mod status;
+mod watch_stream;
+
+pub use faults::{WriteFault, WriteOutcome, WriteRecord};
+pub use proxy::{FaultProxy, FaultProxyError};
+pub use request::{ResourceKey, ResourceRequest, Verb};
