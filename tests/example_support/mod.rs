@@ -241,8 +241,21 @@ impl Operator {
     /// [`start`](Self::start) with the certificates written into `certs_dir`: for a second
     /// operator next to one whose certificates must stay as they are.
     pub fn start_with_certs_in(env: &TestEnv, ns: &str, extra: &[&str], certs_dir: &Path) -> Self {
+        Self::start_through(env, env.kubeconfig_path(), ns, extra, certs_dir, "")
+    }
+
+    /// [`start_with_certs_in`](Self::start_with_certs_in) reaching the apiserver through
+    /// `kubeconfig` (e.g. a fault proxy's), its log named with `suffix` (one per process).
+    pub fn start_through(
+        env: &TestEnv,
+        kubeconfig: &Path,
+        ns: &str,
+        extra: &[&str],
+        certs_dir: &Path,
+        suffix: &str,
+    ) -> Self {
         let certs = DevCerts::write(certs_dir);
-        let log_path = env.dir().join(format!("{RECONCILER}-{ns}.log"));
+        let log_path = env.dir().join(format!("{RECONCILER}-{ns}{suffix}.log"));
         let log_file = std::fs::File::create(&log_path).expect("log file");
         let metrics_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let webhook_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
@@ -256,7 +269,7 @@ impl Operator {
             .arg(&certs.key_file)
             .args(["--namespace", ns])
             .args(extra)
-            .env("KUBECONFIG", env.kubeconfig_path())
+            .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info")
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
