@@ -58,7 +58,7 @@ use kubeapp::simple::manifest_match::KindMismatch;
 use kubeapp::simple::operator::OperatorError;
 use kubeapp::simple::telemetry::{OtlpProtocol, TelemetryError};
 use kubeapp::simple::{AppConfigError, AppProblem, Capability};
-use kubeapp::testing::FaultProxyError;
+use kubeapp::testing::{FaultProxyError, NotQuiescent};
 
 /// The library crates whose public errors are held to the rule, with their crate names.
 const CRATES: &[(&str, &str)] = &[
@@ -414,6 +414,11 @@ fn operator_errors(errors: &mut Errors) {
     errors.add(ElectionError::Config(s("c")));
     errors.add(ElectionError::Api(kube_error()));
     errors.add(FaultProxyError::Bind(io()));
+    errors.add(NotQuiescent {
+        addr: ([127, 0, 0, 1], 8080).into(),
+        timeout: Duration::from_secs(1),
+        unsettled: vec![s("the ConfigMap informer has not synced")],
+    });
     errors.add(FaultProxyError::Client {
         url: s("http://127.0.0.1:1"),
         source: kube_error(),

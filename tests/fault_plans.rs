@@ -9,6 +9,10 @@
 //! Each plan also asserts that its faults were injected (events dropped or held, writes
 //! faulted, the halt reached), so a proxy that let everything through fails the test.
 //!
+//! Each phase ends when the operator is quiescent (`kubeapp::testing::Quiescence`: its caches
+//! are what the apiserver lists and its queues are empty, read from its `/debug/kubeapp`), and
+//! the end state is asserted then, once: no polling until it happens to match.
+//!
 //! Build the binary first (`cargo build --workspace --all-features --bins`; `scripts/test`
 //! does). Every wait is a condition polled against a deadline.
 
@@ -21,7 +25,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kubeapp::sdk::testenv::TestEnv;
-use kubeapp::testing::{FaultProxy, ResourceKey, WriteFault, WriteOutcome};
+use kubeapp::testing::{FaultProxy, Quiescence, ResourceKey, WriteFault, WriteOutcome};
 
 use example_support::{Operator, eventually, reconciled, template, templates};
 
@@ -204,17 +208,22 @@ impl Plan {
         differences
     }
 
-    /// Waits until the cluster is in the expected end state.
+    /// Waits until the operator is quiescent (its caches are what the apiserver lists, its
+    /// queues are empty), then asserts the expected end state: a quiescent operator has
+    /// nothing left to do, so what differs then stays.
     async fn converged(&self, after: &str) {
-        eventually(
-            &format!("the end state after {after}"),
-            || self.logs(),
-            || async {
-                let differences = self.differences().await;
-                differences.is_empty().then_some(())
-            },
-        )
-        .await;
+        let operator = self.operator.as_ref().expect("an operator");
+        let quiescence = Quiescence::new(self.env.client(), operator.metrics_addr);
+        if let Err(error) = quiescence.wait(example_support::TIMEOUT).await {
+            panic!("after {after}: {error}\n{}", self.logs());
+        }
+        let differences = self.differences().await;
+        assert!(
+            differences.is_empty(),
+            "after {after}, quiescent but not in the end state:\n{}\n{}",
+            differences.join("\n"),
+            self.logs()
+        );
     }
 }
 
@@ -238,6 +247,16 @@ async fn the_reconciler_converges_through_withheld_lagging_and_cut_watches() {
         },
     )
     .await;
+    // The operator is idle but its Template cache is stale: not quiescent.
+    let quiescence = Quiescence::new(
+        plan.env.client(),
+        plan.operator.as_ref().expect("an operator").metrics_addr,
+    );
+    let unsettled = quiescence.unsettled().await;
+    assert!(
+        unsettled.iter().any(|reason| reason.contains("Template")),
+        "a cache missing two rounds of updates counts as unsettled: {unsettled:?}"
+    );
     plan.proxy.release(template_key.clone());
     plan.converged("withheld Template events and a re-list")
         .await;

@@ -386,6 +386,19 @@ impl ControllerMetrics {
                 let mut entry = KindDiagnostics::default();
                 entry.queue_depth = self.queue_depth.series(&labels).get();
                 entry.retries_pending = self.retries_pending.with_label_values(&labels).get();
+                entry.in_flight = [
+                    ReconcileAction::Created,
+                    ReconcileAction::Updated,
+                    ReconcileAction::Deleted,
+                    ReconcileAction::Resynced,
+                ]
+                .iter()
+                .map(|action| {
+                    self.ongoing_events
+                        .series(&[action.metric_label(), kind.as_str()])
+                        .get()
+                })
+                .sum();
                 entry.retries_given_up = self.retries_given_up.with_label_values(&labels).get();
                 entry.objects_failing = failing;
                 entry.oldest_failure_age_seconds =

@@ -24,6 +24,8 @@
 //!
 //! [`App::diagnostics`]: crate::app::App::diagnostics
 
+use std::hash::Hasher as _;
+
 use serde::{Deserialize, Serialize};
 
 /// The whole report of one operator process; see the [module docs](self).
@@ -53,12 +55,26 @@ pub struct InformerDiagnostics {
     pub api_version: String,
     /// The namespace it watches; `None` for all namespaces.
     pub namespace: Option<String>,
+    /// Its resource's plural name (e.g. `configmaps`).
+    #[serde(default)]
+    pub plural: String,
+    /// The label selector it lists and watches with, if any.
+    #[serde(default)]
+    pub label_selector: Option<String>,
+    /// The field selector it lists and watches with, if any.
+    #[serde(default)]
+    pub field_selector: Option<String>,
+    /// Whether it lists and watches the apiserver itself (`false` for one fed by a stream):
+    /// only then is its cache comparable with a list.
+    #[serde(default)]
+    pub listed: bool,
     /// Whether its first complete list was delivered.
     pub synced: bool,
     /// The objects in its cache.
     pub objects: u64,
     /// A digest of the cached `(uid, resourceVersion)` set, independent of order: two replicas
     /// caching the same objects at the same versions show the same value (16 hex digits).
+    /// [`cache_checksum`] computes it for any set, e.g. a list from the apiserver.
     pub checksum: String,
     /// Seconds since the informer last handed an event on (a change or a resync); `None`
     /// before the first.
@@ -80,6 +96,9 @@ pub struct KindDiagnostics {
     pub queue_depth: i64,
     /// Objects waiting for a retry.
     pub retries_pending: i64,
+    /// Events a worker took and has not finished handling (handler calls running or about to).
+    #[serde(default)]
+    pub in_flight: i64,
     /// Objects whose last handler call failed.
     pub objects_failing: u64,
     /// Seconds since the longest-failing object first failed; `None` when none fails.
@@ -155,4 +174,55 @@ pub struct ShardDiagnostics {
     /// owners handed over (empty between terms). Equal to `owned_slots` once the ring settled.
     #[serde(default)]
     pub active_slots: Vec<u32>,
+}
+
+/// The digest [`InformerDiagnostics::checksum`] shows, of a set of `(uid, resourceVersion)`
+/// pairs: the same for the same set in any order, in every build and on every machine (16 hex
+/// digits). A per-object hash (FNV-1a, then splitmix64's finalizer, so that sums of similar
+/// inputs do not cancel out) summed: a quick comparison for humans and tools, not a
+/// cryptographic one.
+///
+/// ```
+/// use kubeapp_sdk::diagnostics::cache_checksum;
+///
+/// let cache = cache_checksum([("uid-a", "41"), ("uid-b", "42")]);
+/// assert_eq!(cache, cache_checksum([("uid-b", "42"), ("uid-a", "41")]));
+/// assert_ne!(cache, cache_checksum([("uid-a", "41"), ("uid-b", "43")]));
+/// ```
+pub fn cache_checksum<'a>(objects: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    let sum = objects
+        .into_iter()
+        .fold(0u64, |sum, (uid, resource_version)| {
+            sum.wrapping_add(object_hash(uid, resource_version))
+        });
+    format!("{sum:016x}")
+}
+
+/// One object's hash: FNV-1a over `uid`, a separator, `resource_version`, then mixed.
+fn object_hash(uid: &str, resource_version: &str) -> u64 {
+    // `write` feeds the bytes alone (the `Hash` impls of str would add a terminator of their own).
+    let mut hasher = fnv::FnvHasher::default();
+    hasher.write(uid.as_bytes());
+    hasher.write(&[0]);
+    hasher.write(resource_version.as_bytes());
+    let fnv = hasher.finish();
+    let mut z = fnv;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::object_hash;
+
+    #[test]
+    fn the_hash_is_fixed_and_tells_uid_from_version() {
+        // Fixed by definition: the same in every build and on every replica.
+        assert_eq!(object_hash("", ""), object_hash("", ""));
+        // Pinned: processes and tools built apart compare digests.
+        assert_eq!(object_hash("uid", "1"), 0x3876_034f_a4e0_3bf2);
+        assert_ne!(object_hash("a", "1"), object_hash("a", "2"));
+        assert_ne!(object_hash("a1", ""), object_hash("a", "1"));
+    }
 }

@@ -9,6 +9,9 @@
 //!   write, as a crash there would. It works for an operator in the test process
 //!   ([`FaultProxy::client`]) and for one run as a child process
 //!   ([`FaultProxy::write_kubeconfig`]).
+//! - [`quiescence`]: [`Quiescence`], when an operator has nothing left to do (its informers
+//!   synced and caching exactly what the apiserver lists, its queues empty), read from its
+//!   `/debug/kubeapp`: a test ends each phase on it instead of a guessed sleep.
 //! - [`faults`]: what can be injected ([`WriteFault`]) and what the proxy saw
 //!   ([`WriteRecord`]).
 //! - [`request`]: what a request is about ([`ResourceKey`], [`ResourceRequest`]).
@@ -25,10 +28,12 @@
 
 pub mod faults;
 pub mod proxy;
+pub mod quiescence;
 pub mod request;
 mod status;
 mod watch_stream;
 
 pub use faults::{WriteFault, WriteOutcome, WriteRecord};
 pub use proxy::{FaultProxy, FaultProxyError};
+pub use quiescence::{NotQuiescent, Quiescence};
 pub use request::{ResourceKey, ResourceRequest, Verb};

@@ -49,6 +49,11 @@ pub(crate) struct InformerKey {
     namespace: Option<String>,
     /// `watcher::Config` has no `Hash`; its `Debug` form names every field.
     config: String,
+    /// The config's selectors, for the diagnostics (already part of `config`).
+    label_selector: Option<String>,
+    field_selector: Option<String>,
+    /// Whether the informer lists and watches itself (not fed by a stream).
+    listed: bool,
     transform: Option<&'static str>,
     keep_managed_fields: bool,
     resync: Option<Duration>,
@@ -183,6 +188,10 @@ impl Informers {
                     .api_version
                     .clone_from(&informer.fanout.resource.api_version);
                 entry.namespace.clone_from(&key.namespace);
+                entry.plural.clone_from(&key.plural);
+                entry.label_selector.clone_from(&key.label_selector);
+                entry.field_selector.clone_from(&key.field_selector);
+                entry.listed = key.listed;
                 entry.synced = cache.synced.is_synced();
                 entry.objects = objects;
                 entry.checksum = checksum;
@@ -304,6 +313,9 @@ impl Informers {
             plural: resource.plural.clone(),
             namespace: api.namespace().map(str::to_string),
             config: format!("{config:?}"),
+            label_selector: config.label_selector.clone(),
+            field_selector: config.field_selector.clone(),
+            listed: true,
             transform: options.transform.as_ref().map(|(name, _)| *name),
             keep_managed_fields: options.keep_managed_fields,
             resync: options.resync,
@@ -339,6 +351,9 @@ impl Informers {
             plural: resource.plural.clone(),
             namespace: None,
             config: format!("stream-{}", STREAMS.fetch_add(1, Ordering::Relaxed)),
+            label_selector: None,
+            field_selector: None,
+            listed: false,
             transform: None,
             keep_managed_fields: false,
             resync: None,
