@@ -58,7 +58,7 @@ use kubeapp::simple::manifest_match::KindMismatch;
 use kubeapp::simple::operator::OperatorError;
 use kubeapp::simple::telemetry::{OtlpProtocol, TelemetryError};
 use kubeapp::simple::{AppConfigError, AppProblem, Capability};
-use kubeapp::testing::{FaultProxyError, NotQuiescent};
+use kubeapp::testing::{FaultProxyError, HarnessError, NotQuiescent};
 
 /// The library crates whose public errors are held to the rule, with their crate names.
 const CRATES: &[(&str, &str)] = &[
@@ -414,6 +414,27 @@ fn operator_errors(errors: &mut Errors) {
     errors.add(ElectionError::Config(s("c")));
     errors.add(ElectionError::Api(kube_error()));
     errors.add(FaultProxyError::Bind(io()));
+    errors.add(HarnessError::Setup {
+        run: s("the fault-free run"),
+        what: s("start the operator"),
+        source: Box::new(io()),
+    });
+    errors.add(HarnessError::Step {
+        run: s("plan crash right after write 3"),
+        step: s("create"),
+        source: Box::new(kube_error()),
+    });
+    errors.add(HarnessError::NotQuiescent {
+        run: s("plan write 2 answered with 409 Conflict"),
+        step: s("update"),
+        source: NotQuiescent {
+            addr: ([127, 0, 0, 1], 8081).into(),
+            timeout: Duration::from_secs(2),
+            unsettled: vec![s(
+                "templates: 1 queued, 0 being handled, 0 waiting for a retry",
+            )],
+        },
+    });
     errors.add(NotQuiescent {
         addr: ([127, 0, 0, 1], 8080).into(),
         timeout: Duration::from_secs(1),

@@ -25,7 +25,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kubeapp::sdk::testenv::TestEnv;
-use kubeapp::testing::{FaultProxy, Quiescence, ResourceKey, WriteFault, WriteOutcome};
+use kubeapp::testing::{
+    BoxError, Budget, FaultHarness, FaultProxy, OperatorUnderTest, Quiescence, ResourceKey,
+    RunContext, RunningOperator, Scenario, Workload, WriteFault, WriteOutcome,
+};
 
 use example_support::{Operator, eventually, reconciled, template, templates};
 
@@ -374,4 +377,104 @@ async fn the_reconciler_converges_after_a_crash_right_after_any_of_several_write
             "{halted}"
         );
     }
+}
+
+/// The reconciler example as the harness starts it: a child process per run and per crash.
+struct ReconcilerUnderTest<'a> {
+    env: &'a TestEnv,
+}
+
+#[async_trait::async_trait]
+impl OperatorUnderTest for ReconcilerUnderTest<'_> {
+    async fn start(&self, run: &RunContext) -> Result<Box<dyn RunningOperator>, BoxError> {
+        let certs = run.dir.join(format!("certs-{}", run.process));
+        Ok(Box::new(ReconcilerProcess(Operator::start_through(
+            self.env,
+            &run.kubeconfig,
+            &run.namespace,
+            &[],
+            &certs,
+            &format!("-{}", run.process),
+        ))))
+    }
+}
+
+struct ReconcilerProcess(Operator);
+
+#[async_trait::async_trait]
+impl RunningOperator for ReconcilerProcess {
+    fn metrics_addr(&self) -> std::net::SocketAddr {
+        self.0.metrics_addr
+    }
+
+    fn logs(&self) -> String {
+        self.0.logs()
+    }
+
+    async fn kill(mut self: Box<Self>) {
+        let _ = self.0.child.kill().await;
+    }
+}
+
+/// Creates, updates and deletes Templates in three steps; the oracle compares the Templates
+/// and the ConfigMaps rendered from them.
+fn template_scenario() -> Scenario {
+    let templates = |workload: &Workload| templates(&workload.client, &workload.namespace, "v1");
+    Scenario::new("reconciler")
+        .step("create six", move |workload| async move {
+            let api = templates(&workload);
+            for index in 0..6 {
+                let name = name(index);
+                let object = template("v1", &name, serde_json::json!({ "data": data(&name, 0) }));
+                api.create(&PostParams::default(), &object).await?;
+            }
+            Ok(())
+        })
+        .step("update three", move |workload| async move {
+            let api = templates(&workload);
+            for index in 0..3 {
+                let name = name(index);
+                let patch = serde_json::json!({ "spec": { "data": data(&name, 1) } });
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+            }
+            Ok(())
+        })
+        .step("delete two", move |workload| async move {
+            let api = templates(&workload);
+            for index in 4..6 {
+                api.delete(&name(index), &DeleteParams::default()).await?;
+            }
+            Ok(())
+        })
+        .observe_resource(example_support::template_resource("v1"), None)
+        .observe::<ConfigMap>(Some(TEMPLATE_LABEL))
+}
+
+/// The label the example puts on the ConfigMaps it renders.
+const TEMPLATE_LABEL: &str = "reconciler.example.kubeapp.dev/template";
+
+#[tokio::test]
+async fn the_reconciler_passes_the_fault_plans_its_fault_free_run_suggests() {
+    let env = TestEnv::start().await.expect("control plane");
+    // The CRD, from the binary (its conversion webhook is never called: everything is v1).
+    let installer = Operator::start(&env, "default", &[]);
+    installer.install_crd(&env).await;
+    drop(installer);
+    let harness = FaultHarness::new(env.client(), env.dir().join("fault-plans"));
+    let report = harness
+        .run(&template_scenario(), &ReconcilerUnderTest { env: &env })
+        .await
+        .expect("the fault-free run");
+    eprintln!("{report}");
+    assert!(
+        report.available > 30,
+        "the fault-free run suggests plans: {report}"
+    );
+    assert_eq!(
+        report.run,
+        Budget::default().plans.min(report.available),
+        "{report}"
+    );
+    report.assert_passed();
 }

@@ -82,10 +82,11 @@ impl WatchFaults {
 }
 
 /// One write rule: the next `remaining` writes to `resource` (every resource when `None`) get
-/// `fault`.
+/// `fault`; or, with `at`, only the write with that number.
 #[derive(Clone, Debug)]
 struct WriteRule {
     resource: Option<ResourceKey>,
+    at: Option<u64>,
     fault: WriteFault,
     remaining: usize,
 }
@@ -164,8 +165,19 @@ impl WriteBook {
     ) {
         self.rules.push(WriteRule {
             resource,
+            at: None,
             fault,
             remaining: times,
+        });
+    }
+
+    /// Adds a rule: the write numbered `seq` gets `fault`.
+    pub(crate) fn add_rule_at(&mut self, seq: u64, fault: WriteFault) {
+        self.rules.push(WriteRule {
+            resource: None,
+            at: Some(seq),
+            fault,
+            remaining: 1,
         });
     }
 
@@ -183,6 +195,7 @@ impl WriteBook {
             .iter_mut()
             .find(|rule| {
                 rule.remaining > 0
+                    && rule.at.is_none_or(|at| at == seq)
                     && rule
                         .resource
                         .as_ref()
@@ -192,7 +205,8 @@ impl WriteBook {
                 rule.remaining -= 1;
                 rule.fault
             });
-        self.rules.retain(|rule| rule.remaining > 0);
+        self.rules
+            .retain(|rule| rule.remaining > 0 && rule.at.is_none_or(|at| at > seq));
         (seq, fault)
     }
 }

@@ -12,6 +12,11 @@
 //! - [`quiescence`]: [`Quiescence`], when an operator has nothing left to do (its informers
 //!   synced and caching exactly what the apiserver lists, its queues empty), read from its
 //!   `/debug/kubeapp`: a test ends each phase on it instead of a guessed sleep.
+//! - [`harness`]: [`FaultHarness`], the differential oracle: a [`Scenario`] (a workload in
+//!   steps, and the kinds whose end state counts) runs once without faults, then under the
+//!   [`FaultPlan`]s the fault-free run suggests (a crash after each of its writes, a conflict
+//!   or a lost answer on each, each watched resource withheld or lagging from each step), in a
+//!   seeded order within a [`Budget`]; each run's end state must equal the fault-free one's.
 //! - [`faults`]: what can be injected ([`WriteFault`]) and what the proxy saw
 //!   ([`WriteRecord`]).
 //! - [`request`]: what a request is about ([`ResourceKey`], [`ResourceRequest`]).
@@ -27,13 +32,21 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod faults;
+pub mod harness;
+pub mod plan;
 pub mod proxy;
 pub mod quiescence;
 pub mod request;
+pub mod scenario;
+pub mod snapshot;
 mod status;
 mod watch_stream;
 
 pub use faults::{WriteFault, WriteOutcome, WriteRecord};
+pub use harness::{Budget, FaultHarness, HarnessError, PlanFailure, Report};
+pub use plan::FaultPlan;
 pub use proxy::{FaultProxy, FaultProxyError};
 pub use quiescence::{NotQuiescent, Quiescence};
 pub use request::{ResourceKey, ResourceRequest, Verb};
+pub use scenario::{BoxError, OperatorUnderTest, RunContext, RunningOperator, Scenario, Workload};
+pub use snapshot::Snapshot;

@@ -243,6 +243,25 @@ impl FaultProxy {
         self.shared.book().add_rule(resource, fault, times);
     }
 
+    /// The write numbered `seq` (counted from 1 over the proxy's life) gets `fault`.
+    pub fn fail_write_at(&self, seq: u64, fault: WriteFault) {
+        self.shared.book().add_rule_at(seq, fault);
+    }
+
+    /// Every resource a watch was opened for through the proxy so far.
+    pub fn watched_resources(&self) -> Vec<ResourceKey> {
+        let mut resources: Vec<ResourceKey> = self
+            .shared
+            .watch_faults
+            .borrow()
+            .open
+            .keys()
+            .cloned()
+            .collect();
+        resources.sort();
+        resources
+    }
+
     /// Drops every write rule not used up yet.
     pub fn clear_write_faults(&self) {
         self.shared.book().clear_rules();

@@ -16,6 +16,8 @@ use kubeapp_sdk::diagnostics::{Diagnostics, InformerDiagnostics, cache_checksum}
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::request::ResourceKey;
+
 /// How often a wait reads the operator's report again.
 const POLL: Duration = Duration::from_millis(50);
 
@@ -64,15 +66,29 @@ impl Quiescence {
     /// What keeps the operator from being quiescent now (empty: quiescent). An unreachable
     /// operator or apiserver is one of the reasons, not an error: a wait rides over restarts.
     pub async fn unsettled(&self) -> Vec<String> {
+        self.unsettled_except(&[]).await
+    }
+
+    /// [`unsettled`](Self::unsettled), except that the caches of `stale` resources may differ
+    /// from the apiserver: for an operator whose watches of them a fault holds back, quiescent
+    /// on what it has seen.
+    pub async fn unsettled_except(&self, stale: &[ResourceKey]) -> Vec<String> {
         let first = match fetch(self.addr).await {
             Ok(report) => report,
             Err(reason) => return vec![reason],
         };
         let mut unsettled = busy(&first);
+        if first.informers.is_empty() {
+            // Not started yet, or not reporting its informers: nothing to call quiescent.
+            unsettled.push("it reports no informer".to_owned());
+        }
         if !unsettled.is_empty() {
             return unsettled;
         }
-        for informer in first.informers.iter().filter(|informer| informer.listed) {
+        let compared = first.informers.iter().filter(|informer| {
+            informer.listed && !stale.iter().any(|resource| is_of(informer, resource))
+        });
+        for informer in compared {
             if let Some(reason) = self.differs_from_the_apiserver(informer).await {
                 unsettled.push(reason);
             }
@@ -91,9 +107,18 @@ impl Quiescence {
 
     /// Waits until the operator is quiescent, reading its report every 50 ms.
     pub async fn wait(&self, timeout: Duration) -> Result<(), NotQuiescent> {
+        self.wait_except(timeout, &[]).await
+    }
+
+    /// [`wait`](Self::wait) with [`unsettled_except`](Self::unsettled_except).
+    pub async fn wait_except(
+        &self,
+        timeout: Duration,
+        stale: &[ResourceKey],
+    ) -> Result<(), NotQuiescent> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let unsettled = self.unsettled().await;
+            let unsettled = self.unsettled_except(stale).await;
             if unsettled.is_empty() {
                 return Ok(());
             }
@@ -154,6 +179,15 @@ impl Quiescence {
             )
         })
     }
+}
+
+/// Whether `informer` caches `resource`.
+fn is_of(informer: &InformerDiagnostics, resource: &ResourceKey) -> bool {
+    let group = informer
+        .api_version
+        .split_once('/')
+        .map_or("", |(group, _)| group);
+    informer.plural == resource.plural && group == resource.group
 }
 
 /// What in a report shows work in progress.

@@ -1,0 +1,531 @@
+//! [`FaultHarness`]: runs a scenario once without faults, then once per fault plan, each run in
+//! a namespace of its own behind a fault proxy of its own, and compares each run's end state
+//! with the fault-free one's (the differential oracle).
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+
+use crate::plan::{FaultPlan, enumerate, shuffled};
+use crate::proxy::FaultProxy;
+use crate::quiescence::{NotQuiescent, Quiescence};
+use crate::request::ResourceKey;
+use crate::scenario::{
+    BoxError, OperatorUnderTest, RunContext, RunningOperator, Scenario, Workload,
+};
+use crate::snapshot::Snapshot;
+
+/// How much a harness may spend on fault plans (the fault-free run is not counted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// At most this many plans.
+    pub plans: usize,
+    /// No plan is started after this long.
+    pub time: Duration,
+}
+
+impl Default for Budget {
+    /// 12 plans or 150 seconds: a couple of minutes of a project's `cargo test`.
+    fn default() -> Self {
+        Self {
+            plans: 12,
+            time: Duration::from_secs(150),
+        }
+    }
+}
+
+/// What stopped a harness before it could compare anything.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// Setting up a run (its namespace, its proxy, its kubeconfig, its operator) failed.
+    #[error("{run}: {what}")]
+    Setup {
+        /// Which run (`fault-free`, or the plan).
+        run: String,
+        /// What failed.
+        what: String,
+        /// Why.
+        #[source]
+        source: BoxError,
+    },
+    /// A workload step failed.
+    #[error("{run}: step {step:?} failed")]
+    Step {
+        /// Which run.
+        run: String,
+        /// The step's name.
+        step: String,
+        /// Why.
+        #[source]
+        source: BoxError,
+    },
+    /// The operator did not become quiescent.
+    #[error("{run}: after step {step:?}")]
+    NotQuiescent {
+        /// Which run.
+        run: String,
+        /// The last step.
+        step: String,
+        /// What was unsettled.
+        #[source]
+        source: NotQuiescent,
+    },
+}
+
+/// One plan whose run differed from the fault-free run, or could not finish.
+#[derive(Clone, Debug)]
+pub struct PlanFailure {
+    /// The plan.
+    pub plan: FaultPlan,
+    /// How its end state differed (empty if the run did not finish).
+    pub differences: Vec<String>,
+    /// Why it did not finish, if it did not.
+    pub error: Option<String>,
+    /// The operator's writes around the fault, as the proxy logged them.
+    pub writes: Vec<String>,
+    /// The operator's log, if it keeps one.
+    pub logs: String,
+}
+
+/// What a harness found; [`Report::assert_passed`] fails a test on any failure.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The seed that ordered the plans (run again with it to get the same plans).
+    pub seed: u64,
+    /// How many plans the fault-free run suggested.
+    pub available: usize,
+    /// How many were run.
+    pub run: usize,
+    /// How many ended as the fault-free run did.
+    pub passed: usize,
+    /// The others.
+    pub failures: Vec<PlanFailure>,
+}
+
+impl Report {
+    /// Panics with the report if a plan failed.
+    pub fn assert_passed(&self) {
+        assert!(self.failures.is_empty(), "{self}");
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "fault plans for {} (seed {}): {} run of {}, {} passed, {} failed",
+            self.scenario,
+            self.seed,
+            self.run,
+            self.available,
+            self.passed,
+            self.failures.len()
+        )?;
+        for failure in &self.failures {
+            writeln!(f, "- {}", failure.plan)?;
+            if let Some(error) = &failure.error {
+                writeln!(f, "  did not finish: {error}")?;
+            }
+            for difference in &failure.differences {
+                writeln!(f, "  {difference}")?;
+            }
+            writeln!(f, "  the operator's writes around the fault:")?;
+            for write in &failure.writes {
+                writeln!(f, "    {write}")?;
+            }
+            if !failure.logs.is_empty() {
+                writeln!(f, "  its log:\n{}", failure.logs)?;
+            }
+            writeln!(
+                f,
+                "  replay: FaultHarness::replay with {:?}, or KUBEAPP_FAULT_SEED={}",
+                failure.plan, self.seed
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// What one run ended with.
+struct RunEnd {
+    snapshot: Snapshot,
+    writes: Vec<String>,
+    watched: Vec<ResourceKey>,
+    logs: String,
+}
+
+/// Runs scenarios under fault plans; see the [module docs](self).
+pub struct FaultHarness {
+    client: kube::Client,
+    dir: PathBuf,
+    budget: Budget,
+    seed: u64,
+    timeout: Duration,
+}
+
+impl FaultHarness {
+    /// A harness on the apiserver `client` reaches (directly: each run puts a fault proxy in
+    /// front of it), keeping kubeconfigs and logs under `dir`. The seed is
+    /// `KUBEAPP_FAULT_SEED` if set, else taken from the clock (the report names it).
+    pub fn new(client: kube::Client, dir: impl Into<PathBuf>) -> Self {
+        let seed = std::env::var("KUBEAPP_FAULT_SEED")
+            .ok()
+            .and_then(|seed| seed.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |since| since.as_nanos() as u64)
+            });
+        Self {
+            client,
+            dir: dir.into(),
+            budget: Budget::default(),
+            seed,
+            timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// Spends at most `budget` on plans.
+    pub fn budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Orders the plans with `seed` (overrides `KUBEAPP_FAULT_SEED`).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// How long a run may wait for the operator to become quiescent after a step (60 s).
+    pub fn quiescence_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Runs `scenario` without faults, then under the plans it suggests, in the seed's order,
+    /// within the budget.
+    pub async fn run(
+        &self,
+        scenario: &Scenario,
+        operator: &dyn OperatorUnderTest,
+    ) -> Result<Report, HarnessError> {
+        let started = Instant::now();
+        let reference = self.run_once(scenario, operator, None, 0).await?;
+        let writes = reference.writes.len() as u64;
+        let plans = shuffled(
+            enumerate(writes, scenario.steps(), &reference.watched),
+            self.seed,
+        );
+        let mut report = Report {
+            scenario: scenario.name.clone(),
+            seed: self.seed,
+            available: plans.len(),
+            run: 0,
+            passed: 0,
+            failures: Vec::new(),
+        };
+        for plan in plans {
+            if report.run >= self.budget.plans || started.elapsed() >= self.budget.time {
+                break;
+            }
+            report.run += 1;
+            self.judge(
+                scenario,
+                operator,
+                &reference,
+                plan,
+                report.run,
+                &mut report,
+            )
+            .await;
+        }
+        Ok(report)
+    }
+
+    /// Runs `scenario` without faults, then under `plan` alone: to reproduce a failure.
+    pub async fn replay(
+        &self,
+        scenario: &Scenario,
+        operator: &dyn OperatorUnderTest,
+        plan: FaultPlan,
+    ) -> Result<Report, HarnessError> {
+        self.run_plans(scenario, operator, vec![plan]).await
+    }
+
+    /// Runs `scenario` without faults, then under each of `plans`, in order (no budget).
+    pub async fn run_plans(
+        &self,
+        scenario: &Scenario,
+        operator: &dyn OperatorUnderTest,
+        plans: Vec<FaultPlan>,
+    ) -> Result<Report, HarnessError> {
+        let reference = self.run_once(scenario, operator, None, 0).await?;
+        let mut report = Report {
+            scenario: scenario.name.clone(),
+            seed: self.seed,
+            available: plans.len(),
+            run: 0,
+            passed: 0,
+            failures: Vec::new(),
+        };
+        for plan in plans {
+            report.run += 1;
+            self.judge(
+                scenario,
+                operator,
+                &reference,
+                plan,
+                report.run,
+                &mut report,
+            )
+            .await;
+        }
+        Ok(report)
+    }
+
+    async fn judge(
+        &self,
+        scenario: &Scenario,
+        operator: &dyn OperatorUnderTest,
+        reference: &RunEnd,
+        plan: FaultPlan,
+        index: usize,
+        report: &mut Report,
+    ) {
+        match self.run_once(scenario, operator, Some(&plan), index).await {
+            Ok(end) => {
+                let differences = end.snapshot.diff(&reference.snapshot);
+                if differences.is_empty() {
+                    report.passed += 1;
+                } else {
+                    let writes = around(&plan, end.writes);
+                    report.failures.push(PlanFailure {
+                        plan,
+                        differences,
+                        error: None,
+                        writes,
+                        logs: end.logs,
+                    });
+                }
+            }
+            Err(error) => report.failures.push(PlanFailure {
+                plan,
+                differences: Vec::new(),
+                error: Some(kubeapp_sdk::error::error_chain(&error)),
+                writes: Vec::new(),
+                logs: String::new(),
+            }),
+        }
+    }
+
+    /// One run: a namespace, a proxy, the operator, the steps with `plan`'s fault, the end
+    /// state.
+    async fn run_once(
+        &self,
+        scenario: &Scenario,
+        operator: &dyn OperatorUnderTest,
+        plan: Option<&FaultPlan>,
+        index: usize,
+    ) -> Result<RunEnd, HarnessError> {
+        let run = plan.map_or_else(
+            || "the fault-free run".to_owned(),
+            |plan| format!("plan {plan}"),
+        );
+        let setup = |what: &str| {
+            let run = run.clone();
+            let what = what.to_owned();
+            move |source: BoxError| HarnessError::Setup { run, what, source }
+        };
+        let namespace = format!(
+            "{}-{}-{index}",
+            namespace_prefix(&scenario.name),
+            self.seed % 100_000
+        );
+        let mut object = Namespace::default();
+        object.metadata.name = Some(namespace.clone());
+        Api::<Namespace>::all(self.client.clone())
+            .create(&PostParams::default(), &object)
+            .await
+            .map_err(|error| setup("create the run's namespace")(error.into()))?;
+        let dir = self.dir.join(&namespace);
+        std::fs::create_dir_all(&dir)
+            .map_err(|error| setup("create the run's directory")(error.into()))?;
+        let proxy = FaultProxy::start(self.client.clone())
+            .await
+            .map_err(|error| setup("start the fault proxy")(error.into()))?;
+        let kubeconfig = dir.join("kubeconfig");
+        proxy
+            .write_kubeconfig(&kubeconfig)
+            .map_err(|error| setup("write the kubeconfig")(error.into()))?;
+        let mut context = RunContext {
+            kubeconfig,
+            client: proxy
+                .client()
+                .map_err(|error| setup("make the proxied client")(error.into()))?,
+            namespace: namespace.clone(),
+            process: 1,
+            dir,
+        };
+        match plan {
+            Some(FaultPlan::CrashAfterWrite(write)) => proxy.halt_after_write(*write),
+            Some(FaultPlan::FailWrite { write, fault }) => proxy.fail_write_at(*write, *fault),
+            _ => {}
+        }
+        let mut running = operator
+            .start(&context)
+            .await
+            .map_err(setup("start the operator"))?;
+        let workload = Workload {
+            client: self.client.clone(),
+            namespace: namespace.clone(),
+        };
+        let mut settle = Settle {
+            harness: self,
+            proxy: &proxy,
+            operator,
+            run: &run,
+        };
+        running = settle.settle(running, &mut context, &[], "(start)").await?;
+        for (index, (name, step)) in scenario.steps.iter().enumerate() {
+            let stale = match plan {
+                Some(FaultPlan::Withhold { resource, step }) if *step == index => {
+                    proxy.withhold(resource.clone());
+                    vec![resource.clone()]
+                }
+                Some(FaultPlan::Lag { resource, step }) if *step == index => {
+                    proxy.lag(resource.clone());
+                    vec![resource.clone()]
+                }
+                _ => Vec::new(),
+            };
+            if let Err(source) = step(workload.clone()).await {
+                running.kill().await;
+                return Err(HarnessError::Step {
+                    run: run.clone(),
+                    step: name.clone(),
+                    source,
+                });
+            }
+            running = settle.settle(running, &mut context, &stale, name).await?;
+            if let Some(resource) = stale.first() {
+                match plan {
+                    Some(FaultPlan::Withhold { .. }) => proxy.release(resource.clone()),
+                    _ => proxy.catch_up(resource.clone()),
+                }
+                running = settle.settle(running, &mut context, &[], name).await?;
+            }
+        }
+        let snapshot = Snapshot::take(
+            &self.client,
+            &namespace,
+            &scenario.observed,
+            scenario.normalize.as_deref(),
+        )
+        .await
+        .map_err(|error| setup("list the end state")(error.into()))?;
+        let logs = running.logs();
+        running.kill().await;
+        Ok(RunEnd {
+            snapshot,
+            writes: proxy.writes().iter().map(ToString::to_string).collect(),
+            watched: proxy.watched_resources(),
+            logs,
+        })
+    }
+}
+
+/// Waits for quiescence, restarting the operator when a crash plan halted it.
+struct Settle<'a> {
+    harness: &'a FaultHarness,
+    proxy: &'a FaultProxy,
+    operator: &'a dyn OperatorUnderTest,
+    run: &'a str,
+}
+
+impl Settle<'_> {
+    async fn settle(
+        &mut self,
+        mut running: Box<dyn RunningOperator>,
+        context: &mut RunContext,
+        stale: &[ResourceKey],
+        step: &str,
+    ) -> Result<Box<dyn RunningOperator>, HarnessError> {
+        loop {
+            let quiescence = Quiescence::new(self.harness.client.clone(), running.metrics_addr());
+            let quiet = tokio::select! {
+                biased;
+                () = self.proxy.halted() => None,
+                quiet = quiescence.wait_except(self.harness.timeout, stale) => Some(quiet),
+            };
+            match quiet {
+                Some(Ok(())) => return Ok(running),
+                Some(Err(source)) => {
+                    running.kill().await;
+                    return Err(HarnessError::NotQuiescent {
+                        run: self.run.to_owned(),
+                        step: step.to_owned(),
+                        source,
+                    });
+                }
+                None => {
+                    // The crash: kill the halted process, let the proxy drop what it held, and
+                    // start the next one, which lists afresh.
+                    running.kill().await;
+                    self.proxy.resume();
+                    context.process += 1;
+                    running = self.operator.start(context).await.map_err(|source| {
+                        HarnessError::Setup {
+                            run: self.run.to_owned(),
+                            what: "restart the operator after the crash".to_owned(),
+                            source,
+                        }
+                    })?;
+                }
+            }
+        }
+    }
+}
+
+/// The writes around a plan's fault (all of them, at most the last 40, for a watch fault).
+fn around(plan: &FaultPlan, writes: Vec<String>) -> Vec<String> {
+    let at = match plan {
+        FaultPlan::CrashAfterWrite(write) | FaultPlan::FailWrite { write, .. } => {
+            usize::try_from(*write).unwrap_or(usize::MAX)
+        }
+        _ => writes.len(),
+    };
+    let from = at.saturating_sub(10);
+    let to = (at + 10).min(writes.len());
+    writes
+        .get(from.min(to)..to)
+        .map(<[String]>::to_vec)
+        .unwrap_or_default()
+}
+
+/// A namespace-safe prefix of a scenario's name: lower case letters, digits and `-`, at most 40
+/// characters.
+fn namespace_prefix(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(40)
+        .collect();
+    let trimmed = cleaned.trim_matches('-');
+    if trimmed.is_empty() {
+        "scenario".to_owned()
+    } else {
+        trimmed.to_owned()
+    }
+}

@@ -1,0 +1,139 @@
+//! Fault plans: one fault each, placed by what a fault-free run of the scenario did (its
+//! writes, the resources it watched, its steps), and the seeded order a budget takes them in.
+
+use std::fmt;
+
+use crate::faults::WriteFault;
+use crate::request::ResourceKey;
+
+/// One fault, placed in a run of a scenario.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FaultPlan {
+    /// The operator crashes right after its `n`-th write reached the apiserver (counted from 1
+    /// over the run): its answer is lost, the process is killed and a new one started.
+    CrashAfterWrite(u64),
+    /// The operator's `n`-th write gets `fault` instead of the apiserver's answer.
+    FailWrite {
+        /// Which write (from 1).
+        write: u64,
+        /// What it gets.
+        fault: WriteFault,
+    },
+    /// The events of `resource` are withheld from before step `step` until the operator is
+    /// quiescent on what it saw; then its watches end with 410 and it re-lists.
+    Withhold {
+        /// The resource whose events are withheld.
+        resource: ResourceKey,
+        /// The step (from 0) the fault starts before.
+        step: usize,
+    },
+    /// The events of `resource` are held back from before step `step` until the operator is
+    /// quiescent on what it saw; then they are delivered, in order.
+    Lag {
+        /// The resource whose events lag.
+        resource: ResourceKey,
+        /// The step (from 0) the fault starts before.
+        step: usize,
+    },
+}
+
+impl fmt::Display for FaultPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::CrashAfterWrite(n) => write!(f, "crash right after write {n}"),
+            Self::FailWrite { write, fault } => write!(f, "write {write} answered with {fault}"),
+            Self::Withhold { resource, step } => {
+                write!(
+                    f,
+                    "{resource} events withheld from step {step}, then a re-list"
+                )
+            }
+            Self::Lag { resource, step } => {
+                write!(
+                    f,
+                    "{resource} events held back from step {step}, then delivered"
+                )
+            }
+        }
+    }
+}
+
+/// Every plan a fault-free run with `writes` writes, `steps` steps and watches of `watched`
+/// suggests: a crash after each write, a conflict and a lost answer on each write, and each
+/// watched resource withheld and lagging from each step.
+pub fn enumerate(writes: u64, steps: usize, watched: &[ResourceKey]) -> Vec<FaultPlan> {
+    let mut plans = Vec::new();
+    for write in 1..=writes {
+        plans.push(FaultPlan::CrashAfterWrite(write));
+        plans.push(FaultPlan::FailWrite {
+            write,
+            fault: WriteFault::Conflict,
+        });
+        plans.push(FaultPlan::FailWrite {
+            write,
+            fault: WriteFault::ResponseLost,
+        });
+    }
+    for resource in watched {
+        for step in 0..steps {
+            plans.push(FaultPlan::Withhold {
+                resource: resource.clone(),
+                step,
+            });
+            plans.push(FaultPlan::Lag {
+                resource: resource.clone(),
+                step,
+            });
+        }
+    }
+    plans
+}
+
+/// `plans` in the order `seed` gives (a Fisher-Yates shuffle driven by splitmix64): the same
+/// seed, the same order, on every machine.
+pub fn shuffled(mut plans: Vec<FaultPlan>, seed: u64) -> Vec<FaultPlan> {
+    let mut state = seed;
+    for index in (1..plans.len()).rev() {
+        let bound = u64::try_from(index + 1).unwrap_or(u64::MAX);
+        let pick = usize::try_from(splitmix64(&mut state) % bound).unwrap_or(0);
+        plans.swap(index, pick);
+    }
+    plans
+}
+
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_write_and_every_watched_resource_at_every_step_gets_its_plans() {
+        let watched = [ResourceKey::new("", "configmaps")];
+        let plans = enumerate(2, 3, &watched);
+        assert_eq!(plans.len(), 2 * 3 + 3 * 2);
+        assert!(plans.contains(&FaultPlan::CrashAfterWrite(2)));
+        assert!(plans.contains(&FaultPlan::Lag {
+            resource: watched[0].clone(),
+            step: 2
+        }));
+    }
+
+    #[test]
+    fn a_seed_fixes_the_order_and_another_seed_changes_it() {
+        let plans = enumerate(20, 2, &[]);
+        assert_eq!(shuffled(plans.clone(), 7), shuffled(plans.clone(), 7));
+        assert_ne!(shuffled(plans.clone(), 7), shuffled(plans.clone(), 8));
+        let mut sorted = shuffled(plans.clone(), 7);
+        sorted.sort_by_key(ToString::to_string);
+        let mut expected = plans;
+        expected.sort_by_key(ToString::to_string);
+        assert_eq!(sorted, expected, "a permutation");
+    }
+}
