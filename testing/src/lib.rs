@@ -17,6 +17,8 @@
 //!   [`FaultPlan`]s the fault-free run suggests (a crash after each of its writes, a conflict
 //!   or a lost answer on each, each watched resource withheld or lagging from each step), in a
 //!   seeded order within a [`Budget`]; each run's end state must equal the fault-free one's.
+//! - [`process`]: [`OperatorProcess`], the operator under test as a child process of its own
+//!   binary (`run --metrics-addr .. --namespace ..`, `KUBECONFIG` naming the run's proxy).
 //! - [`faults`]: what can be injected ([`WriteFault`]) and what the proxy saw
 //!   ([`WriteRecord`]).
 //! - [`request`]: what a request is about ([`ResourceKey`], [`ResourceRequest`]).
@@ -34,6 +36,7 @@
 pub mod faults;
 pub mod harness;
 pub mod plan;
+pub mod process;
 pub mod proxy;
 pub mod quiescence;
 pub mod request;
@@ -45,6 +48,7 @@ mod watch_stream;
 pub use faults::{WriteFault, WriteOutcome, WriteRecord};
 pub use harness::{Budget, FaultHarness, HarnessError, PlanFailure, Report};
 pub use plan::FaultPlan;
+pub use process::OperatorProcess;
 pub use proxy::{FaultProxy, FaultProxyError};
 pub use quiescence::{NotQuiescent, Quiescence};
 pub use request::{ResourceKey, ResourceRequest, Verb};
