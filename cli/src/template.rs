@@ -41,6 +41,7 @@ pub const COMMON: &[TemplateFile] = &[
     template!("src/main.rs", "common/main.rs.tmpl"),
     template!("src/kinds.rs", "common/kinds.rs.tmpl"),
     template!("tests/e2e.rs", "common/e2e.rs.tmpl"),
+    template!("tests/faults.rs", "common/faults.rs.tmpl"),
 ];
 
 /// The files of one kind: its sample (the kind module comes from [`Flavor::kind_module`]).
@@ -91,6 +92,16 @@ impl Flavor {
             Flavor::Reconciler | Flavor::Watcher => r#""cli""#,
             Flavor::Components => r#""cli", "components""#,
             Flavor::Phases => r#""cli", "phases""#,
+        }
+    }
+
+    /// How the project's fault test starts its control plane: the cluster mode for components,
+    /// whose `web` Deployment must roll out before the operator is done with a sample.
+    pub fn fault_testenv(self) -> &'static str {
+        match self {
+            // As rustfmt lays the chain out in the generated test.
+            Flavor::Components => "TestEnv::builder()\n        .cluster()\n        .start()",
+            Flavor::Reconciler | Flavor::Watcher | Flavor::Phases => "TestEnv::start()",
         }
     }
 

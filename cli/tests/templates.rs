@@ -28,6 +28,7 @@ const FILES: &[&str] = &[
     "src/web_app.rs",
     "samples/web_app.yaml",
     "tests/e2e.rs",
+    "tests/faults.rs",
 ];
 
 fn a_project_fails_its_test_with_the_stub_and_passes_it_once_implemented(template: &str) {

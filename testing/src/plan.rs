@@ -89,16 +89,48 @@ pub fn enumerate(writes: u64, steps: usize, watched: &[ResourceKey]) -> Vec<Faul
     plans
 }
 
-/// `plans` in the order `seed` gives (a Fisher-Yates shuffle driven by splitmix64): the same
-/// seed, the same order, on every machine.
-pub fn shuffled(mut plans: Vec<FaultPlan>, seed: u64) -> Vec<FaultPlan> {
+/// `plans` in the order `seed` gives: each kind of fault shuffled on its own (Fisher-Yates driven
+/// by splitmix64), then taken in turn (a crash, a lost answer, a withheld watch, a conflict, a
+/// lagging watch, a crash, ...), so that a small budget still tries every kind of fault. The same
+/// seed gives the same order on every machine.
+pub fn shuffled(plans: Vec<FaultPlan>, seed: u64) -> Vec<FaultPlan> {
     let mut state = seed;
+    let mut kinds: [Vec<FaultPlan>; 5] = Default::default();
+    for plan in plans {
+        let kind = match &plan {
+            FaultPlan::CrashAfterWrite(_) => 0,
+            FaultPlan::FailWrite {
+                fault: WriteFault::ResponseLost,
+                ..
+            } => 1,
+            FaultPlan::Withhold { .. } => 2,
+            FaultPlan::FailWrite { .. } => 3,
+            FaultPlan::Lag { .. } => 4,
+        };
+        kinds[kind].push(plan);
+    }
+    for kind in &mut kinds {
+        shuffle(kind, &mut state);
+    }
+    let mut queues = kinds.map(std::collections::VecDeque::from);
+    let mut ordered = Vec::new();
+    while queues.iter().any(|queue| !queue.is_empty()) {
+        for queue in &mut queues {
+            if let Some(plan) = queue.pop_front() {
+                ordered.push(plan);
+            }
+        }
+    }
+    ordered
+}
+
+/// A Fisher-Yates shuffle driven by splitmix64 from `state`.
+fn shuffle(plans: &mut [FaultPlan], state: &mut u64) {
     for index in (1..plans.len()).rev() {
         let bound = u64::try_from(index + 1).unwrap_or(u64::MAX);
-        let pick = usize::try_from(splitmix64(&mut state) % bound).unwrap_or(0);
+        let pick = usize::try_from(splitmix64(state) % bound).unwrap_or(0);
         plans.swap(index, pick);
     }
-    plans
 }
 
 fn splitmix64(state: &mut u64) -> u64 {
@@ -135,5 +167,40 @@ mod tests {
         let mut expected = plans;
         expected.sort_by_key(ToString::to_string);
         assert_eq!(sorted, expected, "a permutation");
+    }
+
+    #[test]
+    fn a_small_budget_tries_every_kind_of_fault_first() {
+        let watched = [ResourceKey::new("", "configmaps")];
+        let first: Vec<FaultPlan> = shuffled(enumerate(30, 3, &watched), 11)
+            .into_iter()
+            .take(5)
+            .collect();
+        assert!(
+            matches!(first[0], FaultPlan::CrashAfterWrite(_)),
+            "{first:?}"
+        );
+        assert!(
+            matches!(
+                first[1],
+                FaultPlan::FailWrite {
+                    fault: WriteFault::ResponseLost,
+                    ..
+                }
+            ),
+            "{first:?}"
+        );
+        assert!(matches!(first[2], FaultPlan::Withhold { .. }), "{first:?}");
+        assert!(
+            matches!(
+                first[3],
+                FaultPlan::FailWrite {
+                    fault: WriteFault::Conflict,
+                    ..
+                }
+            ),
+            "{first:?}"
+        );
+        assert!(matches!(first[4], FaultPlan::Lag { .. }), "{first:?}");
     }
 }

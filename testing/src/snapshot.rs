@@ -1,6 +1,9 @@
 //! The end state of a run, comparable between runs: the scenario's objects, listed in the run's
 //! namespace, with what the apiserver assigns (uids, resourceVersions, timestamps, managed
-//! fields) removed, so that two runs that did the same things compare equal.
+//! fields) removed, so that two runs that did the same things compare equal. Also removed: the
+//! annotation in which kubeapp components record a digest of what they applied (it covers the
+//! owner's uid), and the `kube-root-ca.crt` ConfigMap a cluster puts in every namespace; and the
+//! run's namespace, wherever a string holds it, reads `<namespace>`.
 
 use std::collections::BTreeMap;
 
@@ -28,6 +31,13 @@ const SERVER_METADATA: &[&str] = &[
     "selfLink",
 ];
 
+/// Annotations that digest run-specific values (an applied object's owner uid and namespace):
+/// kubeapp components' record of what it applied.
+const RUN_SPECIFIC_ANNOTATIONS: &[&str] = &["components.kubeapp.dev/applied"];
+
+/// Objects the cluster itself puts in every namespace, never the operator's: not compared.
+const CLUSTER_OBJECTS: &[&str] = &["kube-root-ca.crt"];
+
 /// Condition fields that are times.
 const CONDITION_TIMES: &[&str] = &[
     "lastTransitionTime",
@@ -51,8 +61,12 @@ impl Snapshot {
             params.label_selector.clone_from(selector);
             for object in api.list(&params).await?.items {
                 let name = object.metadata.name.clone().unwrap_or_default();
+                if CLUSTER_OBJECTS.contains(&name.as_str()) {
+                    continue;
+                }
                 let mut value = serde_json::to_value(&object).unwrap_or(Value::Null);
                 normalize_server_fields(&mut value);
+                replace_namespace(&mut value, namespace);
                 if let Some(normalize) = normalize {
                     normalize(&mut value);
                 }
@@ -95,11 +109,16 @@ fn normalize_server_fields(object: &mut Value) {
                 owner.remove("uid");
             }
         }
-        if metadata
-            .get("annotations")
-            .is_some_and(|a| a.as_object().is_some_and(|a| a.is_empty()))
+        if let Some(annotations) = metadata
+            .get_mut("annotations")
+            .and_then(Value::as_object_mut)
         {
-            metadata.remove("annotations");
+            for annotation in RUN_SPECIFIC_ANNOTATIONS {
+                annotations.remove(*annotation);
+            }
+            if annotations.is_empty() {
+                metadata.remove("annotations");
+            }
         }
     }
     if let Some(conditions) = object
@@ -111,6 +130,27 @@ fn normalize_server_fields(object: &mut Value) {
                 condition.remove(*field);
             }
         }
+    }
+}
+
+/// Replaces the run's namespace, wherever a string holds it (a status listing the objects it
+/// made, a reference `namespace/name`), with `<namespace>`: runs differ in it by construction.
+fn replace_namespace(value: &mut Value, namespace: &str) {
+    match value {
+        Value::String(text) if text.contains(namespace) => {
+            *text = text.replace(namespace, "<namespace>");
+        }
+        Value::Array(items) => {
+            for item in items {
+                replace_namespace(item, namespace);
+            }
+        }
+        Value::Object(fields) => {
+            for field in fields.values_mut() {
+                replace_namespace(field, namespace);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -151,9 +191,23 @@ mod tests {
                 "ownerReferences": [{"name": "o", "uid": "u2"}]},
             "status": {"conditions": [{"type": "Ready", "lastTransitionTime": "2026-02-02T00:00:00Z"}]}
         });
+        a["metadata"]["annotations"] = json!({"components.kubeapp.dev/applied": "1f"});
+        b["metadata"]["annotations"] = json!({"components.kubeapp.dev/applied": "2e"});
         normalize_server_fields(&mut a);
         normalize_server_fields(&mut b);
         assert_eq!(a, b);
+        assert!(a["metadata"].get("annotations").is_none(), "{a}");
+    }
+
+    #[test]
+    fn the_runs_namespace_is_a_placeholder_wherever_it_appears() {
+        let mut status =
+            json!({"objects": [{"namespace": "web-7-1", "ref": "web-7-1/cm"}], "n": 1});
+        replace_namespace(&mut status, "web-7-1");
+        assert_eq!(
+            status,
+            json!({"objects": [{"namespace": "<namespace>", "ref": "<namespace>/cm"}], "n": 1})
+        );
     }
 
     #[test]
