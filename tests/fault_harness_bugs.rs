@@ -229,9 +229,10 @@ async fn two_non_idempotent_creates_are_caught_with_a_reproducible_plan() {
 
 /// The harness's own choice of plans (seeded, 24 plans) catches the bug: the test above names
 /// the plans; this one proves the budget's ordering reaches one. (At the default budget of 12
-/// plans the catch is likely, not certain: which write creates `-a` depends on how the three
-/// parents' calls interleave; docs/fault-injection.md gives the rate measured over seeds. Set
-/// `FAULT_CATCH_SEED` and `FAULT_CATCH_PLANS` to measure it again.)
+/// plans it caught the bug with seeds 1 to 10, docs/fault-injection.md "Measured"; but which
+/// write creates `-a` depends on how the three parents' calls interleave, so the suite gives it
+/// 24 plans, where a miss is out of reach. `FAULT_CATCH_SEED` and `FAULT_CATCH_PLANS` measure
+/// it again.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_harness_choice_of_plans_catches_the_two_creates() {
     let env = TestEnv::start().await.expect("control plane");
