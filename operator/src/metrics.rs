@@ -386,6 +386,8 @@ impl ControllerMetrics {
                 let mut entry = KindDiagnostics::default();
                 entry.queue_depth = self.queue_depth.series(&labels).get();
                 entry.retries_pending = self.retries_pending.with_label_values(&labels).get();
+                // Events being dispatched, and handler calls running: a retry's call runs
+                // outside any event, so either alone misses work in progress.
                 entry.in_flight = [
                     ReconcileAction::Created,
                     ReconcileAction::Updated,
@@ -394,9 +396,9 @@ impl ControllerMetrics {
                 ]
                 .iter()
                 .map(|action| {
-                    self.ongoing_events
-                        .series(&[action.metric_label(), kind.as_str()])
-                        .get()
+                    let labels = [action.metric_label(), kind.as_str()];
+                    self.ongoing_events.series(&labels).get()
+                        + self.ongoing_processes.series(&labels).get()
                 })
                 .sum();
                 entry.retries_given_up = self.retries_given_up.with_label_values(&labels).get();

@@ -96,7 +96,8 @@ pub struct KindDiagnostics {
     pub queue_depth: i64,
     /// Objects waiting for a retry.
     pub retries_pending: i64,
-    /// Events a worker took and has not finished handling (handler calls running or about to).
+    /// Work in progress: events being dispatched plus handler calls running (a retry's call
+    /// runs outside any event). Zero when no worker is busy with the kind.
     #[serde(default)]
     pub in_flight: i64,
     /// Objects whose last handler call failed.

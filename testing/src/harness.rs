@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -166,6 +167,8 @@ pub struct FaultHarness {
     budget: Budget,
     seed: u64,
     timeout: Duration,
+    /// Runs started so far (each one's namespace carries its number).
+    runs: AtomicUsize,
 }
 
 impl FaultHarness {
@@ -187,6 +190,7 @@ impl FaultHarness {
             budget: Budget::default(),
             seed,
             timeout: Duration::from_secs(60),
+            runs: AtomicUsize::new(0),
         }
     }
 
@@ -216,36 +220,21 @@ impl FaultHarness {
         operator: &dyn OperatorUnderTest,
     ) -> Result<Report, HarnessError> {
         let started = Instant::now();
-        let reference = self.run_once(scenario, operator, None, 0).await?;
+        let reference = self.run_once(scenario, operator, None).await?;
         let writes = reference.writes.len() as u64;
         let plans = shuffled(
             enumerate(writes, scenario.steps(), &reference.watched),
             self.seed,
         );
-        let mut report = Report {
-            scenario: scenario.name.clone(),
-            seed: self.seed,
-            available: plans.len(),
-            run: 0,
-            passed: 0,
-            failures: Vec::new(),
-        };
-        for plan in plans {
-            if report.run >= self.budget.plans || started.elapsed() >= self.budget.time {
-                break;
-            }
-            report.run += 1;
-            self.judge(
+        Ok(self
+            .judge_all(
                 scenario,
                 operator,
                 &reference,
-                plan,
-                report.run,
-                &mut report,
+                plans,
+                Some((started, self.budget)),
             )
-            .await;
-        }
-        Ok(report)
+            .await)
     }
 
     /// Runs `scenario` without faults, then under `plan` alone: to reproduce a failure.
@@ -265,7 +254,22 @@ impl FaultHarness {
         operator: &dyn OperatorUnderTest,
         plans: Vec<FaultPlan>,
     ) -> Result<Report, HarnessError> {
-        let reference = self.run_once(scenario, operator, None, 0).await?;
+        let reference = self.run_once(scenario, operator, None).await?;
+        Ok(self
+            .judge_all(scenario, operator, &reference, plans, None)
+            .await)
+    }
+
+    /// Runs each of `plans` in order, within `budget` (from when it started) if there is one,
+    /// and judges each against `reference`.
+    async fn judge_all(
+        &self,
+        scenario: &Scenario,
+        operator: &dyn OperatorUnderTest,
+        reference: &RunEnd,
+        plans: Vec<FaultPlan>,
+        budget: Option<(Instant, Budget)>,
+    ) -> Report {
         let mut report = Report {
             scenario: scenario.name.clone(),
             seed: self.seed,
@@ -275,18 +279,16 @@ impl FaultHarness {
             failures: Vec::new(),
         };
         for plan in plans {
+            if let Some((started, budget)) = budget
+                && (report.run >= budget.plans || started.elapsed() >= budget.time)
+            {
+                break;
+            }
             report.run += 1;
-            self.judge(
-                scenario,
-                operator,
-                &reference,
-                plan,
-                report.run,
-                &mut report,
-            )
-            .await;
+            self.judge(scenario, operator, reference, plan, &mut report)
+                .await;
         }
-        Ok(report)
+        report
     }
 
     async fn judge(
@@ -295,10 +297,9 @@ impl FaultHarness {
         operator: &dyn OperatorUnderTest,
         reference: &RunEnd,
         plan: FaultPlan,
-        index: usize,
         report: &mut Report,
     ) {
-        match self.run_once(scenario, operator, Some(&plan), index).await {
+        match self.run_once(scenario, operator, Some(&plan)).await {
             Ok(end) => {
                 let differences = end.snapshot.diff(&reference.snapshot);
                 if differences.is_empty() {
@@ -331,7 +332,6 @@ impl FaultHarness {
         scenario: &Scenario,
         operator: &dyn OperatorUnderTest,
         plan: Option<&FaultPlan>,
-        index: usize,
     ) -> Result<RunEnd, HarnessError> {
         let run = plan.map_or_else(
             || "the fault-free run".to_owned(),
@@ -342,6 +342,8 @@ impl FaultHarness {
             let what = what.to_owned();
             move |source: BoxError| HarnessError::Setup { run, what, source }
         };
+        // Numbered over the harness's life: a replay after a run gets namespaces of its own.
+        let index = self.runs.fetch_add(1, Ordering::Relaxed);
         let namespace = format!(
             "{}-{}-{index}",
             namespace_prefix(&scenario.name),

@@ -22,6 +22,9 @@ use crate::request::{ResourceKey, ResourceRequest, Verb};
 use crate::status;
 use crate::watch_stream;
 
+/// The most a request body may carry through the proxy (several times the apiserver's limit).
+const MAX_REQUEST_BYTES: usize = 16 << 20;
+
 /// The body of the proxy's answers.
 type ProxyBody = UnsyncBoxBody<Bytes, io::Error>;
 
@@ -398,7 +401,12 @@ async fn handle(
     let resumes = shared.watch_faults.borrow().resumes;
     shared.unhalted(resumes).await?;
     let (parts, body) = request.into_parts();
-    let body = body.collect().await.map_err(|_| Dropped)?.to_bytes();
+    // Bounded: the apiserver itself takes at most 3 MiB per request body.
+    let body = http_body_util::Limited::new(body, MAX_REQUEST_BYTES)
+        .collect()
+        .await
+        .map_err(|_| Dropped)?
+        .to_bytes();
     let target = ResourceRequest::parse(&parts.method, parts.uri.path(), parts.uri.query());
     match target {
         Some(target) if target.verb == Verb::Write => {
