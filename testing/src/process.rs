@@ -19,7 +19,8 @@ const LOG_TAIL_BYTES: usize = 8 << 10;
 /// #     -> Result<(), Box<dyn std::error::Error>> {
 /// use kubeapp_testing::{FaultHarness, OperatorProcess};
 ///
-/// let operator = OperatorProcess::new(env!("CARGO_BIN_EXE_my-operator"));
+/// // In a project's tests: `env!("CARGO_BIN_EXE_my-operator")`.
+/// let operator = OperatorProcess::new("target/debug/my-operator");
 /// let report = FaultHarness::new(env.client(), env.dir().join("faults"))
 ///     .run(&scenario, &operator)
 ///     .await?;
