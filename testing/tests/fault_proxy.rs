@@ -31,6 +31,16 @@ fn config_map(name: &str, value: &str) -> ConfigMap {
     }
 }
 
+fn secret(name: &str) -> Secret {
+    Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_owned()),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
 fn value(config_map: &ConfigMap) -> Option<&str> {
     config_map.data.as_ref()?.get("value").map(String::as_str)
 }
@@ -146,16 +156,7 @@ async fn faulted_writes_get_the_apiservers_errors_and_never_reach_storage() {
     proxy.fail_writes(Some(config_maps.clone()), WriteFault::Conflict, 1);
     let secrets: Api<Secret> = Api::default_namespaced(proxy.client().expect("client"));
     secrets
-        .create(
-            &PostParams::default(),
-            &Secret {
-                metadata: kube::api::ObjectMeta {
-                    name: Some("s".to_owned()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
+        .create(&PostParams::default(), &secret("s"))
         .await
         .expect("a Secret passes a ConfigMap rule");
     proxy.clear_write_faults();
@@ -387,16 +388,7 @@ async fn a_lagging_resource_holds_its_events_in_order_while_others_flow() {
             .expect("create");
     }
     secrets_direct
-        .create(
-            &PostParams::default(),
-            &Secret {
-                metadata: kube::api::ObjectMeta {
-                    name: Some("f-secret".to_owned()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
+        .create(&PostParams::default(), &secret("f-secret"))
         .await
         .expect("create");
     let secret = within("the Secret's event", secret_events.next())
