@@ -106,6 +106,8 @@ pub struct Report {
     pub passed: usize,
     /// The others.
     pub failures: Vec<PlanFailure>,
+    /// Every plan run, in order (the failed ones included).
+    pub plans: Vec<FaultPlan>,
 }
 
 impl Report {
@@ -277,6 +279,7 @@ impl FaultHarness {
             run: 0,
             passed: 0,
             failures: Vec::new(),
+            plans: Vec::new(),
         };
         for plan in plans {
             if let Some((started, budget)) = budget
@@ -285,6 +288,7 @@ impl FaultHarness {
                 break;
             }
             report.run += 1;
+            report.plans.push(plan.clone());
             self.judge(scenario, operator, reference, plan, &mut report)
                 .await;
         }
@@ -374,6 +378,19 @@ impl FaultHarness {
             process: 1,
             dir,
         };
+        let workload = Workload {
+            client: self.client.clone(),
+            namespace: namespace.clone(),
+        };
+        for (name, step) in &scenario.setup {
+            step(workload.clone())
+                .await
+                .map_err(|source| HarnessError::Step {
+                    run: run.clone(),
+                    step: name.clone(),
+                    source,
+                })?;
+        }
         match plan {
             Some(FaultPlan::CrashAfterWrite(write)) => proxy.halt_after_write(*write),
             Some(FaultPlan::FailWrite { write, fault }) => proxy.fail_write_at(*write, *fault),
@@ -383,10 +400,6 @@ impl FaultHarness {
             .start(&context)
             .await
             .map_err(setup("start the operator"))?;
-        let workload = Workload {
-            client: self.client.clone(),
-            namespace: namespace.clone(),
-        };
         let mut settle = Settle {
             harness: self,
             proxy: &proxy,
@@ -394,18 +407,25 @@ impl FaultHarness {
             run: &run,
         };
         running = settle.settle(running, &mut context, &[], "(start)").await?;
+        // A watch fault's window: from before its step through the next one (or the last).
+        let window = match plan {
+            Some(FaultPlan::Withhold { resource, step } | FaultPlan::Lag { resource, step }) => {
+                let end = (*step + 1).min(scenario.steps.len().saturating_sub(1));
+                Some((resource, *step, end))
+            }
+            _ => None,
+        };
+        let mut stale = Vec::new();
         for (index, (name, step)) in scenario.steps.iter().enumerate() {
-            let stale = match plan {
-                Some(FaultPlan::Withhold { resource, step }) if *step == index => {
-                    proxy.withhold(resource.clone());
-                    vec![resource.clone()]
+            if let Some((resource, start, _)) = window
+                && start == index
+            {
+                match plan {
+                    Some(FaultPlan::Withhold { .. }) => proxy.withhold(resource.clone()),
+                    _ => proxy.lag(resource.clone()),
                 }
-                Some(FaultPlan::Lag { resource, step }) if *step == index => {
-                    proxy.lag(resource.clone());
-                    vec![resource.clone()]
-                }
-                _ => Vec::new(),
-            };
+                stale.push(resource.clone());
+            }
             if let Err(source) = step(workload.clone()).await {
                 running.kill().await;
                 return Err(HarnessError::Step {
@@ -415,11 +435,14 @@ impl FaultHarness {
                 });
             }
             running = settle.settle(running, &mut context, &stale, name).await?;
-            if let Some(resource) = stale.first() {
+            if let Some((resource, _, end)) = window
+                && end == index
+            {
                 match plan {
                     Some(FaultPlan::Withhold { .. }) => proxy.release(resource.clone()),
                     _ => proxy.catch_up(resource.clone()),
                 }
+                stale.clear();
                 running = settle.settle(running, &mut context, &[], name).await?;
             }
         }

@@ -19,16 +19,19 @@ pub enum FaultPlan {
         /// What it gets.
         fault: WriteFault,
     },
-    /// The events of `resource` are withheld from before step `step` until the operator is
-    /// quiescent on what it saw; then its watches end with 410 and it re-lists.
+    /// The events of `resource` are withheld from before step `step` through the step after it
+    /// (the operator quiesces on a stale view in between, and the next step acts on it), until
+    /// the operator is quiescent on what it saw; then its watches end with 410 and it re-lists.
+    /// A window that starts at the last step covers that step only.
     Withhold {
         /// The resource whose events are withheld.
         resource: ResourceKey,
         /// The step (from 0) the fault starts before.
         step: usize,
     },
-    /// The events of `resource` are held back from before step `step` until the operator is
-    /// quiescent on what it saw; then they are delivered, in order.
+    /// The events of `resource` are held back from before step `step` through the step after
+    /// it (as for [`Withhold`](Self::Withhold)), until the operator is quiescent on what it
+    /// saw; then they are delivered, in order.
     Lag {
         /// The resource whose events lag.
         resource: ResourceKey,
@@ -45,13 +48,13 @@ impl fmt::Display for FaultPlan {
             Self::Withhold { resource, step } => {
                 write!(
                     f,
-                    "{resource} events withheld from step {step}, then a re-list"
+                    "{resource} events withheld from step {step} through the next, then a re-list"
                 )
             }
             Self::Lag { resource, step } => {
                 write!(
                     f,
-                    "{resource} events held back from step {step}, then delivered"
+                    "{resource} events held back from step {step} through the next, then delivered"
                 )
             }
         }
@@ -93,6 +96,11 @@ pub fn enumerate(writes: u64, steps: usize, watched: &[ResourceKey]) -> Vec<Faul
 /// by splitmix64), then taken in turn (a crash, a lost answer, a withheld watch, a conflict, a
 /// lagging watch, a crash, ...), so that a small budget still tries every kind of fault. The same
 /// seed gives the same order on every machine.
+///
+/// Watch faults are taken earliest window first (the seed orders the resources within a step):
+/// the first steps usually create what the later ones act on, so a window that opens early
+/// leaves the operator acting on a stale view of the most objects, and a budget of a few watch
+/// plans covers every watched resource at the scenario's start before it covers later steps.
 pub fn shuffled(plans: Vec<FaultPlan>, seed: u64) -> Vec<FaultPlan> {
     let mut state = seed;
     let mut kinds: [Vec<FaultPlan>; 5] = Default::default();
@@ -111,6 +119,13 @@ pub fn shuffled(plans: Vec<FaultPlan>, seed: u64) -> Vec<FaultPlan> {
     }
     for kind in &mut kinds {
         shuffle(kind, &mut state);
+    }
+    for watch in &mut kinds[2..] {
+        // Stable: plans of one step keep the shuffled order.
+        watch.sort_by_key(|plan| match plan {
+            FaultPlan::Withhold { step, .. } | FaultPlan::Lag { step, .. } => *step,
+            _ => 0,
+        });
     }
     let mut queues = kinds.map(std::collections::VecDeque::from);
     let mut ordered = Vec::new();
@@ -167,6 +182,36 @@ mod tests {
         let mut expected = plans;
         expected.sort_by_key(ToString::to_string);
         assert_eq!(sorted, expected, "a permutation");
+    }
+
+    #[test]
+    fn watch_faults_are_taken_earliest_step_first_with_resources_in_seeded_order() {
+        let watched = [
+            ResourceKey::new("", "configmaps"),
+            ResourceKey::new("", "secrets"),
+            ResourceKey::new("apps", "deployments"),
+        ];
+        let steps = |seed| -> Vec<usize> {
+            shuffled(enumerate(0, 3, &watched), seed)
+                .into_iter()
+                .filter_map(|plan| match plan {
+                    FaultPlan::Withhold { step, .. } => Some(step),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(steps(3), [0, 0, 0, 1, 1, 1, 2, 2, 2]);
+        let first = |seed| -> Vec<FaultPlan> {
+            shuffled(enumerate(0, 3, &watched), seed)
+                .into_iter()
+                .filter(|plan| matches!(plan, FaultPlan::Lag { .. }))
+                .take(3)
+                .collect()
+        };
+        assert!(
+            (1..20).any(|seed| first(seed) != first(0)),
+            "the seed orders the resources within a step"
+        );
     }
 
     #[test]

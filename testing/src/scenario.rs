@@ -46,6 +46,7 @@ type Step = Box<dyn Fn(Workload) -> StepFuture + Send + Sync>;
 /// ```
 pub struct Scenario {
     pub(crate) name: String,
+    pub(crate) setup: Vec<(String, Step)>,
     pub(crate) steps: Vec<(String, Step)>,
     pub(crate) observed: Vec<(ApiResource, Option<String>)>,
     pub(crate) normalize: Option<Box<Normalize>>,
@@ -57,14 +58,32 @@ impl Scenario {
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
+            setup: Vec::new(),
             steps: Vec::new(),
             observed: Vec::new(),
             normalize: None,
         }
     }
 
+    /// Adds a step that runs before the operator starts, in every run: the objects the
+    /// operator finds when it starts (it lists them as it would after a deployment). No fault
+    /// starts in a setup step; a watch fault's window starts with a step of
+    /// [`step`](Self::step), so a scenario whose interesting history begins with objects the
+    /// operator has already seen creates them here.
+    pub fn setup<F, Fut>(mut self, name: impl Into<String>, step: F) -> Self
+    where
+        F: Fn(Workload) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+    {
+        self.setup.push((
+            name.into(),
+            Box::new(move |workload| Box::pin(step(workload))),
+        ));
+        self
+    }
+
     /// Adds a step. Each step ends when the operator is quiescent; a fault plan's watch fault
-    /// starts before one step and ends after it.
+    /// starts before one step and ends after the next one (or after the last step).
     pub fn step<F, Fut>(mut self, name: impl Into<String>, step: F) -> Self
     where
         F: Fn(Workload) -> Fut + Send + Sync + 'static,

@@ -2,8 +2,9 @@
 //! namespace, with what the apiserver assigns (uids, resourceVersions, timestamps, managed
 //! fields) removed, so that two runs that did the same things compare equal. Also removed: the
 //! annotation in which kubeapp components record a digest of what they applied (it covers the
-//! owner's uid), and the `kube-root-ca.crt` ConfigMap a cluster puts in every namespace; and the
-//! run's namespace, wherever a string holds it, reads `<namespace>`.
+//! owner's uid), and the `kube-root-ca.crt` ConfigMap a cluster puts in every namespace; the
+//! run's namespace, wherever a string holds it, reads `<namespace>`; and a name generated from
+//! `generateName` reads `<prefix><generated>` (two such objects are `name` and `name#2`).
 
 use std::collections::BTreeMap;
 
@@ -54,7 +55,7 @@ impl Snapshot {
         resources: &[(ApiResource, Option<String>)],
         normalize: Option<&Normalize>,
     ) -> Result<Self, kube::Error> {
-        let mut objects = BTreeMap::new();
+        let mut listed: BTreeMap<String, Vec<Value>> = BTreeMap::new();
         for (resource, selector) in resources {
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, resource);
             let mut params = ListParams::default();
@@ -70,10 +71,36 @@ impl Snapshot {
                 if let Some(normalize) = normalize {
                     normalize(&mut value);
                 }
-                objects.insert(format!("{}/{name}", resource.kind), value);
+                let name = value
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or(&name)
+                    .to_owned();
+                listed
+                    .entry(format!("{}/{name}", resource.kind))
+                    .or_default()
+                    .push(value);
             }
         }
-        Ok(Self(objects))
+        Ok(Self::keyed(listed))
+    }
+
+    /// One key per object: objects that share a (normalised) name, such as two children
+    /// generated from one `generateName`, are told apart as `kind/name#2`, `#3`, ... in the
+    /// order of their content, so that the same objects key the same way in every run.
+    fn keyed(listed: BTreeMap<String, Vec<Value>>) -> Self {
+        let mut objects = BTreeMap::new();
+        for (key, mut values) in listed {
+            values.sort_by_cached_key(Value::to_string);
+            for (index, value) in values.into_iter().enumerate() {
+                let key = match index {
+                    0 => key.clone(),
+                    n => format!("{key}#{}", n + 1),
+                };
+                objects.insert(key, value);
+            }
+        }
+        Self(objects)
     }
 
     /// How `self` (a run under faults) differs from `reference`, one line per difference.
@@ -108,6 +135,21 @@ fn normalize_server_fields(object: &mut Value) {
             for owner in owners.iter_mut().filter_map(Value::as_object_mut) {
                 owner.remove("uid");
             }
+        }
+        // A name the apiserver generated (from `generateName`) differs in every run: only its
+        // prefix is the operator's.
+        let generated = metadata
+            .get("generateName")
+            .and_then(Value::as_str)
+            .filter(|prefix| {
+                metadata
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .is_some_and(|name| name.starts_with(prefix) && name.len() > prefix.len())
+            })
+            .map(|prefix| format!("{prefix}<generated>"));
+        if let Some(name) = generated {
+            metadata.insert("name".to_owned(), Value::String(name));
         }
         if let Some(annotations) = metadata
             .get_mut("annotations")
@@ -197,6 +239,35 @@ mod tests {
         normalize_server_fields(&mut b);
         assert_eq!(a, b);
         assert!(a["metadata"].get("annotations").is_none(), "{a}");
+    }
+
+    #[test]
+    fn generated_names_compare_by_prefix_and_a_second_one_is_an_object_of_its_own() {
+        let child = |name: &str, value: &str| {
+            let mut child = json!({"metadata": {"name": name, "generateName": "p1-"},
+                "data": {"value": value}});
+            normalize_server_fields(&mut child);
+            child
+        };
+        let one = |name: &str| {
+            Snapshot::keyed(BTreeMap::from([(
+                "ConfigMap/p1-<generated>".to_owned(),
+                vec![child(name, "v1")],
+            )]))
+        };
+        assert_eq!(
+            child("p1-x7k2q", "v1")["metadata"]["name"],
+            "p1-<generated>"
+        );
+        assert!(one("p1-abcde").diff(&one("p1-x7k2q")).is_empty());
+        let two = Snapshot::keyed(BTreeMap::from([(
+            "ConfigMap/p1-<generated>".to_owned(),
+            vec![child("p1-zzzzz", "v2"), child("p1-aaaaa", "v1")],
+        )]));
+        assert_eq!(
+            two.diff(&one("p1-abcde")),
+            ["ConfigMap/p1-<generated>#2: present (the fault-free run does not have it)"]
+        );
     }
 
     #[test]
