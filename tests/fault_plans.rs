@@ -20,14 +20,15 @@ mod example_support;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kubeapp::sdk::testenv::TestEnv;
 use kubeapp::testing::{
-    BoxError, Budget, FaultHarness, FaultProxy, OperatorUnderTest, Quiescence, ResourceKey,
-    RunContext, RunningOperator, Scenario, Workload, WriteFault, WriteOutcome,
+    BoxError, Budget, FaultHarness, FaultPlan, FaultProxy, OperatorUnderTest, Quiescence,
+    ResourceKey, RunContext, RunningOperator, Scenario, Workload, WriteFault, WriteOutcome,
 };
 
 use example_support::{Operator, eventually, reconciled, template, templates};
@@ -477,4 +478,34 @@ async fn the_reconciler_passes_the_fault_plans_its_fault_free_run_suggests() {
         "{report}"
     );
     report.assert_passed();
+}
+
+/// The apiserver restarted right after each step's writes, while the reconciler reacts to them
+/// (its requests refused, its watches ended, a write under way perhaps landed unanswered): each
+/// run ends as the fault-free one did. The plans are named (one per step), not budgeted.
+#[tokio::test]
+async fn the_reconciler_passes_apiserver_restarts_after_each_step() {
+    let env = Arc::new(TestEnv::start().await.expect("control plane"));
+    let installer = Operator::start(&env, "default", &[]);
+    installer.install_crd(&env).await;
+    drop(installer);
+    let before = env.apiserver_pid().expect("kube-apiserver runs");
+    let harness =
+        FaultHarness::new(env.client(), env.dir().join("restarts")).restarts(Arc::clone(&env));
+    let plans: Vec<FaultPlan> = (0..3)
+        .map(|step| FaultPlan::RestartApiserver { step })
+        .collect();
+    let report = harness
+        .run_plans(
+            &template_scenario(),
+            &ReconcilerUnderTest { env: &env },
+            plans,
+        )
+        .await
+        .expect("the fault-free run");
+    eprintln!("{report}");
+    assert_eq!(report.run, 3, "{report}");
+    report.assert_passed();
+    let after = env.apiserver_pid().expect("kube-apiserver runs again");
+    assert_ne!(before, after, "the plans restarted kube-apiserver");
 }

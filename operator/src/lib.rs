@@ -83,6 +83,7 @@ mod failing_objects;
 pub mod failures;
 pub mod gate;
 pub mod handler;
+mod handler_calls;
 pub mod informers;
 pub mod kind;
 mod kind_trackers;

@@ -64,6 +64,7 @@ use prometheus::{
 use crate::action::ReconcileAction;
 use crate::failing_objects::{FailingFamily, FailingObjects};
 use crate::failures::KindFailures;
+use crate::handler_calls::HandlerCalls;
 use crate::metric_cells::{CellFamily, CellSeries};
 pub use crate::metric_registration::{LATENCY_BUCKETS, MetricSet, MetricsError};
 use crate::queue_wait::{QueueWaits, WaitingSince};
@@ -97,6 +98,8 @@ pub struct ControllerMetrics {
     handler_failures: IntCounterVec,
     /// How long each kind's oldest ready lane has waited (the report and a gauge).
     queue_waits: QueueWaits,
+    /// The most recent handler calls, when the environment asks for them.
+    calls: HandlerCalls,
 }
 
 const EVENT_LABELS: &[&str] = &["event_type", "kind"];
@@ -265,7 +268,15 @@ impl ControllerMetrics {
                 &["kind", "cause"],
             )?,
             queue_waits: QueueWaits::new(ns)?,
+            calls: HandlerCalls::from_env(),
         })
+    }
+
+    /// The process's most recent handler calls, oldest first, for `/debug/kubeapp` (empty
+    /// unless the process asks for them:
+    /// [`handler_calls_to_keep`](kubeapp_sdk::diagnostics::handler_calls_to_keep)).
+    pub fn handler_calls(&self) -> Vec<kubeapp_sdk::diagnostics::HandlerCall> {
+        self.calls.recent()
     }
 
     /// Every collector, for a registry of the caller's choosing (an app's
@@ -459,6 +470,7 @@ impl ControllerMetrics {
             failing: self.failing.track(kind),
             queue_wait: self.queue_waits.track(kind),
             failures: KindFailures::new(kind, &self.handler_failures),
+            calls: self.calls.clone(),
         }
     }
 
@@ -515,6 +527,8 @@ pub(crate) struct KindMetrics {
     pub queue_wait: Arc<WaitingSince>,
     /// Failed handler calls by cause, and the kind's run of forbidden calls.
     pub failures: KindFailures,
+    /// The process's recent handler calls (shared by every kind).
+    pub calls: HandlerCalls,
 }
 
 impl KindMetrics {

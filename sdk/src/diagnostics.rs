@@ -25,6 +25,7 @@
 //! [`App::diagnostics`]: crate::app::App::diagnostics
 
 use std::hash::Hasher as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +43,63 @@ pub struct Diagnostics {
     /// Each app's leader and shard state.
     #[serde(default)]
     pub apps: Vec<AppDiagnostics>,
+    /// The process's most recent handler calls, oldest first, when it keeps them
+    /// ([`RECORD_CALLS_ENV`], [`record_handler_calls`]; empty otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<HandlerCall>,
+}
+
+/// The environment variable that makes an operator process keep its recent handler calls for
+/// `/debug/kubeapp`: how many to keep (e.g. `65536`). Off when unset: a record costs a lock and
+/// a few small strings per call, which a production operator need not pay.
+pub const RECORD_CALLS_ENV: &str = "KUBEAPP_RECORD_CALLS";
+
+/// Set by [`record_handler_calls`]; 0 when not.
+static RECORD_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+/// Makes every controller made from now on in this process keep its last `keep` handler calls
+/// for `/debug/kubeapp` (as [`RECORD_CALLS_ENV`] does; this wins over it). kubeapp's fault
+/// harness calls it, for operators that run in the test process.
+pub fn record_handler_calls(keep: usize) {
+    RECORD_CALLS.store(keep, Ordering::Relaxed);
+}
+
+/// How many handler calls a controller made now keeps: [`record_handler_calls`]'s value, else
+/// [`RECORD_CALLS_ENV`]'s, else 0 (none).
+pub fn handler_calls_to_keep() -> usize {
+    match RECORD_CALLS.load(Ordering::Relaxed) {
+        0 => std::env::var(RECORD_CALLS_ENV)
+            .ok()
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or(0),
+        keep => keep,
+    }
+}
+
+/// One handler call: which handler, for what, and the object version it was given. A fault
+/// test reads them to check that no call saw an object older than an earlier call did, and that
+/// every deleted object's deletion reached a handler.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct HandlerCall {
+    /// Its number in the process, from 1 (a gap: older calls were dropped before a read).
+    pub seq: u64,
+    /// The kind, as the metrics label it (the plural resource name).
+    pub kind: String,
+    /// Which handler of the kind (e.g. `reconciler[0]`).
+    pub handler: String,
+    /// What it was called for: `create`, `update`, `delete` or `resync` (a reconciler's
+    /// action, or the watcher call: add, update, delete, resync).
+    pub action: String,
+    /// The object's namespace.
+    pub namespace: Option<String>,
+    /// The object's name.
+    pub name: String,
+    /// The object's uid.
+    pub uid: Option<String>,
+    /// The object's `resourceVersion` as the call saw it.
+    pub resource_version: Option<String>,
 }
 
 /// One shared informer: its cache and its watch.

@@ -4,15 +4,18 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 
-use crate::plan::{FaultPlan, enumerate, shuffled};
+use crate::apiserver::ApiserverRestart;
+use crate::calls::{CallHistory, KEEP_CALLS, present_uids};
+use crate::plan::{FaultPlan, enumerate, enumerate_in_process, shuffled};
 use crate::proxy::FaultProxy;
-use crate::quiescence::{NotQuiescent, Quiescence};
+use crate::quiescence::{NotQuiescent, Quiescence, fetch};
 use crate::request::ResourceKey;
 use crate::scenario::{
     BoxError, OperatorUnderTest, RunContext, RunningOperator, Scenario, Workload,
@@ -63,6 +66,15 @@ pub enum HarnessError {
         #[source]
         source: BoxError,
     },
+    /// The fault-free run broke a check on the handler calls (a call saw an object older than
+    /// an earlier one did, or a deletion no call saw): no plan can be judged against it.
+    #[error("{run}: {}", violations.join("; "))]
+    CallChecks {
+        /// Which run.
+        run: String,
+        /// What broke, one line each.
+        violations: Vec<String>,
+    },
     /// The operator did not become quiescent.
     #[error("{run}: after step {step:?}")]
     NotQuiescent {
@@ -87,6 +99,8 @@ pub struct PlanFailure {
     pub error: Option<String>,
     /// The operator's writes around the fault, as the proxy logged them.
     pub writes: Vec<String>,
+    /// The run's last handler calls (process, number, handler, action, object, version).
+    pub calls: Vec<String>,
     /// The operator's log, if it keeps one.
     pub logs: String,
 }
@@ -108,6 +122,10 @@ pub struct Report {
     pub failures: Vec<PlanFailure>,
     /// Every plan run, in order (the failed ones included).
     pub plans: Vec<FaultPlan>,
+    /// Runs (the fault-free one included) in which no handler call was reported, so the checks
+    /// on calls did not judge them: an operator made before the harness in the test process,
+    /// or one that does not run kubeapp's controller.
+    pub calls_unrecorded: usize,
 }
 
 impl Report {
@@ -129,6 +147,15 @@ impl fmt::Display for Report {
             self.passed,
             self.failures.len()
         )?;
+        if self.calls_unrecorded > 0 {
+            writeln!(
+                f,
+                "handler calls: none reported in {} runs, so the checks on calls did not judge \
+                 them (an operator in the test process made before the FaultHarness, or not on \
+                 kubeapp's controller)",
+                self.calls_unrecorded
+            )?;
+        }
         for failure in &self.failures {
             writeln!(f, "- {}", failure.plan)?;
             if let Some(error) = &failure.error {
@@ -140,6 +167,12 @@ impl fmt::Display for Report {
             writeln!(f, "  the operator's writes around the fault:")?;
             for write in &failure.writes {
                 writeln!(f, "    {write}")?;
+            }
+            if !failure.calls.is_empty() {
+                writeln!(f, "  the last handler calls:")?;
+                for call in &failure.calls {
+                    writeln!(f, "    {call}")?;
+                }
             }
             if !failure.logs.is_empty() {
                 writeln!(f, "  its log:\n{}", failure.logs)?;
@@ -160,6 +193,10 @@ struct RunEnd {
     writes: Vec<String>,
     watched: Vec<ResourceKey>,
     logs: String,
+    /// The run's handler calls.
+    calls: CallHistory,
+    /// What the checks on the calls found.
+    violations: Vec<String>,
 }
 
 /// Runs scenarios under fault plans; see the [module docs](self).
@@ -171,12 +208,21 @@ pub struct FaultHarness {
     timeout: Duration,
     /// Runs started so far (each one's namespace carries its number).
     runs: AtomicUsize,
+    /// How to restart the apiserver, if plans may.
+    restarts: Option<Arc<dyn ApiserverRestart>>,
 }
 
 impl FaultHarness {
     /// A harness on the apiserver `client` reaches (directly: each run puts a fault proxy in
     /// front of it), keeping kubeconfigs and logs under `dir`. The seed is
     /// `KUBEAPP_FAULT_SEED` if set, else taken from the clock (the report names it).
+    ///
+    /// From here on, kubeapp controllers made in this process keep their handler calls for
+    /// `/debug/kubeapp` (`kubeapp_sdk::diagnostics::record_handler_calls`), so that the checks
+    /// on calls can judge an operator run in the test process; [`OperatorProcess`] asks its
+    /// child processes for them.
+    ///
+    /// [`OperatorProcess`]: crate::OperatorProcess
     pub fn new(client: kube::Client, dir: impl Into<PathBuf>) -> Self {
         let seed = std::env::var("KUBEAPP_FAULT_SEED")
             .ok()
@@ -186,6 +232,8 @@ impl FaultHarness {
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |since| since.as_nanos() as u64)
             });
+        // Operators the test process makes from now on report their handler calls.
+        kubeapp_sdk::diagnostics::record_handler_calls(KEEP_CALLS);
         Self {
             client,
             dir: dir.into(),
@@ -193,7 +241,16 @@ impl FaultHarness {
             seed,
             timeout: Duration::from_secs(60),
             runs: AtomicUsize::new(0),
+            restarts: None,
         }
+    }
+
+    /// Lets plans restart the apiserver ([`FaultPlan::RestartApiserver`], one per step) with
+    /// `apiserver`, e.g. an `Arc<TestEnv>`. Off by default: a restart takes seconds, and the
+    /// apiserver is shared with everything else the test runs.
+    pub fn restarts(mut self, apiserver: impl ApiserverRestart + 'static) -> Self {
+        self.restarts = Some(Arc::new(apiserver));
+        self
     }
 
     /// Spends at most `budget` on plans.
@@ -222,12 +279,14 @@ impl FaultHarness {
         operator: &dyn OperatorUnderTest,
     ) -> Result<Report, HarnessError> {
         let started = Instant::now();
-        let reference = self.run_once(scenario, operator, None).await?;
+        let reference = self.reference(scenario, operator).await?;
         let writes = reference.writes.len() as u64;
-        let plans = shuffled(
-            enumerate(writes, scenario.steps(), &reference.watched),
-            self.seed,
-        );
+        let plans = if self.restarts.is_some() {
+            enumerate(writes, scenario.steps(), &reference.watched)
+        } else {
+            enumerate_in_process(writes, scenario.steps(), &reference.watched)
+        };
+        let plans = shuffled(plans, self.seed);
         Ok(self
             .judge_all(
                 scenario,
@@ -256,10 +315,27 @@ impl FaultHarness {
         operator: &dyn OperatorUnderTest,
         plans: Vec<FaultPlan>,
     ) -> Result<Report, HarnessError> {
-        let reference = self.run_once(scenario, operator, None).await?;
+        let reference = self.reference(scenario, operator).await?;
         Ok(self
             .judge_all(scenario, operator, &reference, plans, None)
             .await)
+    }
+
+    /// The fault-free run, which must pass the checks on calls.
+    async fn reference(
+        &self,
+        scenario: &Scenario,
+        operator: &dyn OperatorUnderTest,
+    ) -> Result<RunEnd, HarnessError> {
+        let reference = self.run_once(scenario, operator, None).await?;
+        if reference.violations.is_empty() {
+            Ok(reference)
+        } else {
+            Err(HarnessError::CallChecks {
+                run: "the fault-free run".to_owned(),
+                violations: reference.violations,
+            })
+        }
     }
 
     /// Runs each of `plans` in order, within `budget` (from when it started) if there is one,
@@ -280,6 +356,7 @@ impl FaultHarness {
             passed: 0,
             failures: Vec::new(),
             plans: Vec::new(),
+            calls_unrecorded: usize::from(!reference.calls.recorded()),
         };
         for plan in plans {
             if let Some((started, budget)) = budget
@@ -305,7 +382,9 @@ impl FaultHarness {
     ) {
         match self.run_once(scenario, operator, Some(&plan)).await {
             Ok(end) => {
-                let differences = end.snapshot.diff(&reference.snapshot);
+                report.calls_unrecorded += usize::from(!end.calls.recorded());
+                let mut differences = end.snapshot.diff(&reference.snapshot);
+                differences.extend(end.violations);
                 if differences.is_empty() {
                     report.passed += 1;
                 } else {
@@ -315,6 +394,7 @@ impl FaultHarness {
                         differences,
                         error: None,
                         writes,
+                        calls: end.calls.last(CALLS_SHOWN),
                         logs: end.logs,
                     });
                 }
@@ -324,6 +404,7 @@ impl FaultHarness {
                 differences: Vec::new(),
                 error: Some(kubeapp_sdk::error::error_chain(&error)),
                 writes: Vec::new(),
+                calls: Vec::new(),
                 logs: String::new(),
             }),
         }
@@ -405,6 +486,7 @@ impl FaultHarness {
             proxy: &proxy,
             operator,
             run: &run,
+            calls: CallHistory::default(),
         };
         running = settle.settle(running, &mut context, &[], "(start)").await?;
         // A watch fault's window: from before its step through the next one (or the last).
@@ -434,6 +516,21 @@ impl FaultHarness {
                     source,
                 });
             }
+            if let Some(FaultPlan::RestartApiserver { step }) = plan
+                && *step == index
+            {
+                let restarts = self.restarts.as_ref().ok_or_else(|| {
+                    setup("restart the apiserver")(
+                        "the plan restarts the apiserver, and the harness has no \
+                         FaultHarness::restarts"
+                            .into(),
+                    )
+                })?;
+                if let Err(source) = restarts.restart().await {
+                    running.kill().await;
+                    return Err(setup("restart the apiserver")(source));
+                }
+            }
             running = settle.settle(running, &mut context, &stale, name).await?;
             if let Some((resource, _, end)) = window
                 && end == index
@@ -454,6 +551,13 @@ impl FaultHarness {
         )
         .await
         .map_err(|error| setup("list the end state")(error.into()))?;
+        settle.read_calls(running.as_ref(), context.process).await;
+        let present = present_uids(&self.client, &namespace, &scenario.observed)
+            .await
+            .map_err(|error| setup("list the end state's uids")(error.into()))?;
+        let calls = settle.calls;
+        let mut violations = calls.went_back();
+        violations.extend(calls.deletions_unseen(&present));
         let logs = running.logs();
         running.kill().await;
         Ok(RunEnd {
@@ -461,6 +565,8 @@ impl FaultHarness {
             writes: proxy.writes().iter().map(ToString::to_string).collect(),
             watched: proxy.watched_resources(),
             logs,
+            calls,
+            violations,
         })
     }
 }
@@ -471,9 +577,19 @@ struct Settle<'a> {
     proxy: &'a FaultProxy,
     operator: &'a dyn OperatorUnderTest,
     run: &'a str,
+    /// The handler calls each process reported, read after each phase and before a kill.
+    calls: CallHistory,
 }
 
 impl Settle<'_> {
+    /// Adds the handler calls `running` (process `process`) reports now; a process that does
+    /// not answer adds none (its later calls are read at the next phase).
+    async fn read_calls(&mut self, running: &dyn RunningOperator, process: usize) {
+        if let Ok(report) = fetch(running.metrics_addr()).await {
+            self.calls.add(process, report.calls);
+        }
+    }
+
     async fn settle(
         &mut self,
         mut running: Box<dyn RunningOperator>,
@@ -489,7 +605,10 @@ impl Settle<'_> {
                 quiet = quiescence.wait_except(self.harness.timeout, stale) => Some(quiet),
             };
             match quiet {
-                Some(Ok(())) => return Ok(running),
+                Some(Ok(())) => {
+                    self.read_calls(running.as_ref(), context.process).await;
+                    return Ok(running);
+                }
                 Some(Err(source)) => {
                     running.kill().await;
                     return Err(HarnessError::NotQuiescent {
@@ -500,7 +619,9 @@ impl Settle<'_> {
                 }
                 None => {
                     // The crash: kill the halted process, let the proxy drop what it held, and
-                    // start the next one, which lists afresh.
+                    // start the next one, which lists afresh. (Its calls first: it still serves
+                    // its report, the proxy halts only its way to the apiserver.)
+                    self.read_calls(running.as_ref(), context.process).await;
                     running.kill().await;
                     self.proxy.resume();
                     context.process += 1;
@@ -516,6 +637,9 @@ impl Settle<'_> {
         }
     }
 }
+
+/// How many of a run's last handler calls a failure shows.
+const CALLS_SHOWN: usize = 30;
 
 /// The writes around a plan's fault (all of them, at most the last 40, for a watch fault).
 fn around(plan: &FaultPlan, writes: Vec<String>) -> Vec<String> {

@@ -15,13 +15,16 @@
 //! - [`harness`]: [`FaultHarness`], the differential oracle: a [`Scenario`] (a workload in
 //!   steps, and the kinds whose end state counts) runs once without faults, then under the
 //!   [`FaultPlan`]s the fault-free run suggests (a crash after each of its writes, a conflict
-//!   or a lost answer on each, each watched resource withheld or lagging from each step), in a
-//!   seeded order within a [`Budget`]; each run's end state must equal the fault-free one's.
+//!   or a lost answer on each, each watched resource withheld or lagging from each step through
+//!   the next), in a seeded order within a [`Budget`]; each run's end state must equal the
+//!   fault-free one's.
 //! - [`process`]: [`OperatorProcess`], the operator under test as a child process of its own
 //!   binary (`run --metrics-addr .. --namespace ..`, `KUBECONFIG` naming the run's proxy).
 //! - [`faults`]: what can be injected ([`WriteFault`]) and what the proxy saw
 //!   ([`WriteRecord`]).
 //! - [`request`]: what a request is about ([`ResourceKey`], [`ResourceRequest`]).
+//! - [`apiserver`]: [`ApiserverRestart`], how a harness restarts the apiserver (`TestEnv` is
+//!   one).
 //!
 //! Every fault is a history a real apiserver and network can produce: a withheld watch ends in
 //! 410 Expired (the client re-lists, as after a watch that fell too far behind), a lagging watch
@@ -33,6 +36,8 @@
 //! the `testenv` feature, the one a project's tests already enable.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod apiserver;
+mod calls;
 pub mod faults;
 pub mod harness;
 pub mod plan;
@@ -45,6 +50,7 @@ pub mod snapshot;
 mod status;
 mod watch_stream;
 
+pub use apiserver::ApiserverRestart;
 pub use faults::{WriteFault, WriteOutcome, WriteRecord};
 pub use harness::{Budget, FaultHarness, HarnessError, PlanFailure, Report};
 pub use plan::FaultPlan;

@@ -29,6 +29,14 @@ pub enum FaultPlan {
         /// The step (from 0) the fault starts before.
         step: usize,
     },
+    /// The apiserver is restarted right after step `step`'s writes, while the operator reacts
+    /// to them: its requests fail until the apiserver is back, its watches end and resume, a
+    /// write under way may land with its answer lost. Only with
+    /// [`FaultHarness::restarts`](crate::FaultHarness::restarts).
+    RestartApiserver {
+        /// The step (from 0) after whose writes it restarts.
+        step: usize,
+    },
     /// The events of `resource` are held back from before step `step` through the step after
     /// it (as for [`Withhold`](Self::Withhold)), until the operator is quiescent on what it
     /// saw; then they are delivered, in order.
@@ -51,6 +59,12 @@ impl fmt::Display for FaultPlan {
                     "{resource} events withheld from step {step} through the next, then a re-list"
                 )
             }
+            Self::RestartApiserver { step } => {
+                write!(
+                    f,
+                    "the apiserver restarted right after step {step}'s writes"
+                )
+            }
             Self::Lag { resource, step } => {
                 write!(
                     f,
@@ -63,8 +77,15 @@ impl fmt::Display for FaultPlan {
 
 /// Every plan a fault-free run with `writes` writes, `steps` steps and watches of `watched`
 /// suggests: a crash after each write, a conflict and a lost answer on each write, and each
-/// watched resource withheld and lagging from each step.
+/// watched resource withheld and lagging from each step (through the next).
 pub fn enumerate(writes: u64, steps: usize, watched: &[ResourceKey]) -> Vec<FaultPlan> {
+    let mut plans = enumerate_in_process(writes, steps, watched);
+    plans.extend((0..steps).map(|step| FaultPlan::RestartApiserver { step }));
+    plans
+}
+
+/// [`enumerate`] without the apiserver restarts.
+pub fn enumerate_in_process(writes: u64, steps: usize, watched: &[ResourceKey]) -> Vec<FaultPlan> {
     let mut plans = Vec::new();
     for write in 1..=writes {
         plans.push(FaultPlan::CrashAfterWrite(write));
@@ -94,8 +115,8 @@ pub fn enumerate(writes: u64, steps: usize, watched: &[ResourceKey]) -> Vec<Faul
 
 /// `plans` in the order `seed` gives: each kind of fault shuffled on its own (Fisher-Yates driven
 /// by splitmix64), then taken in turn (a crash, a lost answer, a withheld watch, a conflict, a
-/// lagging watch, a crash, ...), so that a small budget still tries every kind of fault. The same
-/// seed gives the same order on every machine.
+/// lagging watch, an apiserver restart, a crash, ...), so that a small budget still tries every
+/// kind of fault. The same seed gives the same order on every machine.
 ///
 /// Watch faults are taken earliest window first (the seed orders the resources within a step):
 /// the first steps usually create what the later ones act on, so a window that opens early
@@ -103,7 +124,7 @@ pub fn enumerate(writes: u64, steps: usize, watched: &[ResourceKey]) -> Vec<Faul
 /// plans covers every watched resource at the scenario's start before it covers later steps.
 pub fn shuffled(plans: Vec<FaultPlan>, seed: u64) -> Vec<FaultPlan> {
     let mut state = seed;
-    let mut kinds: [Vec<FaultPlan>; 5] = Default::default();
+    let mut kinds: [Vec<FaultPlan>; 6] = Default::default();
     for plan in plans {
         let kind = match &plan {
             FaultPlan::CrashAfterWrite(_) => 0,
@@ -114,15 +135,16 @@ pub fn shuffled(plans: Vec<FaultPlan>, seed: u64) -> Vec<FaultPlan> {
             FaultPlan::Withhold { .. } => 2,
             FaultPlan::FailWrite { .. } => 3,
             FaultPlan::Lag { .. } => 4,
+            FaultPlan::RestartApiserver { .. } => 5,
         };
         kinds[kind].push(plan);
     }
     for kind in &mut kinds {
         shuffle(kind, &mut state);
     }
-    for watch in &mut kinds[2..] {
+    for watch in [2, 4] {
         // Stable: plans of one step keep the shuffled order.
-        watch.sort_by_key(|plan| match plan {
+        kinds[watch].sort_by_key(|plan| match plan {
             FaultPlan::Withhold { step, .. } | FaultPlan::Lag { step, .. } => *step,
             _ => 0,
         });
@@ -164,7 +186,9 @@ mod tests {
     fn every_write_and_every_watched_resource_at_every_step_gets_its_plans() {
         let watched = [ResourceKey::new("", "configmaps")];
         let plans = enumerate(2, 3, &watched);
-        assert_eq!(plans.len(), 2 * 3 + 3 * 2);
+        assert_eq!(plans.len(), 2 * 3 + 3 * 2 + 3);
+        assert!(plans.contains(&FaultPlan::RestartApiserver { step: 2 }));
+        assert_eq!(enumerate_in_process(2, 3, &watched).len(), 2 * 3 + 3 * 2);
         assert!(plans.contains(&FaultPlan::CrashAfterWrite(2)));
         assert!(plans.contains(&FaultPlan::Lag {
             resource: watched[0].clone(),

@@ -5,6 +5,9 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use kubeapp_sdk::diagnostics::RECORD_CALLS_ENV;
+
+use crate::calls::KEEP_CALLS;
 use crate::scenario::{BoxError, OperatorUnderTest, RunContext, RunningOperator};
 
 /// How much of a process's log a failure report shows (its end).
@@ -75,6 +78,8 @@ impl OperatorUnderTest for OperatorProcess {
             .args(["--metrics-addr", &addr.to_string()])
             .args(["--namespace", &run.namespace])
             .env("KUBECONFIG", &run.kubeconfig)
+            // Its handler calls on /debug/kubeapp, for the harness's checks on them.
+            .env(RECORD_CALLS_ENV, KEEP_CALLS.to_string())
             .env_remove("WATCH_NAMESPACE")
             .env_remove("METRICS_ADDR")
             .stdin(Stdio::null())

@@ -224,7 +224,7 @@ fn checksums(report: &Diagnostics) -> Vec<(&str, &Option<String>, &str)> {
 }
 
 /// The operator's report, or why it could not be read.
-async fn fetch(addr: SocketAddr) -> Result<Diagnostics, String> {
+pub(crate) async fn fetch(addr: SocketAddr) -> Result<Diagnostics, String> {
     let unreachable = |error: std::io::Error| format!("/debug/kubeapp at {addr}: {error}");
     let mut stream = TcpStream::connect(addr).await.map_err(unreachable)?;
     stream

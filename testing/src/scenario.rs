@@ -113,7 +113,8 @@ impl Scenario {
     }
 
     /// Applies `normalize` to every observed object before comparison, after the apiserver's
-    /// fields are removed (e.g. to drop a field that holds a time or a generated name).
+    /// fields are removed (e.g. to drop a field that holds a time or a generated name). Each
+    /// object carries its `apiVersion` and `kind`.
     pub fn normalize(mut self, normalize: impl Fn(&mut Value) + Send + Sync + 'static) -> Self {
         self.normalize = Some(Box::new(normalize));
         self

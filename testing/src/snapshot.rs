@@ -66,6 +66,15 @@ impl Snapshot {
                     continue;
                 }
                 let mut value = serde_json::to_value(&object).unwrap_or(Value::Null);
+                // A list's items may come without their type: name it, for the normalize hook.
+                if let Some(fields) = value.as_object_mut() {
+                    fields
+                        .entry("apiVersion")
+                        .or_insert_with(|| Value::String(resource.api_version.clone()));
+                    fields
+                        .entry("kind")
+                        .or_insert_with(|| Value::String(resource.kind.clone()));
+                }
                 normalize_server_fields(&mut value);
                 replace_namespace(&mut value, namespace);
                 if let Some(normalize) = normalize {

@@ -375,6 +375,15 @@ impl KindRuntime {
         let Some(_logged) = CallLog::start(&self.name, held.key, handler, held.run) else {
             return (CallEnd::NotStarted, started);
         };
+        let object = match event {
+            InformerEvent::Add(object)
+            | InformerEvent::Delete(object)
+            | InformerEvent::Resync(object)
+            | InformerEvent::Update { new: object, .. } => object,
+        };
+        self.metrics
+            .calls
+            .record(&self.name, &handler, event.action(), object);
         let metrics = self.metrics.action(event.action());
         held.gauges.call_started(event.action());
         let call = async {
@@ -444,6 +453,9 @@ impl KindRuntime {
         let Some(logged) = CallLog::start(&self.name, held.key, handler, held.run) else {
             return (CallEnd::NotStarted, started);
         };
+        self.metrics
+            .calls
+            .record(&self.name, &handler, request.action, kept);
         let metrics = self.metrics.action(request.action);
         held.gauges.call_started(request.action);
         // What the next attempt needs if this one fails or requeues. The state is copied only when

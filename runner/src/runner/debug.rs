@@ -31,6 +31,7 @@ impl DiagnosticsSource {
         report.informers = self.informers.diagnostics();
         report.kinds = self.controller.kind_diagnostics();
         report.apps = self.apps.iter().map(|app| app.diagnostics()).collect();
+        report.calls = self.controller.handler_calls();
         report
     }
 }
