@@ -52,13 +52,15 @@ impl HandlerCalls {
         })))
     }
 
-    /// Records a call of `handler` of `kind` for `action` on `object` (nothing when off).
+    /// Records attempt `attempt` (0: the first) of a call of `handler` of `kind` for `action` on
+    /// `object` (nothing when off).
     pub(crate) fn record(
         &self,
         kind: &str,
         handler: &dyn fmt::Display,
         action: ReconcileAction,
         object: &SharedObject,
+        attempt: u32,
     ) {
         let Some(recorded) = &self.0 else {
             return;
@@ -73,6 +75,7 @@ impl HandlerCalls {
         call.name = meta.name.clone().unwrap_or_default();
         call.uid.clone_from(&meta.uid);
         call.resource_version.clone_from(&meta.resource_version);
+        call.attempt = attempt;
         let mut calls = recorded
             .calls
             .lock()

@@ -100,6 +100,10 @@ pub struct HandlerCall {
     pub uid: Option<String>,
     /// The object's `resourceVersion` as the call saw it.
     pub resource_version: Option<String>,
+    /// 0 for a first call, n for the n-th retry (a retry replays the failed call's object, by
+    /// design, even when a newer event for it was handled meanwhile).
+    #[serde(default)]
+    pub attempt: u32,
 }
 
 /// One shared informer: its cache and its watch.

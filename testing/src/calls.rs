@@ -3,7 +3,10 @@
 //!
 //! - **No going back.** Within one process, no handler call saw an object (by uid) at an older
 //!   `resourceVersion` than an earlier call of that process did. A restarted process starts
-//!   afresh: only a process's own history counts.
+//!   afresh: only a process's own history counts. Retries are not judged: a retry replays the
+//!   failed call's object by design (kubeapp's contract, as the Go SDK's), also when a newer
+//!   event for the object was handled meanwhile (a watcher's pending `add` is kept when an
+//!   update arrives; the opinionated wrapper folds the update into it).
 //! - **Every deletion seen.** Every object a handler saw that is gone at the end had a call for
 //!   its deletion (a reconciler's `delete`, a watcher's delete), in some process.
 //!
@@ -46,7 +49,7 @@ impl CallHistory {
         let mut found = Vec::new();
         for (process, calls) in &self.processes {
             let mut newest: BTreeMap<&str, (u64, &HandlerCall)> = BTreeMap::new();
-            for call in calls.values() {
+            for call in calls.values().filter(|call| call.attempt == 0) {
                 let (Some(uid), Some(version)) = (
                     call.uid.as_deref(),
                     call.resource_version.as_deref().and_then(number),
@@ -136,6 +139,9 @@ impl CallHistory {
                 if let Some(version) = &call.resource_version {
                     let _ = write!(line, " at {version}");
                 }
+                if call.attempt > 0 {
+                    let _ = write!(line, " (retry {})", call.attempt);
+                }
                 line
             })
             .collect()
@@ -208,10 +214,17 @@ mod tests {
             ],
         );
         assert!(history.went_back().is_empty(), "{:?}", history.went_back());
-        history.add(1, vec![call(5, "a", "11", "update")]);
+        let mut retry = call(5, "a", "10", "create");
+        retry.attempt = 1;
+        history.add(1, vec![retry]);
+        assert!(
+            history.went_back().is_empty(),
+            "a retry replays its snapshot"
+        );
+        history.add(1, vec![call(6, "a", "11", "update")]);
         let found = history.went_back();
         assert_eq!(found.len(), 1, "{found:?}");
-        assert!(found[0].contains("call #5"), "{found:?}");
+        assert!(found[0].contains("call #6"), "{found:?}");
         assert!(found[0].contains("after call #2 saw 12"), "{found:?}");
         // A second process starts afresh.
         history.add(2, vec![call(1, "a", "11", "resync")]);

@@ -270,6 +270,8 @@ impl Operator {
             .args(["--namespace", ns])
             .args(extra)
             .env("KUBECONFIG", kubeconfig)
+            // Its recent handler calls on /debug/kubeapp, for the fault harness's checks.
+            .env(kubeapp::sdk::diagnostics::RECORD_CALLS_ENV, "8192")
             .env("RUST_LOG", "info")
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")

@@ -383,7 +383,7 @@ impl KindRuntime {
         };
         self.metrics
             .calls
-            .record(&self.name, &handler, event.action(), object);
+            .record(&self.name, &handler, event.action(), object, attempt);
         let metrics = self.metrics.action(event.action());
         held.gauges.call_started(event.action());
         let call = async {
@@ -455,7 +455,7 @@ impl KindRuntime {
         };
         self.metrics
             .calls
-            .record(&self.name, &handler, request.action, kept);
+            .record(&self.name, &handler, request.action, kept, attempt);
         let metrics = self.metrics.action(request.action);
         held.gauges.call_started(request.action);
         // What the next attempt needs if this one fails or requeues. The state is copied only when
