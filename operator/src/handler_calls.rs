@@ -120,6 +120,7 @@ mod tests {
                 &"reconciler[0]",
                 ReconcileAction::Updated,
                 &object(name, version),
+                0,
             );
         }
         let kept = calls.recent();
@@ -138,6 +139,7 @@ mod tests {
             &"watcher[0]",
             ReconcileAction::Created,
             &object("a", "1"),
+            0,
         );
         assert!(calls.recent().is_empty());
     }
