@@ -6,7 +6,8 @@
 //! the fault-free run did. The reconciler example's run is in `fault_plans.rs`. The components
 //! example waits for its Deployments to roll out: its run is in testenv's cluster mode (the real
 //! Deployment and ReplicaSet controllers, the scheduler, the garbage collector and a kwok node).
-//! The canary example (phases with a Prometheus analysis) is not run under the harness yet.
+//! So does the canary example's (phases, Deployments as outputs), measured by a real Prometheus
+//! (Debian's package; `PROMETHEUS` names another binary).
 //!
 //! Build the binaries first (`cargo build --workspace --all-features --bins`; `scripts/test`
 //! does).
@@ -21,13 +22,23 @@ use kubeapp::sdk::testenv::TestEnv;
 use kubeapp::testing::{Budget, FaultHarness, OperatorProcess, Scenario};
 use serde_json::{Value, json};
 
-use example_support::{binary, output_of};
+use example_support::{binary, free_port, output_of};
 
 /// Three objects created, the first one's spec changed, the last one deleted.
 fn scenario(
     name: &str,
     resource: ApiResource,
     spec: impl Fn(usize) -> Value + Send + Sync + Clone + 'static,
+) -> Scenario {
+    with_steps(name, resource, spec, true)
+}
+
+/// [`scenario`], with the change only if `change_one`.
+fn with_steps(
+    name: &str,
+    resource: ApiResource,
+    spec: impl Fn(usize) -> Value + Send + Sync + Clone + 'static,
+    change_one: bool,
 ) -> Scenario {
     let object = {
         let resource = resource.clone();
@@ -45,20 +56,20 @@ fn scenario(
     };
     let (api_create, api_update, api_delete) = (api.clone(), api.clone(), api);
     let create_spec = spec.clone();
-    Scenario::new(name)
-        .step("create three", move |workload| {
-            let api = api_create(&workload);
-            let objects: Vec<DynamicObject> = (0..3)
-                .map(|index| object(index, create_spec(index)))
-                .collect();
-            async move {
-                for object in objects {
-                    api.create(&PostParams::default(), &object).await?;
-                }
-                Ok(())
+    let scenario = Scenario::new(name).step("create three", move |workload| {
+        let api = api_create(&workload);
+        let objects: Vec<DynamicObject> = (0..3)
+            .map(|index| object(index, create_spec(index)))
+            .collect();
+        async move {
+            for object in objects {
+                api.create(&PostParams::default(), &object).await?;
             }
-        })
-        .step("change one", move |workload| {
+            Ok(())
+        }
+    });
+    let scenario = if change_one {
+        scenario.step("change one", move |workload| {
             let api = api_update(&workload);
             let patch = json!({ "spec": spec(10) });
             async move {
@@ -67,6 +78,10 @@ fn scenario(
                 Ok(())
             }
         })
+    } else {
+        scenario
+    };
+    scenario
         .step("delete one", move |workload| {
             let api = api_delete(&workload);
             async move {
@@ -152,14 +167,44 @@ async fn the_components_example_passes_its_fault_plans() {
     .observe::<k8s_openapi::api::core::v1::Service>(None)
     .observe::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(None)
     .observe::<ConfigMap>(None)
-    .normalize(|object| {
-        // The cluster's controllers write these (rollout counts, disruption budgets) and assign
-        // the Service's address: not the operator's doing, and they differ between runs.
+    .normalize(cluster_normalize("WebApp"));
+    passes_its_plans_in(&env, "kubeapp-example-components", scenario).await;
+}
+
+/// Removes, anywhere in `value`, what differs between runs by construction: strings that are
+/// RFC 3339 times (a measurement's time) and `uid`s.
+fn drop_times_and_uids(value: &mut Value) {
+    match value {
+        Value::Object(fields) => {
+            fields.retain(|key, field| {
+                let time = field.as_str().is_some_and(|text| {
+                    text.len() >= 20
+                        && text.as_bytes().get(4) == Some(&b'-')
+                        && text.as_bytes().get(10) == Some(&b'T')
+                });
+                key != "uid" && !time
+            });
+            fields.values_mut().for_each(drop_times_and_uids);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_times_and_uids),
+        _ => {}
+    }
+}
+
+/// The normalisation of a run in the cluster mode: only `primary` keeps its status (times and
+/// uids dropped); everything else's status is the cluster controllers' (rollout counts,
+/// disruption budgets), as is a Service's address and a Deployment's revision.
+fn cluster_normalize(primary: &'static str) -> impl Fn(&mut Value) + Send + Sync + 'static {
+    move |object: &mut Value| {
         let kind = object["kind"].as_str().unwrap_or_default().to_owned();
-        if kind != "WebApp"
-            && let Some(fields) = object.as_object_mut()
-        {
-            fields.remove("status");
+        if let Some(fields) = object.as_object_mut() {
+            if kind == primary {
+                if let Some(status) = fields.get_mut("status") {
+                    drop_times_and_uids(status);
+                }
+            } else {
+                fields.remove("status");
+            }
         }
         if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut)
             && kind == "Service"
@@ -173,6 +218,54 @@ async fn the_components_example_passes_its_fault_plans() {
         {
             annotations.remove("deployment.kubernetes.io/revision");
         }
-    });
-    passes_its_plans_in(&env, "kubeapp-example-components", scenario).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_canary_example_passes_its_fault_plans() {
+    let env = TestEnv::builder()
+        .cluster()
+        .start()
+        .await
+        .expect("control plane in cluster mode");
+    let port = free_port();
+    let _prometheus = example_support::canary::start_prometheus(env.dir(), port, &[]).await;
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("canary.kubeapp.dev", "v1", "Canary"),
+        "canaries",
+    );
+    // A constant query: object-0 and object-2 succeed (1 >= 0.9), object-1 fails (0.5). No
+    // change of a spec: a canary that finished keeps its outcome, so the end state of a change
+    // depends on whether the operator saw the canary finish first (a history, not a fault).
+    let scenario = with_steps(
+        "canary",
+        resource,
+        |index| {
+            let value = if index == 1 { "0.5" } else { "1" };
+            json!({ "stableImage": "shop:1", "image": format!("shop:{}", index + 2),
+                "analysis": { "metric": "successRate", "query": format!("vector({value})"),
+                              "success": ">= 0.9", "count": 2, "interval": "1s" } })
+        },
+        false,
+    )
+    .observe::<k8s_openapi::api::apps::v1::Deployment>(None)
+    .observe::<ConfigMap>(None)
+    .normalize(cluster_normalize("Canary"));
+    let program = binary("kubeapp-example-canary", "kubeapp-example-canary");
+    env.install_crds_yaml(&output_of(&program, &["crd"]))
+        .await
+        .expect("the example's CRDs install");
+    let operator =
+        OperatorProcess::new(program).env("PROMETHEUS_URL", format!("http://127.0.0.1:{port}"));
+    let report = FaultHarness::new(env.client(), env.dir().join("fault-plans"))
+        .run(&scenario, &operator)
+        .await
+        .expect("the fault-free run");
+    eprintln!("{report}");
+    assert_eq!(
+        report.run,
+        Budget::default().plans.min(report.available),
+        "{report}"
+    );
+    report.assert_passed();
 }

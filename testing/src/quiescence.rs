@@ -71,13 +71,16 @@ impl Quiescence {
 
     /// [`unsettled`](Self::unsettled), except that the caches of `stale` resources may differ
     /// from the apiserver: for an operator whose watches of them a fault holds back, quiescent
-    /// on what it has seen.
+    /// on what it has seen. With `stale` resources, retries and requeues may also wait: an
+    /// operator that polls for what it cannot see (a rollout whose Deployment events are held
+    /// back) keeps a requeue scheduled for as long as the fault lasts. Nothing may be queued or
+    /// running.
     pub async fn unsettled_except(&self, stale: &[ResourceKey]) -> Vec<String> {
         let first = match fetch(self.addr).await {
             Ok(report) => report,
             Err(reason) => return vec![reason],
         };
-        let mut unsettled = busy(&first);
+        let mut unsettled = busy(&first, stale.is_empty());
         if first.informers.is_empty() {
             // Not started yet, or not reporting its informers: nothing to call quiescent.
             unsettled.push("it reports no informer".to_owned());
@@ -97,7 +100,10 @@ impl Quiescence {
             return unsettled;
         }
         match fetch(self.addr).await {
-            Ok(second) if busy(&second).is_empty() && checksums(&second) == checksums(&first) => {
+            Ok(second)
+                if busy(&second, stale.is_empty()).is_empty()
+                    && checksums(&second) == checksums(&first) =>
+            {
                 Vec::new()
             }
             Ok(_) => vec!["its caches or queues changed during the check".to_owned()],
@@ -191,7 +197,9 @@ fn is_of(informer: &InformerDiagnostics, resource: &ResourceKey) -> bool {
 }
 
 /// What in a report shows work in progress.
-fn busy(report: &Diagnostics) -> Vec<String> {
+/// What keeps `report`'s operator busy: informers not synced, queued or running work, and (when
+/// `retries` count) retries and requeues waiting.
+fn busy(report: &Diagnostics, retries: bool) -> Vec<String> {
     let mut busy = Vec::new();
     for informer in &report.informers {
         if !informer.synced {
@@ -199,7 +207,8 @@ fn busy(report: &Diagnostics) -> Vec<String> {
         }
     }
     for kind in &report.kinds {
-        if kind.queue_depth > 0 || kind.in_flight > 0 || kind.retries_pending > 0 {
+        let waiting = retries && kind.retries_pending > 0;
+        if kind.queue_depth > 0 || kind.in_flight > 0 || waiting {
             busy.push(format!(
                 "{}: {} queued, {} being handled, {} waiting for a retry",
                 kind.kind, kind.queue_depth, kind.in_flight, kind.retries_pending

@@ -3,10 +3,12 @@
 //! fields) removed, so that two runs that did the same things compare equal. Also removed: the
 //! annotation in which kubeapp components record a digest of what they applied (it covers the
 //! owner's uid), and the `kube-root-ca.crt` ConfigMap a cluster puts in every namespace; the
-//! run's namespace, wherever a string holds it, reads `<namespace>`; and a name generated from
-//! `generateName` reads `<prefix><generated>` (two such objects are `name` and `name#2`).
+//! run's namespace, wherever a string holds it, reads `<namespace>`; a name generated from
+//! `generateName` reads `<prefix><generated>` (two such objects are `name` and `name#2`); and an
+//! object whose every owner is of an observed kind and gone is left out (the garbage collector
+//! deletes it in its own time).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use serde_json::Value;
@@ -55,41 +57,59 @@ impl Snapshot {
         resources: &[(ApiResource, Option<String>)],
         normalize: Option<&Normalize>,
     ) -> Result<Self, kube::Error> {
-        let mut listed: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        let mut objects = Vec::new();
         for (resource, selector) in resources {
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, resource);
             let mut params = ListParams::default();
             params.label_selector.clone_from(selector);
             for object in api.list(&params).await?.items {
-                let name = object.metadata.name.clone().unwrap_or_default();
-                if CLUSTER_OBJECTS.contains(&name.as_str()) {
-                    continue;
-                }
-                let mut value = serde_json::to_value(&object).unwrap_or(Value::Null);
-                // A list's items may come without their type: name it, for the normalize hook.
-                if let Some(fields) = value.as_object_mut() {
-                    fields
-                        .entry("apiVersion")
-                        .or_insert_with(|| Value::String(resource.api_version.clone()));
-                    fields
-                        .entry("kind")
-                        .or_insert_with(|| Value::String(resource.kind.clone()));
-                }
-                normalize_server_fields(&mut value);
-                replace_namespace(&mut value, namespace);
-                if let Some(normalize) = normalize {
-                    normalize(&mut value);
-                }
-                let name = value
-                    .pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or(&name)
-                    .to_owned();
-                listed
-                    .entry(format!("{}/{name}", resource.kind))
-                    .or_default()
-                    .push(value);
+                objects.push((resource, object));
             }
+        }
+        // Owners the garbage collector judges by: the uids of every kind observed without a
+        // selector (of a kind observed with one, the owner may just not be listed).
+        let mut owners: BTreeMap<(&str, &str), BTreeSet<&str>> = BTreeMap::new();
+        for (resource, _) in resources.iter().filter(|(_, selector)| selector.is_none()) {
+            owners.insert((&resource.api_version, &resource.kind), BTreeSet::new());
+        }
+        for (resource, object) in &objects {
+            if let (Some(uids), Some(uid)) = (
+                owners.get_mut(&(resource.api_version.as_str(), resource.kind.as_str())),
+                object.metadata.uid.as_deref(),
+            ) {
+                uids.insert(uid);
+            }
+        }
+        let mut listed: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        for (resource, object) in &objects {
+            let name = object.metadata.name.clone().unwrap_or_default();
+            if CLUSTER_OBJECTS.contains(&name.as_str()) || awaits_collection(object, &owners) {
+                continue;
+            }
+            let mut value = serde_json::to_value(object).unwrap_or(Value::Null);
+            // A list's items may come without their type: name it, for the normalize hook.
+            if let Some(fields) = value.as_object_mut() {
+                fields
+                    .entry("apiVersion")
+                    .or_insert_with(|| Value::String(resource.api_version.clone()));
+                fields
+                    .entry("kind")
+                    .or_insert_with(|| Value::String(resource.kind.clone()));
+            }
+            normalize_server_fields(&mut value);
+            replace_namespace(&mut value, namespace);
+            if let Some(normalize) = normalize {
+                normalize(&mut value);
+            }
+            let name = value
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or(&name)
+                .to_owned();
+            listed
+                .entry(format!("{}/{name}", resource.kind))
+                .or_default()
+                .push(value);
         }
         Ok(Self::keyed(listed))
     }
@@ -128,6 +148,26 @@ impl Snapshot {
         }
         differences
     }
+}
+
+/// Whether `object`'s every owner is of a kind in `owners` and gone from it: the garbage
+/// collector deletes such an object, in its own time, so no end state should count it (a run
+/// ends when the operator is quiescent, not when the collector is).
+fn awaits_collection(
+    object: &DynamicObject,
+    owners: &BTreeMap<(&str, &str), BTreeSet<&str>>,
+) -> bool {
+    let references = object
+        .metadata
+        .owner_references
+        .as_deref()
+        .unwrap_or_default();
+    !references.is_empty()
+        && references.iter().all(|owner| {
+            owners
+                .get(&(owner.api_version.as_str(), owner.kind.as_str()))
+                .is_some_and(|uids| !uids.contains(owner.uid.as_str()))
+        })
 }
 
 /// Removes what the apiserver assigns: server metadata, owner references' uids, and the times
@@ -277,6 +317,33 @@ mod tests {
             two.diff(&one("p1-abcde")),
             ["ConfigMap/p1-<generated>#2: present (the fault-free run does not have it)"]
         );
+    }
+
+    #[test]
+    fn an_object_whose_every_observed_owner_is_gone_awaits_the_collector() {
+        let owned = |owners: Value| -> DynamicObject {
+            serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "child", "ownerReferences": owners}}))
+            .expect("an object")
+        };
+        let reference = |kind: &str, uid: &str| json!({"apiVersion": "example.dev/v1", "kind": kind, "name": "o", "uid": uid});
+        let owners = BTreeMap::from([(("example.dev/v1", "Parent"), BTreeSet::from(["alive"]))]);
+        assert!(awaits_collection(
+            &owned(json!([reference("Parent", "gone")])),
+            &owners
+        ));
+        assert!(!awaits_collection(
+            &owned(json!([reference("Parent", "alive")])),
+            &owners
+        ));
+        // One owner left, or an owner of a kind not observed: it stays.
+        let two = json!([reference("Parent", "gone"), reference("Parent", "alive")]);
+        assert!(!awaits_collection(&owned(two), &owners));
+        assert!(!awaits_collection(
+            &owned(json!([reference("Other", "x")])),
+            &owners
+        ));
+        assert!(!awaits_collection(&owned(json!([])), &owners));
     }
 
     #[test]
