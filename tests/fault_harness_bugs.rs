@@ -263,6 +263,32 @@ impl ByHand {
     }
 }
 
+/// The plain check "a parent has its two children" after the answer to the operator's first
+/// ConfigMap write (its first child's create, which landed) was lost.
+async fn two_children_after_a_lost_answer(
+    env: &TestEnv,
+    variant: Variant,
+    fault: bool,
+) -> Result<(), String> {
+    let name = format!("lost-{variant:?}-{fault}").to_lowercase();
+    let hand = ByHand::start(env, variant, &name).await;
+    if fault {
+        let children = ResourceKey::of::<ConfigMap>();
+        hand.proxy
+            .fail_writes(Some(children), WriteFault::ResponseLost, 1);
+    }
+    fault_bugs::create_parents(&hand.workload, &["p1"], "v1", false)
+        .await
+        .expect("create");
+    hand.settle_except(&[]).await;
+    let found = hand.children("p1").await;
+    hand.stop().await;
+    match found.len() {
+        2 => Ok(()),
+        n => Err(format!("p1 has {n} children, not two (-a and -b)")),
+    }
+}
+
 /// The plain check "a parent has its two children" after the child kind's watch lagged while the
 /// parent was created and changed.
 async fn one_child_after_a_lagging_watch(
@@ -371,6 +397,21 @@ async fn children_gone_after_an_unobserved_marked_state(
         0 => Ok(()),
         n => Err(format!("{n} children of the deleted p1 are left")),
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_hand_a_lost_answer_makes_the_two_creates_variant_leave_out_its_second_child() {
+    let env = TestEnv::start().await.expect("control plane");
+    env.install_crd::<Parent>().await.expect("CRD");
+    two_children_after_a_lost_answer(&env, Variant::Sound, true)
+        .await
+        .expect("the sound operator makes both children");
+    two_children_after_a_lost_answer(&env, Variant::TwoCreates, false)
+        .await
+        .expect("without the fault, the buggy operator passes too");
+    let buggy = two_children_after_a_lost_answer(&env, Variant::TwoCreates, true).await;
+    assert!(buggy.is_err(), "the bug did not show: {buggy:?}");
+    eprintln!("TwoCreates by hand: {buggy:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
