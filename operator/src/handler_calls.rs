@@ -76,6 +76,7 @@ impl HandlerCalls {
         call.uid.clone_from(&meta.uid);
         call.resource_version.clone_from(&meta.resource_version);
         call.attempt = attempt;
+        call.deleting = meta.deletion_timestamp.is_some();
         let mut calls = recorded
             .calls
             .lock()

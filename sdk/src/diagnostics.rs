@@ -100,6 +100,10 @@ pub struct HandlerCall {
     pub uid: Option<String>,
     /// The object's `resourceVersion` as the call saw it.
     pub resource_version: Option<String>,
+    /// Whether the object was marked for deletion (a `deletionTimestamp`): the call saw its
+    /// deletion, as an opinionated handler's cleanup does in an update.
+    #[serde(default)]
+    pub deleting: bool,
     /// 0 for a first call, n for the n-th retry (a retry replays the failed call's object, by
     /// design, even when a newer event for it was handled meanwhile).
     #[serde(default)]

@@ -8,7 +8,9 @@
 //!   event for the object was handled meanwhile (a watcher's pending `add` is kept when an
 //!   update arrives; the opinionated wrapper folds the update into it).
 //! - **Every deletion seen.** Every object a handler saw that is gone at the end had a call for
-//!   its deletion (a reconciler's `delete`, a watcher's delete), in some process.
+//!   its deletion, in some process: a reconciler's `delete`, a watcher's delete, or any call
+//!   that saw it marked for deletion (an opinionated handler's cleanup runs in the update that
+//!   brings the `deletionTimestamp`).
 //!
 //! `resourceVersion`s are compared as numbers, as etcd-backed apiservers assign them; the
 //! Kubernetes API calls them opaque, so a version that is not a number is not compared.
@@ -93,7 +95,7 @@ impl CallHistory {
                 continue;
             }
             seen.insert(uid, call);
-            if call.action == "delete" {
+            if call.action == "delete" || call.deleting {
                 deleted.insert(uid);
             }
         }
@@ -238,7 +240,9 @@ mod tests {
             1,
             vec![call(1, "a", "10", "create"), call(2, "b", "11", "create")],
         );
-        history.add(2, vec![call(1, "b", "11", "delete")]);
+        let mut marked = call(2, "c", "12", "update");
+        marked.deleting = true;
+        history.add(2, vec![call(1, "b", "11", "delete"), marked]);
         let present = BTreeMap::from([("parents".to_owned(), BTreeSet::new())]);
         let unseen = history.deletions_unseen(&present);
         assert_eq!(unseen.len(), 1, "{unseen:?}");

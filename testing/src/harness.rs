@@ -2,7 +2,6 @@
 //! a namespace of its own behind a fault proxy of its own, and compares each run's end state
 //! with the fault-free one's (the differential oracle).
 
-use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,11 +14,10 @@ use crate::apiserver::ApiserverRestart;
 use crate::calls::{CallHistory, KEEP_CALLS, present_uids};
 use crate::plan::{FaultPlan, enumerate, enumerate_in_process, shuffled};
 use crate::proxy::FaultProxy;
-use crate::quiescence::{NotQuiescent, Quiescence, fetch};
+use crate::report::{CALLS_SHOWN, HarnessError, PlanFailure, Report, around};
 use crate::request::ResourceKey;
-use crate::scenario::{
-    BoxError, OperatorUnderTest, RunContext, RunningOperator, Scenario, Workload,
-};
+use crate::scenario::{BoxError, OperatorUnderTest, RunContext, Scenario, Workload};
+use crate::settle::Settle;
 use crate::snapshot::Snapshot;
 
 /// How much a harness may spend on fault plans (the fault-free run is not counted).
@@ -38,152 +36,6 @@ impl Default for Budget {
             plans: 12,
             time: Duration::from_secs(150),
         }
-    }
-}
-
-/// What stopped a harness before it could compare anything.
-#[derive(Debug, thiserror::Error)]
-pub enum HarnessError {
-    /// Setting up a run (its namespace, its proxy, its kubeconfig, its operator) failed.
-    #[error("{run}: {what}")]
-    Setup {
-        /// Which run (`fault-free`, or the plan).
-        run: String,
-        /// What failed.
-        what: String,
-        /// Why.
-        #[source]
-        source: BoxError,
-    },
-    /// A workload step failed.
-    #[error("{run}: step {step:?} failed")]
-    Step {
-        /// Which run.
-        run: String,
-        /// The step's name.
-        step: String,
-        /// Why.
-        #[source]
-        source: BoxError,
-    },
-    /// The fault-free run broke a check on the handler calls (a call saw an object older than
-    /// an earlier one did, or a deletion no call saw): no plan can be judged against it.
-    #[error("{run}: {}", violations.join("; "))]
-    CallChecks {
-        /// Which run.
-        run: String,
-        /// What broke, one line each.
-        violations: Vec<String>,
-    },
-    /// The operator did not become quiescent.
-    #[error("{run}: after step {step:?}")]
-    NotQuiescent {
-        /// Which run.
-        run: String,
-        /// The last step.
-        step: String,
-        /// What was unsettled.
-        #[source]
-        source: NotQuiescent,
-    },
-}
-
-/// One plan whose run differed from the fault-free run, or could not finish.
-#[derive(Clone, Debug)]
-pub struct PlanFailure {
-    /// The plan.
-    pub plan: FaultPlan,
-    /// How its end state differed (empty if the run did not finish).
-    pub differences: Vec<String>,
-    /// Why it did not finish, if it did not.
-    pub error: Option<String>,
-    /// The operator's writes around the fault, as the proxy logged them.
-    pub writes: Vec<String>,
-    /// The run's last handler calls (process, number, handler, action, object, version).
-    pub calls: Vec<String>,
-    /// The operator's log, if it keeps one.
-    pub logs: String,
-}
-
-/// What a harness found; [`Report::assert_passed`] fails a test on any failure.
-#[derive(Clone, Debug)]
-pub struct Report {
-    /// The scenario's name.
-    pub scenario: String,
-    /// The seed that ordered the plans (run again with it to get the same plans).
-    pub seed: u64,
-    /// How many plans the fault-free run suggested.
-    pub available: usize,
-    /// How many were run.
-    pub run: usize,
-    /// How many ended as the fault-free run did.
-    pub passed: usize,
-    /// The others.
-    pub failures: Vec<PlanFailure>,
-    /// Every plan run, in order (the failed ones included).
-    pub plans: Vec<FaultPlan>,
-    /// Runs (the fault-free one included) in which no handler call was reported, so the checks
-    /// on calls did not judge them: an operator made before the harness in the test process,
-    /// or one that does not run kubeapp's controller.
-    pub calls_unrecorded: usize,
-}
-
-impl Report {
-    /// Panics with the report if a plan failed.
-    pub fn assert_passed(&self) {
-        assert!(self.failures.is_empty(), "{self}");
-    }
-}
-
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "fault plans for {} (seed {}): {} run of {}, {} passed, {} failed",
-            self.scenario,
-            self.seed,
-            self.run,
-            self.available,
-            self.passed,
-            self.failures.len()
-        )?;
-        if self.calls_unrecorded > 0 {
-            writeln!(
-                f,
-                "handler calls: none reported in {} runs, so the checks on calls did not judge \
-                 them (an operator in the test process made before the FaultHarness, or not on \
-                 kubeapp's controller)",
-                self.calls_unrecorded
-            )?;
-        }
-        for failure in &self.failures {
-            writeln!(f, "- {}", failure.plan)?;
-            if let Some(error) = &failure.error {
-                writeln!(f, "  did not finish: {error}")?;
-            }
-            for difference in &failure.differences {
-                writeln!(f, "  {difference}")?;
-            }
-            writeln!(f, "  the operator's writes around the fault:")?;
-            for write in &failure.writes {
-                writeln!(f, "    {write}")?;
-            }
-            if !failure.calls.is_empty() {
-                writeln!(f, "  the last handler calls:")?;
-                for call in &failure.calls {
-                    writeln!(f, "    {call}")?;
-                }
-            }
-            if !failure.logs.is_empty() {
-                writeln!(f, "  its log:\n{}", failure.logs)?;
-            }
-            writeln!(
-                f,
-                "  replay: FaultHarness::replay with {:?}, or KUBEAPP_FAULT_SEED={}",
-                failure.plan, self.seed
-            )?;
-        }
-        Ok(())
     }
 }
 
@@ -482,7 +334,8 @@ impl FaultHarness {
             .await
             .map_err(setup("start the operator"))?;
         let mut settle = Settle {
-            harness: self,
+            client: self.client.clone(),
+            timeout: self.timeout,
             proxy: &proxy,
             operator,
             run: &run,
@@ -569,92 +422,6 @@ impl FaultHarness {
             violations,
         })
     }
-}
-
-/// Waits for quiescence, restarting the operator when a crash plan halted it.
-struct Settle<'a> {
-    harness: &'a FaultHarness,
-    proxy: &'a FaultProxy,
-    operator: &'a dyn OperatorUnderTest,
-    run: &'a str,
-    /// The handler calls each process reported, read after each phase and before a kill.
-    calls: CallHistory,
-}
-
-impl Settle<'_> {
-    /// Adds the handler calls `running` (process `process`) reports now; a process that does
-    /// not answer adds none (its later calls are read at the next phase).
-    async fn read_calls(&mut self, running: &dyn RunningOperator, process: usize) {
-        if let Ok(report) = fetch(running.metrics_addr()).await {
-            self.calls.add(process, report.calls);
-        }
-    }
-
-    async fn settle(
-        &mut self,
-        mut running: Box<dyn RunningOperator>,
-        context: &mut RunContext,
-        stale: &[ResourceKey],
-        step: &str,
-    ) -> Result<Box<dyn RunningOperator>, HarnessError> {
-        loop {
-            let quiescence = Quiescence::new(self.harness.client.clone(), running.metrics_addr());
-            let quiet = tokio::select! {
-                biased;
-                () = self.proxy.halted() => None,
-                quiet = quiescence.wait_except(self.harness.timeout, stale) => Some(quiet),
-            };
-            match quiet {
-                Some(Ok(())) => {
-                    self.read_calls(running.as_ref(), context.process).await;
-                    return Ok(running);
-                }
-                Some(Err(source)) => {
-                    running.kill().await;
-                    return Err(HarnessError::NotQuiescent {
-                        run: self.run.to_owned(),
-                        step: step.to_owned(),
-                        source,
-                    });
-                }
-                None => {
-                    // The crash: kill the halted process, let the proxy drop what it held, and
-                    // start the next one, which lists afresh. (Its calls first: it still serves
-                    // its report, the proxy halts only its way to the apiserver.)
-                    self.read_calls(running.as_ref(), context.process).await;
-                    running.kill().await;
-                    self.proxy.resume();
-                    context.process += 1;
-                    running = self.operator.start(context).await.map_err(|source| {
-                        HarnessError::Setup {
-                            run: self.run.to_owned(),
-                            what: "restart the operator after the crash".to_owned(),
-                            source,
-                        }
-                    })?;
-                }
-            }
-        }
-    }
-}
-
-/// How many of a run's last handler calls a failure shows.
-const CALLS_SHOWN: usize = 30;
-
-/// The writes around a plan's fault (all of them, at most the last 40, for a watch fault).
-fn around(plan: &FaultPlan, writes: Vec<String>) -> Vec<String> {
-    let at = match plan {
-        FaultPlan::CrashAfterWrite(write) | FaultPlan::FailWrite { write, .. } => {
-            usize::try_from(*write).unwrap_or(usize::MAX)
-        }
-        _ => writes.len(),
-    };
-    let from = at.saturating_sub(10);
-    let to = (at + 10).min(writes.len());
-    writes
-        .get(from.min(to)..to)
-        .map(<[String]>::to_vec)
-        .unwrap_or_default()
 }
 
 /// A namespace-safe prefix of a scenario's name: lower case letters, digits and `-`, at most 40
