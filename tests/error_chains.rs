@@ -435,6 +435,13 @@ fn operator_errors(errors: &mut Errors) {
             )],
         },
     });
+    errors.add(HarnessError::CallChecks {
+        run: s("the fault-free run"),
+        violations: vec![s(
+            "parents ns/p3 was deleted, and no handler call saw its deletion (the last call: #4 \
+             reconciler[0] update in process 1)",
+        )],
+    });
     errors.add(NotQuiescent {
         addr: ([127, 0, 0, 1], 8080).into(),
         timeout: Duration::from_secs(1),
