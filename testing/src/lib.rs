@@ -49,6 +49,7 @@ pub mod request;
 pub mod scenario;
 mod settle;
 pub mod snapshot;
+mod stale_lists;
 mod status;
 mod watch_stream;
 

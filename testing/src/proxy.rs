@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::faults::{WatchFaults, WatchFlow, WriteBook, WriteFault, WriteOutcome, WriteRecord};
 use crate::request::{ResourceKey, ResourceRequest, Verb};
+use crate::stale_lists::StaleLists;
 use crate::status;
 use crate::watch_stream;
 
@@ -93,11 +94,19 @@ struct Shared {
     writes: Mutex<WriteBook>,
     /// The number of finished writes.
     writes_done: watch::Sender<u64>,
+    /// Lists answered from a lagging cache.
+    stale_lists: Mutex<StaleLists>,
 }
 
 impl Shared {
     fn book(&self) -> MutexGuard<'_, WriteBook> {
         self.writes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn stale_lists(&self) -> MutexGuard<'_, StaleLists> {
+        self.stale_lists
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Logs a finished write.
@@ -143,6 +152,7 @@ impl FaultProxy {
             watch_faults: watch::Sender::new(WatchFaults::default()),
             writes: Mutex::new(WriteBook::default()),
             writes_done: watch::Sender::new(0),
+            stale_lists: Mutex::new(StaleLists::default()),
         });
         let stop = CancellationToken::new();
         tokio::spawn(serve(listener, Arc::clone(&shared), stop.clone()));
@@ -199,6 +209,52 @@ impl FaultProxy {
         self.shared
             .watch_faults
             .send_modify(|state| state.epoch += 1);
+    }
+
+    /// From now on answers every list of `resource` in `namespace` that a lagging watch cache
+    /// may answer (one with a non-empty `resourceVersion`: `0`, or a version with or without
+    /// `resourceVersionMatch=NotOlderThan`) with the list as it is now, as an apiserver whose
+    /// cache lags behind etcd does; lists without a `resourceVersion` (consistent reads) and
+    /// watches go to the apiserver. A client that lists from the cache after later changes
+    /// "travels back in time" (Sieve): it sees deleted objects and old versions. Selectors are
+    /// not applied to the stale answer: arm it for lists of the whole namespace.
+    ///
+    /// # Errors
+    ///
+    /// When the list cannot be read from the apiserver.
+    pub async fn serve_stale_lists(
+        &self,
+        resource: &kube::api::ApiResource,
+        namespace: &str,
+    ) -> Result<(), kube::Error> {
+        let prefix = if resource.group.is_empty() {
+            format!("/api/{}", resource.version)
+        } else {
+            format!("/apis/{}/{}", resource.group, resource.version)
+        };
+        let path = format!("{prefix}/namespaces/{namespace}/{}", resource.plural);
+        let request = http::Request::get(&path)
+            .body(Vec::new())
+            .map_err(kube::Error::HttpError)?;
+        let body = self.shared.upstream.request_text(request).await?;
+        self.shared.stale_lists().arm(
+            ResourceKey::new(resource.group.clone(), resource.plural.clone()),
+            Some(namespace.to_owned()),
+            Bytes::from(body),
+        );
+        Ok(())
+    }
+
+    /// How many lists [`serve_stale_lists`](Self::serve_stale_lists) answered from its
+    /// snapshot.
+    pub fn stale_lists_served(&self) -> u64 {
+        self.shared.stale_lists().served
+    }
+
+    /// How many lists of a resource armed with [`serve_stale_lists`](Self::serve_stale_lists)
+    /// asked for the latest state, and went to the apiserver.
+    pub fn consistent_lists(&self) -> u64 {
+        self.shared.stale_lists().consistent
     }
 
     /// Drops every watch event of `resource` from now on, in open watches and new ones, until
@@ -414,6 +470,19 @@ async fn handle(
         }
         Some(target) if target.verb == Verb::Watch => {
             watch(shared, &parts, body, target.resource).await
+        }
+        Some(target) if target.verb == Verb::Read && target.name.is_none() => {
+            let stale = shared.stale_lists().answer(
+                &target.resource,
+                target.namespace.as_deref(),
+                parts.uri.query(),
+            );
+            let response = match stale {
+                Some(list) => json_response(StatusCode::OK, list, None),
+                None => forward(shared, &parts, body).await,
+            };
+            shared.unhalted(resumes).await?;
+            Ok(response)
         }
         _ => {
             let response = forward(shared, &parts, body).await;
