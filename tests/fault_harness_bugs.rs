@@ -399,64 +399,50 @@ async fn children_gone_after_an_unobserved_marked_state(
     }
 }
 
+/// The by-hand proof of `buggy`'s bug with `check`, a plain end-to-end check run as
+/// `check(&env, variant, fault)`: the sound variant passes it with the fault, the buggy one
+/// without it, and the buggy one fails it with the fault.
+macro_rules! shown_by_hand {
+    ($check:ident, $buggy:expr) => {{
+        let env = TestEnv::start().await.expect("control plane");
+        env.install_crd::<Parent>().await.expect("CRD");
+        $check(&env, Variant::Sound, true)
+            .await
+            .expect("the sound operator passes the check with the fault");
+        $check(&env, $buggy, false)
+            .await
+            .expect("without the fault, the buggy operator passes too");
+        let buggy = $check(&env, $buggy, true).await;
+        assert!(buggy.is_err(), "the bug did not show: {buggy:?}");
+        eprintln!("{:?} by hand: {buggy:?}", $buggy);
+    }};
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn by_hand_a_lost_answer_makes_the_two_creates_variant_leave_out_its_second_child() {
-    let env = TestEnv::start().await.expect("control plane");
-    env.install_crd::<Parent>().await.expect("CRD");
-    two_children_after_a_lost_answer(&env, Variant::Sound, true)
-        .await
-        .expect("the sound operator makes both children");
-    two_children_after_a_lost_answer(&env, Variant::TwoCreates, false)
-        .await
-        .expect("without the fault, the buggy operator passes too");
-    let buggy = two_children_after_a_lost_answer(&env, Variant::TwoCreates, true).await;
-    assert!(buggy.is_err(), "the bug did not show: {buggy:?}");
-    eprintln!("TwoCreates by hand: {buggy:?}");
+    shown_by_hand!(two_children_after_a_lost_answer, Variant::TwoCreates);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn by_hand_a_lagging_child_watch_makes_the_stale_cache_variant_create_a_second_child() {
-    let env = TestEnv::start().await.expect("control plane");
-    env.install_crd::<Parent>().await.expect("CRD");
-    one_child_after_a_lagging_watch(&env, Variant::Sound, true)
-        .await
-        .expect("the sound operator keeps one child");
-    one_child_after_a_lagging_watch(&env, Variant::ChildFromStaleCache, false)
-        .await
-        .expect("without the fault, the buggy operator passes too");
-    let buggy = one_child_after_a_lagging_watch(&env, Variant::ChildFromStaleCache, true).await;
-    assert!(buggy.is_err(), "the bug did not show: {buggy:?}");
-    eprintln!("ChildFromStaleCache by hand: {buggy:?}");
+    shown_by_hand!(
+        one_child_after_a_lagging_watch,
+        Variant::ChildFromStaleCache
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn by_hand_a_withheld_parent_watch_makes_the_stale_copy_variant_clobber_a_status_field() {
-    let env = TestEnv::start().await.expect("control plane");
-    env.install_crd::<Parent>().await.expect("CRD");
-    note_kept_after_a_withheld_watch(&env, Variant::Sound, true)
-        .await
-        .expect("the sound operator keeps the note");
-    note_kept_after_a_withheld_watch(&env, Variant::StatusFromStaleCopy, false)
-        .await
-        .expect("without the fault, the buggy operator passes too");
-    let buggy = note_kept_after_a_withheld_watch(&env, Variant::StatusFromStaleCopy, true).await;
-    assert!(buggy.is_err(), "the bug did not show: {buggy:?}");
-    eprintln!("StatusFromStaleCopy by hand: {buggy:?}");
+    shown_by_hand!(
+        note_kept_after_a_withheld_watch,
+        Variant::StatusFromStaleCopy
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn by_hand_an_unobserved_marked_state_makes_the_marked_only_variant_leave_children() {
-    let env = TestEnv::start().await.expect("control plane");
-    env.install_crd::<Parent>().await.expect("CRD");
-    children_gone_after_an_unobserved_marked_state(&env, Variant::Sound, true)
-        .await
-        .expect("the sound operator deletes the children");
-    children_gone_after_an_unobserved_marked_state(&env, Variant::CleanupOnlyWhenMarked, false)
-        .await
-        .expect("without the fault, the buggy operator passes too");
-    let buggy =
-        children_gone_after_an_unobserved_marked_state(&env, Variant::CleanupOnlyWhenMarked, true)
-            .await;
-    assert!(buggy.is_err(), "the bug did not show: {buggy:?}");
-    eprintln!("CleanupOnlyWhenMarked by hand: {buggy:?}");
+    shown_by_hand!(
+        children_gone_after_an_unobserved_marked_state,
+        Variant::CleanupOnlyWhenMarked
+    );
 }

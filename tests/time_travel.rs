@@ -83,9 +83,12 @@ async fn lagging_cache(env: &TestEnv, namespace: &str) -> FaultProxy {
     proxy
 }
 
-/// Every call of the watcher: which, the name, the value.
+/// One call of the watcher: which, the name, the value.
+type Call = (&'static str, String, String);
+
+/// Every call of the watcher.
 #[derive(Clone, Default)]
-struct Calls(Arc<Mutex<Vec<(&'static str, String, String)>>>);
+struct Calls(Arc<Mutex<Vec<Call>>>);
 
 impl Calls {
     fn push(&self, call: &'static str, cm: &ConfigMap) {
@@ -96,7 +99,7 @@ impl Calls {
         ));
     }
 
-    fn seen(&self) -> Vec<(&'static str, String, String)> {
+    fn seen(&self) -> Vec<Call> {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
