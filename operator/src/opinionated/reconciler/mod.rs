@@ -36,6 +36,9 @@ pub(crate) const STATE_KEY: &str = "kubeapp.dev/opinionated-finalizer";
 const CATCH_UP_LIMIT: Duration = Duration::from_millis(500);
 const PENDING_ADD: &str = "add-pending";
 const PENDING_REMOVAL: &str = "removal-pending";
+/// A `Resync` (a requeue of `Created`, say) failed downstream: its retry is not a stale retry of
+/// the creation, and must reach the reconciler again.
+const RESYNC_FAILED: &str = "resync-failed";
 
 /// What the wrapper does with a request; checked in the order of the variants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,8 +143,12 @@ pub(crate) fn decide(
         // Our finalizer went on before `Created`, which has not succeeded yet: this request
         // (its retry, or a newer event with the newest object) is still the creation.
         (_, true, Delivery::Creating) => ReconcileDecision::Create,
-        // A retry of a `Created` that a newer event delivered meanwhile: its copy is older.
-        (ReconcileAction::Created, true, Delivery::Created) if retry => {
+        // A retry of a `Created` that a newer event delivered meanwhile: its copy is older. Not
+        // a retry of a failed `Resync` (a `Created` requeued after it was delivered): that one
+        // failed after the delivery, and nothing else will run it again.
+        (ReconcileAction::Created, true, Delivery::Created)
+            if retry && state.note(STATE_KEY) != Some(RESYNC_FAILED) =>
+        {
             ReconcileDecision::StaleRetry
         }
         (ReconcileAction::Created, true, _) => ReconcileDecision::Resync,
@@ -431,7 +438,16 @@ impl<R: DynReconciler> OpinionatedReconciler<R> {
                     action: ReconcileAction::Resynced,
                     ..request.clone()
                 };
-                let result = self.inner.reconcile(downstream, ctx).await?;
+                let result = self
+                    .inner
+                    .reconcile(downstream, ctx)
+                    .await
+                    .map_err(|mut error| {
+                        // Its retry (still `Created`) must not look like a stale one.
+                        let state = error.state.take().unwrap_or_else(|| request.state.clone());
+                        error.state = Some(noted(state, Some(RESYNC_FAILED)));
+                        error
+                    })?;
                 self.delivered.set(&id, Progress::ADDED);
                 if !self.names.carries_legacy(request.object.metadata()) {
                     return Ok(result);

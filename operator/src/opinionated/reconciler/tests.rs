@@ -225,6 +225,21 @@ fn with_our_finalizer_added_before_created_every_request_is_the_creation_until_i
         ),
         ReconcileDecision::StaleRetry
     );
+    // The retry of a requeue of `Created` whose `Resync` failed downstream (the components'
+    // wait for a rollout, failing once): not stale, it runs again. Found by the fault harness
+    // (tests/fault_plans_examples.rs, the components example, seed 7): dropped as stale, it
+    // left the failure in the status for good.
+    assert_eq!(
+        decide(
+            Created,
+            &with_ours,
+            &noted(none(), Some(RESYNC_FAILED)),
+            &ours(),
+            Delivery::Created,
+            true
+        ),
+        ReconcileDecision::Resync
+    );
     // A new leader's Add of an object it delivered in an earlier term, or a requeue: Resynced.
     assert_eq!(
         decide(
