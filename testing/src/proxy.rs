@@ -216,8 +216,13 @@ impl FaultProxy {
     /// `resourceVersionMatch=NotOlderThan`) with the list as it is now, as an apiserver whose
     /// cache lags behind etcd does; lists without a `resourceVersion` (consistent reads) and
     /// watches go to the apiserver. A client that lists from the cache after later changes
-    /// "travels back in time" (Sieve): it sees deleted objects and old versions. Selectors are
-    /// not applied to the stale answer: arm it for lists of the whole namespace.
+    /// "travels back in time" (Sieve): it sees deleted objects and old versions.
+    ///
+    /// Lists the snapshot cannot be the answer to go to the apiserver too, as if the cache had
+    /// caught up: one at a version newer than the snapshot's (an apiserver never answers older
+    /// than asked), one at an exact version (`resourceVersionMatch=Exact`), one with a label or
+    /// field selector, one asking for a Table or for metadata only (`Accept: ...;as=...`).
+    /// Neither counter counts them: arm it for lists of the whole namespace.
     ///
     /// # Errors
     ///
@@ -472,10 +477,15 @@ async fn handle(
             watch(shared, &parts, body, target.resource).await
         }
         Some(target) if target.verb == Verb::Read && target.name.is_none() => {
+            let accept = parts
+                .headers
+                .get(header::ACCEPT)
+                .and_then(|accept| accept.to_str().ok());
             let stale = shared.stale_lists().answer(
                 &target.resource,
                 target.namespace.as_deref(),
                 parts.uri.query(),
+                accept,
             );
             let response = match stale {
                 Some(list) => json_response(StatusCode::OK, list, None),
