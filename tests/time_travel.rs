@@ -86,24 +86,44 @@ async fn lagging_cache(env: &TestEnv, namespace: &str) -> FaultProxy {
 /// One call of the watcher: which, the name, the value.
 type Call = (&'static str, String, String);
 
-/// Every call of the watcher.
-#[derive(Clone, Default)]
-struct Calls(Arc<Mutex<Vec<Call>>>);
+/// Every call of the watcher, and a count of them to wait on.
+#[derive(Clone)]
+struct Calls {
+    calls: Arc<Mutex<Vec<Call>>>,
+    count: Arc<tokio::sync::watch::Sender<usize>>,
+}
+
+impl Default for Calls {
+    fn default() -> Self {
+        Self {
+            calls: Arc::default(),
+            count: Arc::new(tokio::sync::watch::Sender::new(0)),
+        }
+    }
+}
 
 impl Calls {
     fn push(&self, call: &'static str, cm: &ConfigMap) {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).push((
-            call,
-            cm.name_any(),
-            value(cm),
-        ));
+        let count = {
+            let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+            calls.push((call, cm.name_any(), value(cm)));
+            calls.len()
+        };
+        self.count.send_replace(count);
     }
 
     fn seen(&self) -> Vec<Call> {
-        self.0
+        self.calls
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Resolves once at least `count` calls were made.
+    async fn reached(&self, count: usize) {
+        let mut counted = self.count.subscribe();
+        // The sender lives in `self`: the channel cannot close while we wait.
+        let _ = counted.wait_for(|made| *made >= count).await;
     }
 
     /// The adds, by name.
@@ -157,12 +177,7 @@ async fn a_kubeapp_controller_behind_a_lagging_cache_does_not_travel_back_in_tim
         async move { controller.run(stop).await }
     });
     let expected = OBJECTS - DELETED;
-    let waited = tokio::time::timeout(TIMEOUT, async {
-        while calls.added().len() < expected {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    let waited = tokio::time::timeout(TIMEOUT, calls.reached(expected)).await;
     stop.cancel();
     let _ = run.await;
     let seen = calls.added();

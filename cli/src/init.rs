@@ -320,6 +320,11 @@ fn plan_from(args: &InitArgs, built_from: Option<&Path>) -> Result<Vec<PlannedFi
         args.template.kubeapp_features().to_string(),
     );
     values.insert("fault_testenv", args.template.fault_testenv().to_string());
+    values.insert("fault_workload", args.template.fault_workload().to_string());
+    values.insert(
+        "fault_change_step",
+        args.template.fault_change_step().to_string(),
+    );
     values.insert("kubeapp_source_note", source.note().to_string());
     values.insert("kubeapp_docs", source.api_docs());
     values.insert("kubeapp_guide", source.guide());

@@ -105,6 +105,44 @@ impl Flavor {
         }
     }
 
+    /// The fault test's workload, as its module doc says it.
+    pub fn fault_workload(self) -> &'static str {
+        match self {
+            Flavor::Phases => "three created, one labelled, one deleted",
+            Flavor::Components | Flavor::Reconciler | Flavor::Watcher => {
+                "three created, one changed, one deleted"
+            }
+        }
+    }
+
+    /// The fault test's second step, chained after the creates: a change of the first sample's
+    /// spec; for phases a label on it instead. A phase machine that has finished keeps its
+    /// outcome, so where a spec change lands would depend on whether the operator saw the
+    /// sample finish first (a history, not a fault: the oracle flags it).
+    pub fn fault_change_step(self) -> &'static str {
+        match self {
+            Flavor::Phases => concat!(
+                "\n        .step(\"label the first\", |workload| async move {\n",
+                "            let patch =\n",
+                "                serde_json::json!({ \"metadata\": { \"labels\": { \"example.com/touched\": \"yes\" } } });\n",
+                "            api(&workload)\n",
+                "                .patch(&name(1), &PatchParams::default(), &Patch::Merge(&patch))\n",
+                "                .await?;\n",
+                "            Ok(())\n",
+                "        })"
+            ),
+            Flavor::Components | Flavor::Reconciler | Flavor::Watcher => concat!(
+                "\n        .step(\"change the first\", |workload| async move {\n",
+                "            let patch = serde_json::json!({ \"spec\": { \"message\": \"changed\" } });\n",
+                "            api(&workload)\n",
+                "                .patch(&name(1), &PatchParams::default(), &Patch::Merge(&patch))\n",
+                "                .await?;\n",
+                "            Ok(())\n",
+                "        })"
+            ),
+        }
+    }
+
     /// What the project's README says of the template after `kubeapp run` (a paragraph and its
     /// blank line, or nothing; `{{kind}}` and `{{kind_snake}}` are filled in).
     pub fn run_note(self) -> &'static str {
