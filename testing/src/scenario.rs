@@ -26,6 +26,15 @@ pub struct Workload {
 type StepFuture = Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send>>;
 type Step = Box<dyn Fn(Workload) -> StepFuture + Send + Sync>;
 
+/// `step` as the scenario keeps it.
+fn boxed<F, Fut>(step: F) -> Step
+where
+    F: Fn(Workload) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+{
+    Box::new(move |workload| Box::pin(step(workload)))
+}
+
 /// A workload in steps, and the kinds whose end state the oracle compares.
 ///
 /// ```
@@ -75,10 +84,7 @@ impl Scenario {
         F: Fn(Workload) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
     {
-        self.setup.push((
-            name.into(),
-            Box::new(move |workload| Box::pin(step(workload))),
-        ));
+        self.setup.push((name.into(), boxed(step)));
         self
     }
 
@@ -89,10 +95,7 @@ impl Scenario {
         F: Fn(Workload) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
     {
-        self.steps.push((
-            name.into(),
-            Box::new(move |workload| Box::pin(step(workload))),
-        ));
+        self.steps.push((name.into(), boxed(step)));
         self
     }
 
